@@ -1,0 +1,108 @@
+"""Reverse-mode autodiff: extend a forward graph with its backward and update operators.
+
+Backward computations are ordinary operators emitted by each operator's
+``gradient`` declaration, so the planner and executor treat them like forward
+ones. Contributions to one tensor's gradient are combined by a single n-ary
+``sum_n`` node whose operand order is the order in which the contributions were
+emitted (reverse insertion order of the consumers): fixed for a given graph,
+whatever schedule later runs it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ops import registry as op_registry
+from ops.registry import OpError
+
+from .ir import Graph, GraphError, Kind
+
+
+@dataclass(frozen=True)
+class SGD:
+    lr: float = 0.05
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+
+
+def gradients(g: Graph, loss: int) -> dict[int, int]:
+    """Append the backward pass of scalar ``loss``; return {parameter id: gradient id}."""
+    lt = g.tensors[loss]
+    if lt.shape != ():
+        where = g.producer[loss]
+        by = f" (output of node '{g.nodes[where].name}')" if where >= 0 else ""
+        raise GraphError(f"cannot take the gradient of '{lt.name}'{by}: its shape is {lt.shape}, "
+                         "not a scalar; reduce it to a scalar loss first")
+    n_forward = len(g.nodes)
+    params = g.leaves(Kind.PARAMETER)
+
+    # Tensors that depend on a parameter through differentiable operators...
+    needs = [False] * len(g.tensors)
+    for p in params:
+        needs[p] = True
+    for n in g.nodes:
+        if any(needs[t] for t in n.inputs) and op_registry.get(n.op).differentiable:
+            for t in n.outputs:
+                needs[t] = True
+    # ...and on which the loss depends.
+    reaches = [False] * len(g.tensors)
+    reaches[loss] = True
+    for n in reversed(g.nodes):
+        if any(reaches[t] for t in n.outputs):
+            for t in n.inputs:
+                reaches[t] = True
+    wanted = [a and b for a, b in zip(needs, reaches)]
+
+    contributions: dict[int, list[int]] = {}
+
+    def total(t: int) -> int | None:
+        parts = contributions.get(t)
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        (s,) = g.apply("sum_n", parts, name=f"{g.tensors[t].name}.grad_sum")
+        contributions[t] = [s]
+        return s
+
+    with g.default_kind(Kind.GRADIENT):
+        (seed,) = g.apply("fill", [], name=f"{lt.name}.grad_seed", shape=(), dtype=lt.dtype.name, value=1.0)
+        contributions[loss] = [seed]
+        for node in reversed(g.nodes[:n_forward]):
+            want = [wanted[t] for t in node.inputs]
+            if not any(want) or not any(t in contributions for t in node.outputs):
+                continue
+            decl = op_registry.get(node.op)
+            if not decl.differentiable:
+                raise GraphError(f"node '{node.name}' ({node.op}): the loss depends on a parameter "
+                                 "through it, but the operator has no gradient")
+            dys = [total(t) for t in node.outputs]
+            try:
+                with g.scope(f"{node.name}.grad"):
+                    grads = decl.gradient(g, node, dys, want)
+            except OpError as e:
+                raise GraphError(f"node '{node.name}' ({node.op}): {e}") from None
+            for t, gt, w in zip(node.inputs, grads, want):
+                if w and gt is not None:
+                    contributions.setdefault(t, []).append(gt)
+        result = {}
+        for p in params:
+            gp = total(p)
+            if gp is None:
+                raise GraphError(f"parameter '{g.tensors[p].name}' does not affect the loss "
+                                 f"'{lt.name}'; remove it or use it")
+            result[p] = gp
+    return result
+
+
+def build_training_graph(g: Graph, loss: int, sgd: SGD = SGD()) -> Graph:
+    """Turn a forward graph ending in scalar ``loss`` into a whole iteration, in place:
+    forward, backward, then one SGD-with-momentum update per parameter."""
+    g.set_loss(loss)
+    grads = gradients(g, loss)
+    for p, gp in grads.items():
+        name = g.tensors[p].name
+        m = g.state(f"{name}.momentum", g.shape(p), g.dtype(p), init="zeros")
+        g.apply("sgd_update", [p, gp, m], name=f"{name}.update",
+                lr=sgd.lr, momentum=sgd.momentum, weight_decay=sgd.weight_decay)
+    g.validate()
+    return g

@@ -1,0 +1,410 @@
+"""The graph IR: one training iteration as a static dataflow graph.
+
+Tensors and nodes have dense integer ids (their index in ``Graph.tensors`` and
+``Graph.nodes``), so passes can work on numpy arrays indexed by id. Shapes,
+dtypes and byte sizes are known when a node is added; no tensor data is ever
+allocated here, so graphs of paper scale (hundreds of GB of tensors) build in
+seconds.
+
+The graph is in SSA form: every tensor has at most one producer. State that
+persists across iterations (parameters, optimizer state, running statistics)
+is a leaf tensor whose next value is another tensor, produced by an operator
+that declares it (``Op.state_outputs``); ``Graph.state_pairs`` lists the pairs.
+"""
+from __future__ import annotations
+
+import contextlib
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ops import registry as op_registry
+from ops.registry import OpError
+
+
+class GraphError(ValueError):
+    """A malformed graph; the message names the node or tensor at fault."""
+
+
+class Kind(enum.IntEnum):
+    INPUT = 0        # training data fed each iteration
+    LABEL = 1        # integer targets fed each iteration
+    PARAMETER = 2    # trained weights (and their next values)
+    ACTIVATION = 3   # forward intermediate results
+    GRADIENT = 4     # backward intermediate results
+    STATE = 5        # optimizer state and running statistics (momentum, BN mean/var)
+
+
+LEAF_KINDS = (Kind.INPUT, Kind.LABEL, Kind.PARAMETER, Kind.STATE)
+PERSISTENT_KINDS = (Kind.PARAMETER, Kind.STATE)
+
+
+@dataclass(slots=True)
+class Tensor:
+    id: int
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    kind: Kind
+    nbytes: int
+    init: str | None = None   # initializer name for leaf state (see engine.initializers)
+
+
+@dataclass(slots=True)
+class Node:
+    id: int
+    name: str
+    op: str
+    attrs: dict[str, Any]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+
+@dataclass
+class Summary:
+    operators: int
+    tensors: int
+    distinct_sizes: int
+    total_bytes: int
+    bytes_by_kind: dict[str, int] = field(default_factory=dict)
+
+
+def _spec_nbytes(shape, dtype) -> int:
+    return math.prod(shape) * np.dtype(dtype).itemsize
+
+
+class Graph:
+    """Builder and container. ``apply`` adds a node, inferring its outputs' shapes."""
+
+    def __init__(self, name: str = "graph"):
+        self.name = name
+        self.tensors: list[Tensor] = []
+        self.nodes: list[Node] = []
+        self.producer: list[int] = []          # tensor id -> node id, or -1 for a leaf
+        self.users: list[list[int]] = []       # tensor id -> node ids reading it, in insertion order
+        self.state_pairs: list[tuple[int, int]] = []   # (current value, next value)
+        self.loss: int | None = None
+        self._tensor_names: dict[str, int] = {}
+        self._node_names: dict[str, int] = {}
+        self._default_kind = Kind.ACTIVATION
+        self._prefix = ""
+
+    # ------------------------------------------------------------------ building
+    def _new_tensor(self, name, shape, dtype, kind, init=None) -> int:
+        if name in self._tensor_names:
+            raise GraphError(f"tensor name '{name}' is used twice")
+        shape = tuple(int(d) for d in shape)
+        if any(d < 0 for d in shape):
+            raise GraphError(f"tensor '{name}' has a negative dimension in {shape}")
+        dtype = np.dtype(dtype)
+        tid = len(self.tensors)
+        self.tensors.append(Tensor(tid, name, shape, dtype, Kind(kind), _spec_nbytes(shape, dtype), init))
+        self.producer.append(-1)
+        self.users.append([])
+        self._tensor_names[name] = tid
+        return tid
+
+    def input(self, name: str, shape: Sequence[int], dtype="float32") -> int:
+        return self._new_tensor(self._prefix + name, shape, dtype, Kind.INPUT)
+
+    def label(self, name: str, shape: Sequence[int], dtype="int32") -> int:
+        if np.dtype(dtype).kind not in "iu":
+            raise GraphError(f"label '{name}' must have an integer dtype, got {np.dtype(dtype)}")
+        return self._new_tensor(self._prefix + name, shape, dtype, Kind.LABEL)
+
+    def parameter(self, name: str, shape: Sequence[int], dtype="float32", init: str = "he_normal") -> int:
+        return self._new_tensor(self._prefix + name, shape, dtype, Kind.PARAMETER, init)
+
+    def state(self, name: str, shape: Sequence[int], dtype="float32", init: str = "zeros") -> int:
+        return self._new_tensor(self._prefix + name, shape, dtype, Kind.STATE, init)
+
+    @contextlib.contextmanager
+    def default_kind(self, kind: Kind):
+        """Tensors produced inside this block get ``kind`` (autodiff uses GRADIENT)."""
+        old, self._default_kind = self._default_kind, Kind(kind)
+        try:
+            yield
+        finally:
+            self._default_kind = old
+
+    @contextlib.contextmanager
+    def scope(self, prefix: str):
+        """Prefix the names of nodes and leaf tensors created inside this block (``prefix/name``)."""
+        old = self._prefix
+        self._prefix = f"{old}{prefix}/"
+        try:
+            yield
+        finally:
+            self._prefix = old
+
+    def _node_name(self, op: str, name: str | None) -> str:
+        if name is None:
+            base = f"{self._prefix}{op}"
+            n = len(self._node_names)
+            name = f"{base}_{n}"
+            while name in self._node_names:
+                n += 1
+                name = f"{base}_{n}"
+        else:
+            name = self._prefix + name
+        if name in self._node_names:
+            raise GraphError(f"node name '{name}' is used twice")
+        return name
+
+    def apply(self, op: str, inputs: Iterable[int], name: str | None = None, **attrs) -> tuple[int, ...]:
+        """Add a node applying ``op`` to tensor ids ``inputs``; return its output tensor ids."""
+        inputs = tuple(int(t) for t in inputs)
+        node_name = self._node_name(op, name)
+        try:
+            decl = op_registry.get(op)
+            for t in inputs:
+                if not 0 <= t < len(self.tensors):
+                    raise OpError(f"input {t} is not a tensor of this graph")
+            if decl.arity is not None and len(inputs) != decl.arity:
+                raise OpError(f"takes {decl.arity} inputs, got {len(inputs)}")
+            if decl.arity is None and not inputs:
+                raise OpError("takes at least one input, got none")
+            attrs = decl.canon(attrs)
+            specs = decl.infer(attrs, [self.tensors[t] for t in inputs])
+        except OpError as e:
+            raise GraphError(f"node '{node_name}' ({op}): {e}") from None
+        outputs = []
+        for i, (shape, dtype) in enumerate(specs):
+            kind = self._default_kind
+            state_in = decl.state_outputs.get(i)
+            if state_in is not None:
+                kind = self.tensors[inputs[state_in]].kind
+            suffix = "" if len(specs) == 1 else f":{i}"
+            outputs.append(self._new_tensor(node_name + suffix, shape, dtype, kind))
+        nid = len(self.nodes)
+        self.nodes.append(Node(nid, node_name, op, attrs, inputs, tuple(outputs)))
+        self._node_names[node_name] = nid
+        for t in outputs:
+            self.producer[t] = nid
+        for t in dict.fromkeys(inputs):
+            self.users[t].append(nid)
+        for out_i, in_i in decl.state_outputs.items():
+            cur = inputs[in_i]
+            if self.tensors[cur].kind in PERSISTENT_KINDS and self.producer[cur] == -1:
+                if any(c == cur for c, _ in self.state_pairs):
+                    raise GraphError(f"node '{node_name}' ({op}): state '{self.tensors[cur].name}' "
+                                     "already has a next value")
+                self.state_pairs.append((cur, outputs[out_i]))
+        return tuple(outputs)
+
+    def set_loss(self, t: int) -> None:
+        self.loss = int(t)
+
+    # ------------------------------------------------------------------ queries
+    def shape(self, t: int) -> tuple[int, ...]:
+        return self.tensors[t].shape
+
+    def dtype(self, t: int) -> np.dtype:
+        return self.tensors[t].dtype
+
+    def tensor_id(self, name: str) -> int:
+        try:
+            return self._tensor_names[name]
+        except KeyError:
+            raise GraphError(f"no tensor named '{name}'") from None
+
+    def node_id(self, name: str) -> int:
+        try:
+            return self._node_names[name]
+        except KeyError:
+            raise GraphError(f"no node named '{name}'") from None
+
+    def leaves(self, *kinds: Kind) -> list[int]:
+        return [t.id for t in self.tensors if self.producer[t.id] == -1 and (not kinds or t.kind in kinds)]
+
+    def predecessors(self, nid: int) -> list[int]:
+        """Nodes producing this node's inputs (each once, in input order)."""
+        preds = (self.producer[t] for t in self.nodes[nid].inputs)
+        return list(dict.fromkeys(p for p in preds if p >= 0))
+
+    def successors(self, nid: int) -> list[int]:
+        succ = (u for t in self.nodes[nid].outputs for u in self.users[t])
+        return list(dict.fromkeys(succ))
+
+    def default_order(self) -> list[int]:
+        """Insertion order, which is topological for graphs built with ``apply``."""
+        return list(range(len(self.nodes)))
+
+    def to_networkx(self):
+        """A networkx DiGraph over node ids; edges carry the tensor ids that flow along them."""
+        import networkx as nx
+
+        dg = nx.DiGraph()
+        for n in self.nodes:
+            dg.add_node(n.id, name=n.name, op=n.op)
+        for n in self.nodes:
+            for t in n.inputs:
+                p = self.producer[t]
+                if p >= 0:
+                    if dg.has_edge(p, n.id):
+                        dg.edges[p, n.id]["tensors"].append(t)
+                    else:
+                        dg.add_edge(p, n.id, tensors=[t])
+        return dg
+
+    def summary(self) -> Summary:
+        by_kind: dict[str, int] = {k.name.lower(): 0 for k in Kind}
+        for t in self.tensors:
+            by_kind[t.kind.name.lower()] += t.nbytes
+        return Summary(
+            operators=len(self.nodes),
+            tensors=len(self.tensors),
+            distinct_sizes=len({t.nbytes for t in self.tensors}),
+            total_bytes=sum(t.nbytes for t in self.tensors),
+            bytes_by_kind=by_kind,
+        )
+
+    def dump(self, limit: int | None = None) -> str:
+        """A compact text listing: leaves, then one line per node."""
+        def tdesc(t):
+            x = self.tensors[t]
+            dims = "x".join(str(d) for d in x.shape) or "scalar"
+            return f"%{x.id}:{dims}"
+
+        lines = [f"graph {self.name}: {len(self.nodes)} nodes, {len(self.tensors)} tensors"]
+        for t in self.leaves():
+            x = self.tensors[t]
+            lines.append(f"  {x.kind.name.lower():10s} {tdesc(t)} {x.dtype} '{x.name}'")
+        for n in self.nodes[:limit]:
+            attrs = ", ".join(f"{k}={v}" for k, v in n.attrs.items())
+            outs = ", ".join(tdesc(t) for t in n.outputs)
+            ins = ", ".join(f"%{t}" for t in n.inputs)
+            lines.append(f"  {outs} = {n.op}({ins}{'; ' + attrs if attrs else ''})  # {n.name}")
+        if limit is not None and len(self.nodes) > limit:
+            lines.append(f"  ... {len(self.nodes) - limit} more nodes")
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ checking
+    def validate(self) -> None:
+        """Check the whole graph: known operators, one producer per tensor, consistent shapes,
+        no cycles, state pairs well formed. Raises GraphError naming the first bad node."""
+        producer = [-1] * len(self.tensors)
+        for n in self.nodes:
+            try:
+                decl = op_registry.get(n.op)
+            except OpError as e:
+                raise GraphError(f"node '{n.name}': {e}") from None
+            for t in n.inputs + n.outputs:
+                if not 0 <= t < len(self.tensors):
+                    raise GraphError(f"node '{n.name}' ({n.op}): tensor id {t} does not exist")
+            for t in n.outputs:
+                if producer[t] != -1:
+                    raise GraphError(f"node '{n.name}' ({n.op}): tensor '{self.tensors[t].name}' "
+                                     f"is also produced by '{self.nodes[producer[t]].name}'")
+                producer[t] = n.id
+            try:
+                if decl.arity is not None and len(n.inputs) != decl.arity:
+                    raise OpError(f"takes {decl.arity} inputs, got {len(n.inputs)}")
+                specs = decl.infer(n.attrs, [self.tensors[t] for t in n.inputs])
+            except OpError as e:
+                raise GraphError(f"node '{n.name}' ({n.op}): {e}") from None
+            if len(specs) != len(n.outputs):
+                raise GraphError(f"node '{n.name}' ({n.op}): has {len(n.outputs)} outputs, "
+                                 f"its operator makes {len(specs)}")
+            for (shape, dtype), t in zip(specs, n.outputs):
+                x = self.tensors[t]
+                if tuple(shape) != x.shape or np.dtype(dtype) != x.dtype:
+                    raise GraphError(f"node '{n.name}' ({n.op}): output '{x.name}' is declared "
+                                     f"{x.shape} {x.dtype} but the shape rule gives {tuple(shape)} "
+                                     f"{np.dtype(dtype)}")
+        for t in self.tensors:
+            if producer[t.id] == -1 and t.kind not in LEAF_KINDS:
+                raise GraphError(f"tensor '{t.name}' ({t.kind.name.lower()}) has no producer")
+        self._check_acyclic(producer)
+        for cur, nxt in self.state_pairs:
+            a, b = self.tensors[cur], self.tensors[nxt]
+            if a.shape != b.shape or a.dtype != b.dtype:
+                raise GraphError(f"state '{a.name}' {a.shape} and its next value '{b.name}' {b.shape} differ")
+        if self.loss is not None and self.tensors[self.loss].shape != ():
+            raise GraphError(f"loss '{self.tensors[self.loss].name}' is not a scalar")
+
+    def _check_acyclic(self, producer) -> None:
+        indeg = [0] * len(self.nodes)
+        succ: list[list[int]] = [[] for _ in self.nodes]
+        for n in self.nodes:
+            for p in dict.fromkeys(producer[t] for t in n.inputs):
+                if p >= 0:
+                    indeg[n.id] += 1
+                    succ[p].append(n.id)
+        ready = [i for i, d in enumerate(indeg) if d == 0]
+        seen = 0
+        while ready:
+            i = ready.pop()
+            seen += 1
+            for s in succ[i]:
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    ready.append(s)
+        if seen != len(self.nodes):
+            stuck = next(i for i, d in enumerate(indeg) if d > 0)
+            raise GraphError(f"node '{self.nodes[stuck].name}' ({self.nodes[stuck].op}) is on a cycle")
+
+    def check_order(self, order: Sequence[int]) -> None:
+        """Raise GraphError unless ``order`` lists every node once, each after its inputs' producers."""
+        if len(order) != len(self.nodes) or set(order) != set(range(len(self.nodes))):
+            raise GraphError("schedule must list every node exactly once")
+        done = np.zeros(len(self.nodes), dtype=bool)
+        for nid in order:
+            for p in self.predecessors(nid):
+                if not done[p]:
+                    raise GraphError(f"schedule runs node '{self.nodes[nid].name}' before its input's "
+                                     f"producer '{self.nodes[p].name}'")
+            done[nid] = True
+
+    # ------------------------------------------------------------------ serialization
+    def to_dict(self) -> dict:
+        def jsonable(v):
+            if isinstance(v, tuple):
+                return [jsonable(x) for x in v]
+            return v
+
+        return {
+            "format": "swapengine.graph/1",
+            "name": self.name,
+            "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype.name,
+                         "kind": t.kind.name.lower(), "init": t.init} for t in self.tensors],
+            "nodes": [{"name": n.name, "op": n.op, "attrs": {k: jsonable(v) for k, v in n.attrs.items()},
+                       "inputs": list(n.inputs), "outputs": list(n.outputs)} for n in self.nodes],
+            "state_pairs": [list(p) for p in self.state_pairs],
+            "loss": self.loss,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Graph":
+        """Rebuild a graph from ``to_dict`` output and validate it (GraphError if malformed)."""
+        if not isinstance(d, dict) or d.get("format") != "swapengine.graph/1":
+            raise GraphError("not a swapengine graph (expected format 'swapengine.graph/1')")
+        g = cls(d.get("name", "graph"))
+        try:
+            for t in d["tensors"]:
+                g._new_tensor(t["name"], t["shape"], t["dtype"], Kind[t["kind"].upper()], t.get("init"))
+            for i, n in enumerate(d["nodes"]):
+                try:
+                    attrs = op_registry.get(n["op"]).canon(dict(n["attrs"]))
+                except OpError as e:
+                    raise GraphError(f"node '{n['name']}' ({n['op']}): {e}") from None
+                node = Node(i, n["name"], n["op"], attrs, tuple(n["inputs"]), tuple(n["outputs"]))
+                g.nodes.append(node)
+                g._node_names[node.name] = i
+                for t in node.outputs:
+                    if 0 <= t < len(g.tensors):
+                        g.producer[t] = i
+                for t in dict.fromkeys(node.inputs):
+                    if 0 <= t < len(g.tensors):
+                        g.users[t].append(i)
+            g.state_pairs = [(int(a), int(b)) for a, b in d.get("state_pairs", [])]
+            g.loss = d.get("loss")
+        except (KeyError, TypeError, ValueError) as e:
+            if isinstance(e, GraphError):
+                raise
+            raise GraphError(f"malformed graph description: {e!r}") from None
+        g.validate()
+        return g

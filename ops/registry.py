@@ -1,0 +1,160 @@
+"""The operator registry: every operator is declared once, as one class.
+
+An operator class holds, together, everything the rest of the system needs to
+know about it (as MXNet registers an op once with all its attributes):
+
+- ``canon(attrs)``: fill defaults and validate the attributes;
+- ``infer(attrs, ins)``: the output shapes and dtypes from the inputs' (the
+  shape rule; raises :class:`ShapeError` with a message a person can act on);
+- ``cost(attrs, ins, outs)``: flops and bytes moved, for analytic profiles;
+- ``gradient(g, node, dys, wanted)``: emit the backward operators into the
+  graph builder ``g`` and return one gradient tensor (or None) per input;
+- ``compute(attrs, xs, ys)``: the numpy reference kernel, which writes into the
+  output arrays it is given and is deterministic;
+- ``cuda_kernels``: the names of its CUDA C kernels (in a ``.cu`` file beside
+  the op family).
+
+Operators know nothing of graphs: ``ins``/``outs`` are anything with ``shape``
+and ``dtype``, and ``g`` is any builder with ``apply``/``shape``/``dtype``.
+Backward computations are ordinary registered operators.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+Shape = tuple[int, ...]
+Spec = tuple[Shape, np.dtype]
+
+
+class OpError(ValueError):
+    """A problem with one operator application; the message names no node (the graph adds that)."""
+
+
+class ShapeError(OpError):
+    """Input shapes or dtypes that the operator's shape rule rejects."""
+
+
+class UnknownOpError(OpError):
+    pass
+
+
+@dataclass(frozen=True)
+class Cost:
+    flops: float
+    bytes: float
+
+
+def numel(shape: Sequence[int]) -> int:
+    return math.prod(shape)
+
+
+def nbytes(spec) -> int:
+    return numel(spec.shape) * np.dtype(spec.dtype).itemsize
+
+
+class Op:
+    """Base class of an operator declaration. Subclasses set ``name`` and override what differs."""
+
+    name: str = ""
+    # Number of inputs, or None for variadic (at least one).
+    arity: int | None = 1
+    # Output index -> input index: this output is the next value of that (state) input,
+    # e.g. an updated parameter or running statistic. The graph records the pair.
+    state_outputs: dict[int, int] = {}
+    differentiable: bool = True
+    cuda_kernels: tuple[str, ...] = ()
+
+    def canon(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs:
+            raise OpError(f"takes no attributes, got {sorted(attrs)}")
+        return {}
+
+    def infer(self, attrs, ins) -> list[Spec]:
+        raise NotImplementedError
+
+    def cost(self, attrs, ins, outs) -> Cost:
+        """Default: one flop per output element; every input and output read or written once."""
+        moved = sum(nbytes(t) for t in ins) + sum(nbytes(t) for t in outs)
+        return Cost(float(sum(numel(t.shape) for t in outs)), float(moved))
+
+    def gradient(self, g, node, dys, wanted) -> list:
+        raise OpError(f"operator '{self.name}' has no gradient")
+
+    def compute(self, attrs, xs: list[np.ndarray], ys: list[np.ndarray]) -> None:
+        raise NotImplementedError
+
+    # Scratch bytes the operator needs on the device beyond its inputs and outputs.
+    def workspace(self, attrs, ins, outs) -> int:
+        return 0
+
+
+REGISTRY: dict[str, Op] = {}
+
+
+def register(cls: type[Op]) -> type[Op]:
+    if not cls.name or cls.name in REGISTRY:
+        raise RuntimeError(f"operator name {cls.name!r} missing or registered twice")
+    REGISTRY[cls.name] = cls()
+    return cls
+
+
+def get(name: str) -> Op:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise UnknownOpError(f"unknown operator '{name}' (known: {', '.join(sorted(REGISTRY))})") from None
+
+
+# ---------------------------------------------------------------- helpers for declarations
+
+def same_dtype(ins) -> np.dtype:
+    dtypes = {np.dtype(t.dtype) for t in ins}
+    if len(dtypes) != 1:
+        raise ShapeError(f"inputs have different dtypes {sorted(str(d) for d in dtypes)}")
+    return dtypes.pop()
+
+
+def require_float(dtype) -> None:
+    if np.dtype(dtype).kind != "f":
+        raise ShapeError(f"needs a floating-point input, got {np.dtype(dtype)}")
+
+
+def int_pair(value, what: str) -> tuple[int, int]:
+    """Accept 3 or (3, 3) for a 2-D attribute such as a kernel size, stride or padding."""
+    if isinstance(value, (int, np.integer)):
+        pair = (int(value), int(value))
+    else:
+        try:
+            pair = tuple(int(v) for v in value)
+        except TypeError:
+            raise OpError(f"{what} must be an int or a pair of ints, got {value!r}") from None
+    if len(pair) != 2:
+        raise OpError(f"{what} must be an int or a pair of ints, got {value!r}")
+    return pair
+
+
+def check_attrs(attrs: dict, allowed: dict[str, Any], required: Sequence[str] = ()) -> dict:
+    """Return attrs with defaults from ``allowed`` filled in; reject unknown or missing names."""
+    unknown = set(attrs) - set(allowed)
+    if unknown:
+        raise OpError(f"unknown attributes {sorted(unknown)} (allowed: {sorted(allowed)})")
+    missing = [k for k in required if k not in attrs]
+    if missing:
+        raise OpError(f"missing attributes {missing}")
+    out = dict(allowed)
+    out.update(attrs)
+    return out
+
+
+def emit(g, op: str, inputs, **attrs) -> int:
+    """Apply a single-output operator in a gradient builder and return its output id."""
+    (y,) = g.apply(op, list(inputs), **attrs)
+    return y
+
+
+def zeros_like(g, t) -> int:
+    return emit(g, "fill", [], shape=tuple(g.shape(t)), dtype=str(g.dtype(t)), value=0.0)
