@@ -38,23 +38,31 @@ def run(g: Graph, feeds: Mapping[int, np.ndarray], order: Sequence[int] | None =
 
     Inputs: ``feeds`` gives an array for every leaf tensor (inputs, labels,
     parameters, state). Output: the arrays of the tensors in ``keep`` (default:
-    every tensor), each tensor being freed after its last use otherwise.
+    every tensor); other tensors are freed after their last use.
     """
     order = g.default_order() if order is None else list(order)
     g.check_order(order)
+    return execute(g, order, feeds, keep)
+
+
+def execute(g: Graph, steps: Sequence[int], feeds: Mapping[int, np.ndarray],
+            keep: Sequence[int] | None = None) -> dict[int, np.ndarray]:
+    """Run the nodes ``steps`` (any subset, in an order that respects their data
+    dependencies; not checked) given arrays for every tensor they read but none produces."""
     values: dict[int, np.ndarray] = {}
-    for t in g.leaves():
-        if t not in feeds:
-            raise GraphError(f"no value fed for leaf tensor '{g.tensors[t].name}'")
+    produced = {t for nid in steps for t in g.nodes[nid].outputs}
+    for t in {t for nid in steps for t in g.nodes[nid].inputs} - produced:
         x = g.tensors[t]
+        if t not in feeds:
+            raise GraphError(f"no value fed for tensor '{x.name}'")
         a = np.asarray(feeds[t])
         if a.shape != x.shape or a.dtype != x.dtype:
             raise GraphError(f"value fed for '{x.name}' is {a.shape} {a.dtype}, expected {x.shape} {x.dtype}")
         values[t] = a
     keep_all = keep is None
     kept = set() if keep_all else set(keep)
-    last = last_use_positions(g, order)
-    for pos, nid in enumerate(order):
+    last = last_use_positions(g, steps)
+    for pos, nid in enumerate(steps):
         n = g.nodes[nid]
         outs = [aligned_empty(g.tensors[t].shape, g.tensors[t].dtype) for t in n.outputs]
         op_registry.get(n.op).compute(n.attrs, [values[t] for t in n.inputs], outs)
@@ -65,4 +73,7 @@ def run(g: Graph, feeds: Mapping[int, np.ndarray], order: Sequence[int] | None =
                     values.pop(t, None)
     if keep_all:
         return values
-    return {t: values[t] for t in kept}
+    missing = kept - values.keys() - {t for t in kept if t in feeds}
+    if missing:
+        raise GraphError(f"asked to keep '{g.tensors[min(missing)].name}', which these steps do not produce")
+    return {t: values[t] if t in values else feeds[t] for t in kept}

@@ -1,0 +1,50 @@
+"""Initial values of parameters and state, by initializer name.
+
+Each tensor's values come from a generator seeded by (seed, the tensor's name),
+so they do not depend on tensor ids, build order or schedule.
+"""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from .ir import PERSISTENT_KINDS, Graph, GraphError
+
+
+def _fan_in(shape) -> int:
+    # [O, I, KH, KW] convolution or [M, K] fully connected weights: fan-in is everything after dim 0.
+    return int(np.prod(shape[1:])) if len(shape) > 1 else int(shape[0]) if shape else 1
+
+
+def _fan_out(shape) -> int:
+    return int(shape[0] * np.prod(shape[2:])) if len(shape) > 1 else 1
+
+
+def initial_value(name: str, init: str | None, shape, dtype, seed: int) -> np.ndarray:
+    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+    dtype = np.dtype(dtype)
+    kind = init or "zeros"
+    if kind == "zeros":
+        a = np.zeros(shape)
+    elif kind == "ones":
+        a = np.ones(shape)
+    elif kind == "he_normal":
+        a = rng.standard_normal(shape) * np.sqrt(2.0 / max(1, _fan_in(shape)))
+    elif kind == "xavier_uniform":
+        limit = np.sqrt(6.0 / max(1, _fan_in(shape) + _fan_out(shape)))
+        a = rng.uniform(-limit, limit, shape)
+    elif kind.startswith("normal:"):
+        a = rng.standard_normal(shape) * float(kind.split(":", 1)[1])
+    else:
+        raise GraphError(f"tensor '{name}': unknown initializer '{kind}' "
+                         "(known: zeros, ones, he_normal, xavier_uniform, normal:<std>)")
+    return a.astype(dtype)
+
+
+def initial_state(g: Graph, seed: int) -> dict[int, np.ndarray]:
+    """Arrays for every persistent leaf (parameters and state) of ``g``."""
+    return {t: initial_value(g.tensors[t].name, g.tensors[t].init, g.tensors[t].shape,
+                             g.tensors[t].dtype, seed)
+            for t in g.leaves(*PERSISTENT_KINDS)}
+

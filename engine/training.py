@@ -1,0 +1,108 @@
+"""The training loop: state that persists across iterations, data, and checkpoints.
+
+A Trainer holds the values of every parameter and optimizer state, feeds each
+iteration a batch, runs the iteration through an executor, and moves each
+state's next value into its place. Checkpoints are npz files of named arrays
+plus a JSON header, validated on load (never pickled).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from . import reference
+from .data import TeacherData
+from .initializers import initial_state
+from .ir import PERSISTENT_KINDS, Graph
+
+CHECKPOINT_FORMAT = "swapengine.checkpoint/1"
+
+# An executor runs one iteration: (feeds for every leaf, tensors to keep) -> their arrays.
+Executor = Callable[[Mapping[int, np.ndarray], Sequence[int]], Mapping[int, np.ndarray]]
+
+
+class CheckpointError(ValueError):
+    pass
+
+
+def reference_executor(g: Graph, order: Sequence[int] | None = None) -> Executor:
+    order = g.default_order() if order is None else list(order)
+    g.check_order(order)
+    return lambda feeds, keep: reference.execute(g, order, feeds, keep)
+
+
+def state_fingerprint(g: Graph) -> str:
+    """Identifies the set of persistent tensors (names, shapes, dtypes) a checkpoint must match."""
+    items = [(g.tensors[t].name, g.tensors[t].shape, g.tensors[t].dtype.name)
+             for t in g.leaves(*PERSISTENT_KINDS)]
+    return hashlib.sha256(json.dumps(sorted(items)).encode()).hexdigest()[:16]
+
+
+class Trainer:
+    def __init__(self, g: Graph, seed: int = 0, executor: Executor | None = None,
+                 data: TeacherData | None = None):
+        if g.loss is None:
+            raise ValueError(f"graph '{g.name}' has no loss; build it with engine.autodiff.build_training_graph")
+        self.g = g
+        self.seed = seed
+        self.executor = executor or reference_executor(g)
+        self.data = data or TeacherData(g, seed)
+        self.state = initial_state(g, seed)
+        self.iteration = 0
+
+    def step(self) -> float:
+        """Run one iteration; return its loss."""
+        feeds = {**self.state, **self.data.batch(self.iteration)}
+        nexts = [nxt for _, nxt in self.g.state_pairs]
+        out = self.executor(feeds, nexts + [self.g.loss])
+        for cur, nxt in self.g.state_pairs:
+            self.state[cur] = out[nxt]
+        self.iteration += 1
+        return float(out[self.g.loss])
+
+    def named_state(self) -> dict[str, np.ndarray]:
+        return {self.g.tensors[t].name: a for t, a in self.state.items()}
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, path: str) -> None:
+        """Write parameters, optimizer state and the iteration count; atomic (never half-written)."""
+        header = {"format": CHECKPOINT_FORMAT, "graph": self.g.name, "fingerprint": state_fingerprint(self.g),
+                  "iteration": self.iteration, "seed": self.seed}
+        arrays = {f"t/{name}": a for name, a in self.named_state().items()}
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "wb") as f:
+            np.savez(f, __header__=np.array(json.dumps(header)), **arrays)
+        os.replace(tmp, path)
+
+    def load(self, path: str) -> None:
+        """Restore a checkpoint saved for this graph; CheckpointError (one line) if it does not fit."""
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                header = json.loads(str(z["__header__"]))
+                arrays = {k[2:]: z[k] for k in z.files if k.startswith("t/")}
+        except FileNotFoundError:
+            raise CheckpointError(f"checkpoint '{path}' does not exist") from None
+        except (OSError, ValueError, KeyError) as e:
+            raise CheckpointError(f"'{path}' is not a readable checkpoint ({e})") from None
+        if not isinstance(header, dict) or header.get("format") != CHECKPOINT_FORMAT:
+            raise CheckpointError(f"'{path}' is not a swapengine checkpoint (format {header.get('format')!r})")
+        if header.get("fingerprint") != state_fingerprint(self.g):
+            raise CheckpointError(f"checkpoint '{path}' was saved for model '{header.get('graph')}', whose "
+                                  f"parameters differ from this model '{self.g.name}'; use the same model flags")
+        state = {}
+        for t in self.state:
+            x = self.g.tensors[t]
+            a = arrays.get(x.name)
+            if a is None or a.shape != x.shape or a.dtype != x.dtype:
+                raise CheckpointError(f"checkpoint '{path}': tensor '{x.name}' is missing or has the wrong "
+                                      f"shape/dtype (want {x.shape} {x.dtype})")
+            state[t] = a
+        iteration = header.get("iteration")
+        if not isinstance(iteration, int) or iteration < 0:
+            raise CheckpointError(f"checkpoint '{path}': bad iteration count {iteration!r}")
+        self.state, self.iteration = state, iteration

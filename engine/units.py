@@ -1,0 +1,32 @@
+"""Parsing and printing byte sizes. Binary units only: '16GB' is refused as ambiguous."""
+from __future__ import annotations
+
+import re
+
+UNITS = {"B": 1, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+def parse_bytes(text: str) -> int:
+    """'64MiB' -> 67108864. Raises ValueError with a line saying what would work."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ValueError(f"'{text}' is not a size; write a number and a binary unit, e.g. 64MiB or 16GiB")
+    number, unit = float(m.group(1)), (m.group(2) or "B").upper()
+    if unit not in UNITS:
+        hint = f"{m.group(1)}{unit[0]}iB" if unit in ("KB", "MB", "GB", "TB") else "64MiB or 16GiB"
+        raise ValueError(f"'{text}' has unit '{m.group(2)}'; use binary units (B, KiB, MiB, GiB, TiB), "
+                         f"e.g. {hint}")
+    value = int(round(number * UNITS[unit]))
+    if value <= 0:
+        raise ValueError(f"'{text}' must be a positive size")
+    return value
+
+
+def format_bytes(n: float) -> str:
+    """Human-readable binary size: 3.1 MiB, 180.2 GiB."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError

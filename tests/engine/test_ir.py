@@ -1,0 +1,149 @@
+import json
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from engine.ir import Graph, GraphError, Kind
+
+
+def small_graph():
+    g = Graph("small")
+    x = g.input("x", (4, 3))
+    w = g.parameter("w", (4, 3), init="ones")
+    (y,) = g.apply("mul", [x, w], name="mul")
+    (z,) = g.apply("relu", [y], name="relu")
+    (s,) = g.apply("add", [z, y], name="add")
+    return g, x, w, y, z, s
+
+
+def test_builder_records_shapes_producers_and_users():
+    g, x, w, y, z, s = small_graph()
+    assert [t.id for t in g.tensors] == list(range(len(g.tensors)))
+    assert g.tensors[y].shape == (4, 3) and g.tensors[y].nbytes == 48
+    assert g.tensors[y].kind == Kind.ACTIVATION and g.tensors[w].kind == Kind.PARAMETER
+    assert g.producer[x] == -1 and g.nodes[g.producer[s]].name == "add"
+    assert g.users[y] == [g.node_id("relu"), g.node_id("add")]
+    assert g.predecessors(g.node_id("add")) == [g.node_id("relu"), g.node_id("mul")]
+    assert g.successors(g.node_id("mul")) == [g.node_id("relu"), g.node_id("add")]
+    g.validate()
+
+
+def test_summary_dump_and_networkx():
+    g, *_ = small_graph()
+    s = g.summary()
+    assert s.operators == 3 and s.tensors == 5 and s.distinct_sizes == 1 and s.total_bytes == 5 * 48
+    assert s.bytes_by_kind["parameter"] == 48 and s.bytes_by_kind["activation"] == 144
+    text = g.dump()
+    assert "relu(%2)" in text and "# add" in text and "parameter" in text
+    dg = g.to_networkx()
+    assert sorted(dg.edges) == [(0, 1), (0, 2), (1, 2)]
+    assert dg.nodes[2]["op"] == "add"
+
+
+def test_json_round_trip():
+    g, *_ = small_graph()
+    d = json.loads(json.dumps(g.to_dict()))
+    h = Graph.from_dict(d)
+    assert h.dump() == g.dump()
+
+
+def test_scope_prefixes_names():
+    g = Graph()
+    with g.scope("block1"):
+        x = g.input("x", (2,))
+        (y,) = g.apply("relu", [x], name="act")
+    assert g.tensors[x].name == "block1/x" and g.nodes[0].name == "block1/act"
+
+
+def test_shape_mismatch_names_the_node():
+    g = Graph()
+    a, b = g.input("a", (2, 3)), g.input("b", (3, 2))
+    with pytest.raises(GraphError, match=r"^node 'join' \(add\): inputs must have one shape"):
+        g.apply("add", [a, b], name="join")
+
+
+def test_unknown_operator_names_the_node():
+    g = Graph()
+    a = g.input("a", (2,))
+    with pytest.raises(GraphError, match=r"node 'f' \(frobnicate\): unknown operator 'frobnicate'"):
+        g.apply("frobnicate", [a], name="f")
+
+
+def test_wrong_arity_and_bad_attributes():
+    g = Graph()
+    a = g.input("a", (2,))
+    with pytest.raises(GraphError, match="takes 2 inputs, got 1"):
+        g.apply("add", [a], name="n")
+    with pytest.raises(GraphError, match="unknown attributes"):
+        g.apply("scale", [a], name="s", factor=2, bias=1)
+
+
+def test_cycle_is_rejected_naming_a_node_on_it():
+    g, *_ = small_graph()
+    d = g.to_dict()
+    # make 'mul' read the output of 'add' instead of the parameter: mul -> relu -> add -> mul
+    d["nodes"][0]["inputs"] = [0, d["nodes"][2]["outputs"][0]]
+    with pytest.raises(GraphError, match=r"node '(mul|relu|add)' \(\w+\) is on a cycle"):
+        Graph.from_dict(d)
+
+
+def test_inconsistent_declared_shape_is_rejected():
+    g, *_ = small_graph()
+    d = g.to_dict()
+    d["tensors"][d["nodes"][1]["outputs"][0]]["shape"] = [4, 4]
+    with pytest.raises(GraphError, match=r"node 'relu' \(relu\): output 'relu' is declared \(4, 4\)"):
+        Graph.from_dict(d)
+
+
+def test_tensor_with_two_producers_is_rejected():
+    g, *_ = small_graph()
+    d = g.to_dict()
+    d["nodes"][1]["outputs"] = d["nodes"][0]["outputs"]
+    with pytest.raises(GraphError, match="also produced by"):
+        Graph.from_dict(d)
+
+
+def test_malformed_description():
+    with pytest.raises(GraphError, match="not a swapengine graph"):
+        Graph.from_dict({"tensors": []})
+    with pytest.raises(GraphError, match="malformed"):
+        Graph.from_dict({"format": "swapengine.graph/1", "tensors": [{"name": "x"}], "nodes": []})
+
+
+def test_check_order():
+    g, *_ = small_graph()
+    g.check_order([0, 1, 2])
+    with pytest.raises(GraphError, match="before its input's producer 'relu'"):
+        g.check_order([0, 2, 1])
+    with pytest.raises(GraphError, match="exactly once"):
+        g.check_order([0, 1])
+
+
+def test_duplicate_names_rejected():
+    g = Graph()
+    g.input("x", (1,))
+    with pytest.raises(GraphError, match="used twice"):
+        g.input("x", (1,))
+
+
+def relu_chain(n):
+    g = Graph("big")
+    x = g.input("x", (1024, 1024, 256))          # 1 GiB per tensor: never allocated
+    for _ in range(n):
+        (x,) = g.apply("relu", [x])
+    return g
+
+
+def test_ten_thousand_nodes_build_fast_without_allocating_data():
+    t0 = time.perf_counter()
+    g = relu_chain(10_000)
+    elapsed = time.perf_counter() - t0
+    assert g.summary().total_bytes == 10_001 * 2**30
+    tracemalloc.start()
+    relu_chain(10_000)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 64 * 2**20, f"building allocated {peak / 2**20:.0f} MiB"
+    assert elapsed < 1.0, f"10^4 nodes took {elapsed:.2f} s"
