@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -21,18 +21,42 @@ from .ir import PERSISTENT_KINDS, Graph
 
 CHECKPOINT_FORMAT = "swapengine.checkpoint/1"
 
-# An executor runs one iteration: (feeds for every leaf, tensors to keep) -> their arrays.
-Executor = Callable[[Mapping[int, np.ndarray], Sequence[int]], Mapping[int, np.ndarray]]
 
 
 class CheckpointError(ValueError):
     pass
 
 
-def reference_executor(g: Graph, order: Sequence[int] | None = None) -> Executor:
-    order = g.default_order() if order is None else list(order)
-    g.check_order(order)
-    return lambda feeds, keep: reference.execute(g, order, feeds, keep)
+class Runner(Protocol):
+    """Runs iterations and owns the values of persistent state between them."""
+
+    def load_state(self, state: Mapping[int, np.ndarray]) -> None: ...
+    def state(self) -> dict[int, np.ndarray]: ...
+    def step(self, batch: Mapping[int, np.ndarray]) -> float: ...
+
+
+class ReferenceRunner:
+    """The numpy reference interpreter with unlimited memory, in a given topological order."""
+
+    def __init__(self, g: Graph, order: Sequence[int] | None = None):
+        self.g = g
+        self.order = g.default_order() if order is None else list(order)
+        g.check_order(self.order)
+        self._state: dict[int, np.ndarray] = {}
+
+    def load_state(self, state):
+        self._state = dict(state)
+
+    def state(self):
+        return dict(self._state)
+
+    def step(self, batch):
+        g = self.g
+        out = reference.execute(g, self.order, {**self._state, **batch},
+                                keep=[nxt for _, nxt in g.state_pairs] + [g.loss])
+        for cur, nxt in g.state_pairs:
+            self._state[cur] = out[nxt]
+        return float(out[g.loss])
 
 
 def state_fingerprint(g: Graph) -> str:
@@ -43,29 +67,29 @@ def state_fingerprint(g: Graph) -> str:
 
 
 class Trainer:
-    def __init__(self, g: Graph, seed: int = 0, executor: Executor | None = None,
+    def __init__(self, g: Graph, seed: int = 0, runner: Runner | None = None,
                  data: TeacherData | None = None):
         if g.loss is None:
             raise ValueError(f"graph '{g.name}' has no loss; build it with engine.autodiff.build_training_graph")
         self.g = g
         self.seed = seed
-        self.executor = executor or reference_executor(g)
+        self.runner = runner or ReferenceRunner(g)
         self.data = data or TeacherData(g, seed)
-        self.state = initial_state(g, seed)
+        self.runner.load_state(initial_state(g, seed))
         self.iteration = 0
 
     def step(self) -> float:
         """Run one iteration; return its loss."""
-        feeds = {**self.state, **self.data.batch(self.iteration)}
-        nexts = [nxt for _, nxt in self.g.state_pairs]
-        out = self.executor(feeds, nexts + [self.g.loss])
-        for cur, nxt in self.g.state_pairs:
-            self.state[cur] = out[nxt]
+        loss = self.runner.step(self.data.batch(self.iteration))
         self.iteration += 1
-        return float(out[self.g.loss])
+        return loss
+
+    @property
+    def state(self) -> dict[int, np.ndarray]:
+        return self.runner.state()
 
     def named_state(self) -> dict[str, np.ndarray]:
-        return {self.g.tensors[t].name: a for t, a in self.state.items()}
+        return {self.g.tensors[t].name: a for t, a in self.runner.state().items()}
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str) -> None:
@@ -95,7 +119,7 @@ class Trainer:
             raise CheckpointError(f"checkpoint '{path}' was saved for model '{header.get('graph')}', whose "
                                   f"parameters differ from this model '{self.g.name}'; use the same model flags")
         state = {}
-        for t in self.state:
+        for t in self.g.leaves(*PERSISTENT_KINDS):
             x = self.g.tensors[t]
             a = arrays.get(x.name)
             if a is None or a.shape != x.shape or a.dtype != x.dtype:
@@ -105,4 +129,5 @@ class Trainer:
         iteration = header.get("iteration")
         if not isinstance(iteration, int) or iteration < 0:
             raise CheckpointError(f"checkpoint '{path}': bad iteration count {iteration!r}")
-        self.state, self.iteration = state, iteration
+        self.runner.load_state(state)
+        self.iteration = iteration

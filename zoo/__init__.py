@@ -1,0 +1,112 @@
+"""Model builders, by name: ``build("wresnet-152-10", batch=64)`` returns a Graph.
+
+Names (case-insensitive), as the paper writes them (Section 6.1):
+
+- ``wresnet-D-X``  bottleneck ResNet of depth D (50, 101, 152, 200 or 12k+2), X times wider
+- ``inception-X``  Inception-V4, X times wider
+- ``nasnet-R``     NASNet-A (large layout) with R normal cells per stage
+- ``rnn-L-XK``     L LSTM layers of hidden size X*1024
+- ``brnn-L-XK``    L bidirectional LSTM layers of hidden size X*1024
+- ``resnet-D``     forward-only ResNet of depth D, for inference
+
+Training models are a whole iteration: forward, backward and the SGD update.
+``size`` is the image side for CNNs and the sequence length for RNNs. Builder
+modules are imported on first use, so importing ``zoo`` (or ``zoo.small``) is cheap.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from engine.ir import Graph
+
+VALID_FORMS = "wresnet-D-X (e.g. wresnet-152-10), inception-X, nasnet-R, rnn-L-XK (e.g. rnn-8-8k), " \
+              "brnn-L-XK, resnet-D"
+NUMBER = r"(\d+(?:\.\d+)?)"
+
+
+@dataclass(frozen=True)
+class Family:
+    pattern: str
+    module: str
+    builder: str
+    size_option: str         # the builder's argument that ``size`` sets
+    args: Callable[[re.Match], dict]
+    training: bool = True
+
+
+FAMILIES = {
+    "wresnet": Family(rf"wresnet-(\d+)-{NUMBER}", "zoo.wresnet", "wresnet", "size",
+                      lambda m: {"depth": int(m[1]), "width": float(m[2])}),
+    "inception": Family(rf"inception-{NUMBER}", "zoo.inception", "inception", "size",
+                        lambda m: {"width": float(m[1])}),
+    "nasnet": Family(r"nasnet-(\d+)", "zoo.nasnet", "nasnet", "size",
+                     lambda m: {"cells": int(m[1])}),
+    "rnn": Family(rf"rnn-(\d+)-{NUMBER}k", "zoo.rnn", "rnn", "steps",
+                  lambda m: {"layers": int(m[1]), "hidden": round(float(m[2]) * 1024)}),
+    "brnn": Family(rf"brnn-(\d+)-{NUMBER}k", "zoo.rnn", "brnn", "steps",
+                   lambda m: {"layers": int(m[1]), "hidden": round(float(m[2]) * 1024)}),
+    "resnet": Family(r"resnet-(\d+)", "zoo.resnet", "resnet", "size",
+                     lambda m: {"depth": int(m[1])}, training=False),
+}
+
+# Small configurations that run one iteration on the numpy reference interpreter in about a second.
+TINY = {
+    "wresnet": dict(blocks=(1, 1, 1, 1), width=1, base_width=4, batch=2, size=32, classes=10),
+    "inception": dict(width=1 / 16, blocks=(1, 1, 1), batch=2, size=75, classes=10),
+    "nasnet": dict(cells=1, filters=8, stem_filters=8, batch=2, size=32, classes=10),
+    "rnn": dict(layers=2, hidden=16, batch=4, steps=5, classes=7),
+    "brnn": dict(layers=2, hidden=16, batch=4, steps=5, classes=7),
+    "resnet": dict(blocks=(1, 1, 1, 1), base_width=4, batch=2, size=32, classes=10),
+}
+
+
+def parse(model: str) -> tuple[Family, dict]:
+    """The family of a model name and the builder arguments its name fixes; ValueError if malformed."""
+    name = str(model).strip().lower()
+    for family in FAMILIES.values():
+        m = re.fullmatch(family.pattern, name)
+        if m:
+            return family, family.args(m)
+    raise ValueError(f"unknown model '{model}'; valid forms: {VALID_FORMS}")
+
+
+def _builder(family: Family) -> Callable[..., Graph]:
+    return getattr(importlib.import_module(family.module), family.builder)
+
+
+def _call(builder: Callable[..., Graph], model: str, kwargs: dict) -> Graph:
+    params = inspect.signature(builder).parameters
+    unknown = sorted(set(kwargs) - set(params))
+    if unknown:
+        allowed = ", ".join(p for p in params if p not in ("batch", "dtype"))
+        raise ValueError(f"model '{model}' takes no option {', '.join(unknown)} (options: {allowed})")
+    return builder(**kwargs)
+
+
+def build(model: str, batch: int | None = None, size: int | None = None, dtype: str = "float32",
+          **options) -> Graph:
+    """The graph of ``model`` (see the module docstring for names). ``batch`` and ``size`` default
+    to the paper's (each builder's defaults); ``options`` go to the builder (``sgd``, ``classes``, ...). Inference models
+    ignore ``sgd``."""
+    family, args = parse(model)
+    if batch is not None and batch < 1 or size is not None and size < 1:
+        raise ValueError(f"model '{model}': batch and size must be positive, got {batch} and {size}")
+    if not family.training:
+        options.pop("sgd", None)
+    kwargs = {**args, "dtype": dtype, **options}
+    if batch is not None:
+        kwargs["batch"] = batch
+    if size is not None:
+        kwargs[family.size_option] = size
+    return _call(_builder(family), model, kwargs)
+
+
+def tiny(family: str, dtype: str = "float32", **options) -> Graph:
+    """A small configuration of ``family`` (a key of ``FAMILIES``) for tests and quick runs."""
+    if family not in TINY:
+        raise ValueError(f"no tiny configuration '{family}'; choose from {', '.join(TINY)}")
+    return _call(_builder(FAMILIES[family]), family, {**TINY[family], "dtype": dtype, **options})

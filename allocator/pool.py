@@ -1,0 +1,63 @@
+"""The pool layout: an allocation's objects placed at byte offsets in one arena.
+
+Objects are numbered class by class (class 0's objects first), so the objects of class k
+are the contiguous ids ``class_first_object[k] : class_first_object[k + 1]``. Each object
+owns ``object_bytes`` = its class's object size padded to ALIGNMENT, and objects tile the
+arena back to back, so every offset is a multiple of ALIGNMENT, no two objects overlap, and
+``arena_bytes == alloc.pool_bytes``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from allocator.size_classes import Allocation
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array = np.ascontiguousarray(array, dtype=np.int64)
+    array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True, eq=False)
+class PoolLayout:
+    """Dense per-object arrays (int64, read-only), indexed by object id.
+
+    object_class[i]: the size class of object i.
+    object_offset[i]: its byte offset in the arena (a multiple of ALIGNMENT).
+    object_bytes[i]: the bytes it owns (its class's object size, padded to ALIGNMENT).
+    class_first_object[k]: the first object id of class k; length num_classes + 1.
+    arena_bytes: the arena's size, the sum of object_bytes.
+    """
+
+    object_class: np.ndarray
+    object_offset: np.ndarray
+    object_bytes: np.ndarray
+    class_first_object: np.ndarray
+    arena_bytes: int
+
+    @classmethod
+    def from_allocation(cls, alloc: Allocation) -> PoolLayout:
+        """Lay out `alloc`'s objects, class by class, back to back from offset 0."""
+        object_class = np.repeat(np.arange(alloc.num_classes, dtype=np.int64), alloc.cnt)
+        object_bytes = alloc.class_slot_bytes[object_class]
+        ends = np.cumsum(object_bytes)
+        return cls(object_class=_frozen(object_class),
+                   object_offset=_frozen(ends - object_bytes),
+                   object_bytes=_frozen(object_bytes),
+                   class_first_object=_frozen(np.concatenate(([0], np.cumsum(alloc.cnt)))),
+                   arena_bytes=int(ends[-1]))
+
+    @property
+    def num_objects(self) -> int:
+        return int(self.object_class.size)
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.class_first_object.size - 1)
+
+    def objects_of_class(self, k: int) -> range:
+        """The object ids of size class k."""
+        return range(int(self.class_first_object[k]), int(self.class_first_object[k + 1]))

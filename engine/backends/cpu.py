@@ -1,0 +1,209 @@
+"""The CPU backend: numpy kernels on views of one uint8 arena, a worker thread per stream.
+
+Host-device copies run at an emulated link bandwidth, in chunks whose pace is
+set by whether a copy in the other direction is moving at the same moment
+(the duplex rate, shared), so overlap is real, not assumed. The sanitizer adds
+a random delay before every instruction and poisons (0xFF bytes: NaN for
+floats, -1 for integers) each object just before it is written, so a missing
+edge turns into a wrong answer instead of passing by luck.
+"""
+from __future__ import annotations
+
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ops import registry as op_registry
+
+from ..reference import aligned_empty
+
+POISON = 0xFF
+
+
+@dataclass(frozen=True)
+class EmulatedLink:
+    h2d_bytes_per_s: float = 2e9
+    d2h_bytes_per_s: float = 2e9
+    duplex_bytes_per_s: float = 3e9
+    latency_s: float = 20e-6
+    chunk_s: float = 0.5e-3      # pacing granularity
+
+
+class _LinkState:
+    """Which directions are moving bytes right now (shared by the two copy streams)."""
+
+    def __init__(self, link: EmulatedLink):
+        self.link = link
+        self.active = [False, False]      # [h2d, d2h]
+        self.lock = threading.Lock()
+
+    def transfer(self, dst: np.ndarray, src: np.ndarray, direction: int) -> None:
+        link = self.link
+        one_way = link.h2d_bytes_per_s if direction == 0 else link.d2h_bytes_per_s
+        deadline = time.perf_counter() + link.latency_s
+        _sleep_until(deadline)
+        d, s = dst.reshape(-1).view(np.uint8), src.reshape(-1).view(np.uint8)
+        n, done = d.size, 0
+        with self.lock:
+            self.active[direction] = True
+        try:
+            while done < n:
+                with self.lock:
+                    rate = link.duplex_bytes_per_s / 2 if self.active[1 - direction] else one_way
+                chunk = max(4096, int(rate * link.chunk_s))
+                end = min(n, done + chunk)
+                np.copyto(d[done:end], s[done:end])
+                deadline += (end - done) / rate
+                done = end
+                _sleep_until(deadline)
+        finally:
+            with self.lock:
+                self.active[direction] = False
+
+
+def _sleep_until(deadline: float) -> None:
+    delay = deadline - time.perf_counter()
+    if delay > 0:
+        time.sleep(delay)
+
+
+class Event:
+    def __init__(self):
+        self._done = threading.Event()
+
+    def set(self):
+        self._done.set()
+
+    def wait(self):
+        self._done.wait()
+
+
+class Stream:
+    """An in-order queue of work run by one thread, like a CUDA stream."""
+
+    def __init__(self, name: str, jitter_s: float, rng: random.Random):
+        self.name = name
+        self.jitter_s = jitter_s
+        self.rng = rng
+        self.q: queue.Queue = queue.Queue()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._work, name=f"stream-{name}", daemon=True)
+        self.thread.start()
+
+    def _work(self):
+        while True:
+            fn = self.q.get()
+            if fn is None:
+                return
+            try:
+                if self.error is None or isinstance(fn, _Signal):
+                    if self.jitter_s and not isinstance(fn, _Signal):
+                        time.sleep(self.rng.random() * self.jitter_s)
+                    fn()
+            except BaseException as e:   # reported by synchronize(); later work is skipped
+                self.error = e
+
+    def submit(self, fn) -> None:
+        self.q.put(fn)
+
+    def record(self) -> Event:
+        ev = Event()
+        self.q.put(_Signal(ev.set))
+        return ev
+
+    def wait(self, ev: Event) -> None:
+        self.q.put(_Signal(ev.wait))
+
+    def close(self):
+        self.q.put(None)
+        self.thread.join()
+
+
+class _Signal:
+    """Event work: always runs (even after an error), so other streams never hang on it."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self):
+        self.fn()
+
+
+class CpuBackend:
+    name = "cpu"
+
+    def __init__(self, link: EmulatedLink = EmulatedLink(), sanitize: bool = False, seed: int = 0,
+                 jitter_s: float = 2e-3):
+        self.link = _LinkState(link)
+        self.sanitize = sanitize
+        rng = random.Random(seed)
+        self.streams = [Stream(n, jitter_s if sanitize else 0.0, random.Random(rng.random()))
+                        for n in ("compute", "swap_in", "swap_out")]
+        self.arena: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ memory
+    def allocate_arena(self, nbytes: int) -> None:
+        self.arena = aligned_empty((nbytes,), np.uint8, alignment=256)
+        self.arena.fill(POISON)
+
+    def view(self, offset: int, shape, dtype) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        return self.arena[offset:offset + n].view(dtype).reshape(shape)
+
+    def host_buffer(self, shape, dtype) -> np.ndarray:
+        buf = aligned_empty(shape, dtype)
+        buf.reshape(-1).view(np.uint8).fill(POISON)
+        return buf
+
+    def read(self, view: np.ndarray) -> np.ndarray:
+        return view.copy()
+
+    def write(self, view: np.ndarray, value: np.ndarray) -> None:
+        np.copyto(view, value)
+
+    # ------------------------------------------------------------------ work on streams
+    def launch(self, stream: int, node, inputs, outputs) -> None:
+        decl = op_registry.get(node.op)
+
+        def run():
+            if self.sanitize:
+                for y in outputs:
+                    if not any(np.shares_memory(y, x) for x in inputs):
+                        y.reshape(-1).view(np.uint8).fill(POISON)
+            decl.compute(node.attrs, inputs, outputs)
+        self.streams[stream].submit(run)
+
+    def copy_h2d(self, stream: int, dst: np.ndarray, src: np.ndarray) -> None:
+        def run():
+            if self.sanitize:
+                dst.reshape(-1).view(np.uint8).fill(POISON)
+            self.link.transfer(dst, src, 0)
+        self.streams[stream].submit(run)
+
+    def copy_d2h(self, stream: int, dst: np.ndarray, src: np.ndarray) -> None:
+        self.streams[stream].submit(lambda: self.link.transfer(dst, src, 1))
+
+    def record(self, stream: int) -> Event:
+        return self.streams[stream].record()
+
+    def wait(self, stream: int, ev: Event) -> None:
+        self.streams[stream].wait(ev)
+
+    def synchronize(self) -> None:
+        """Wait for every stream to drain; re-raise the first error a stream hit."""
+        evs = [s.record() for s in self.streams]
+        for e in evs:
+            e.wait()
+        for s in self.streams:
+            if s.error is not None:
+                err, s.error = s.error, None
+                raise err
+
+    def close(self) -> None:
+        for s in self.streams:
+            s.close()

@@ -1,0 +1,111 @@
+"""The executor: issues a verified Program's instructions to a backend, every iteration.
+
+It never decides anything. Instructions go to their stream in program order;
+a dependency on another stream becomes an event recorded after the producer
+and waited on before the consumer. Between iterations the streams drain, and
+each state's next value becomes its current value: in place for state that is
+resident (its home object), by swapping host buffers for the rest.
+
+It follows the Trainer's runner protocol: load_state, step, state.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from .ir import Graph, Kind, PERSISTENT_KINDS
+from .program import COMPUTE, SWAP_IN, SWAP_OUT, Program
+
+
+class ProgramExecutor:
+    def __init__(self, program: Program, g: Graph, backend):
+        self.p, self.g, self.backend = program, g, backend
+        backend.allocate_arena(int(program.pool.arena_bytes))
+        self.host: dict[int, np.ndarray] = {}
+        for t in self._host_tensors():
+            x = g.tensors[t]
+            self.host[t] = backend.host_buffer(x.shape, x.dtype)
+        self.plan = [self._prepare(i, ins) for i, ins in enumerate(program.instrs)]
+        # Events only for instructions that another stream waits on.
+        kinds = [ins.kind for ins in program.instrs]
+        self.signals = {d for ins in program.instrs for d in ins.deps if kinds[d] != ins.kind}
+        self.next_of = dict(g.state_pairs)
+        self.loss_location = self._final_location(g.loss) if g.loss is not None else None
+
+    def _host_tensors(self) -> set[int]:
+        g = self.g
+        ts = set(g.leaves(Kind.INPUT, Kind.LABEL, *PERSISTENT_KINDS))
+        ts.update(nxt for _, nxt in g.state_pairs)
+        ts.update(ins.target for ins in self.p.instrs if ins.kind in (SWAP_IN, SWAP_OUT))
+        if g.loss is not None:
+            ts.add(g.loss)
+        return ts
+
+    def _view(self, t: int, o: int):
+        x = self.g.tensors[t]
+        return self.backend.view(int(self.p.pool.object_offset[o]), x.shape, x.dtype)
+
+    def _prepare(self, i, ins):
+        if ins.kind == COMPUTE:
+            node = self.g.nodes[ins.target]
+            ts = list(node.inputs) + list(node.outputs)
+            views = [self._view(t, o) for t, o in zip(ts, ins.objects)]
+            return node, views[:len(node.inputs)], views[len(node.inputs):]
+        return self._view(ins.target, ins.obj)
+
+    def _final_location(self, t: int):
+        """The view holding t at the end of the iteration, or None if only its host copy has it."""
+        holder = {}   # object -> tensor written there last
+        for ins in self.p.instrs:
+            if ins.kind == COMPUTE:
+                node = self.g.nodes[ins.target]
+                holder.update(zip(ins.objects[len(node.inputs):], node.outputs))
+            elif ins.kind == SWAP_IN:
+                holder[ins.obj] = ins.target
+        objs = [o for o, x in holder.items() if x == t]
+        return self._view(t, objs[0]) if objs else None
+
+    # ------------------------------------------------------------------ runner protocol
+    def load_state(self, state: Mapping[int, np.ndarray]) -> None:
+        """Host copies of every parameter and state; resident ones also go to their home object."""
+        for t in self.g.leaves(*PERSISTENT_KINDS):
+            np.copyto(self.host[t], state[t])
+        for t, o in self.p.initial_resident.items():
+            self.backend.write(self._view(t, o), state[t])
+
+    def state(self) -> dict[int, np.ndarray]:
+        out = {}
+        for t in self.g.leaves(*PERSISTENT_KINDS):
+            o = self.p.initial_resident.get(t)
+            out[t] = self.backend.read(self._view(t, o)) if o is not None else self.host[t].copy()
+        return out
+
+    def step(self, batch: Mapping[int, np.ndarray]) -> float:
+        """Run one iteration on this batch (inputs and labels); return its loss."""
+        for t, a in batch.items():
+            np.copyto(self.host[t], a)
+        self.issue()
+        self.backend.synchronize()
+        # Resident state's next value already sits in its home object; the rest swap host buffers.
+        for cur, nxt in self.g.state_pairs:
+            if cur not in self.p.initial_resident:
+                self.host[cur], self.host[nxt] = self.host[nxt], self.host[cur]
+        loss = self.loss_location
+        return float(self.backend.read(loss) if loss is not None else self.host[self.g.loss])
+
+    def issue(self) -> None:
+        be, events = self.backend, {}
+        for i, (ins, prep) in enumerate(zip(self.p.instrs, self.plan)):
+            for d in ins.deps:
+                if d in events and self.p.instrs[d].kind != ins.kind:
+                    be.wait(ins.kind, events[d])
+            if ins.kind == COMPUTE:
+                node, ins_views, out_views = prep
+                be.launch(COMPUTE, node, ins_views, out_views)
+            elif ins.kind == SWAP_IN:
+                be.copy_h2d(SWAP_IN, prep, self.host[ins.target])
+            elif ins.copy:
+                be.copy_d2h(SWAP_OUT, self.host[ins.target], prep)
+            if i in self.signals:
+                events[i] = be.record(ins.kind)

@@ -1,0 +1,117 @@
+"""Fully connected layer, y = x @ w.T (+ b), and its gradients."""
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import Cost, Op, OpError, ShapeError, check_attrs, emit, nbytes, register, require_float, same_dtype
+
+
+def _matrix(t, what: str) -> tuple[int, int]:
+    shape = tuple(t.shape)
+    if len(shape) != 2:
+        raise ShapeError(f"{what} must be 2-D, got shape {shape}")
+    return shape
+
+
+def _gemm_cost(flops: float, ins, outs) -> Cost:
+    return Cost(float(flops), float(sum(nbytes(t) for t in ins) + sum(nbytes(t) for t in outs)))
+
+
+@register
+class FullyConnected(Op):
+    """(x[N,K], w[M,K]) or (x, w, b[M]) -> y[N,M]; w is stored [out, in] as in MXNet."""
+    name, arity = "fully_connected", None
+    cuda_kernels = ("gemm_nt", "bias_add_rows")
+
+    def infer(self, attrs, ins):
+        if len(ins) not in (2, 3):
+            raise OpError(f"takes (x, w) or (x, w, b), got {len(ins)} inputs")
+        n, k = _matrix(ins[0], "x")
+        m, kw = _matrix(ins[1], "w")
+        if kw != k:
+            raise ShapeError(f"x is {(n, k)} and w is {(m, kw)}: w must be [M, {k}] to match x's K={k}")
+        if len(ins) == 3 and tuple(ins[2].shape) != (m,):
+            raise ShapeError(f"b must have shape ({m},) for w of shape {(m, kw)}, got {tuple(ins[2].shape)}")
+        dtype = same_dtype(ins)
+        require_float(dtype)
+        return [((n, m), dtype)]
+
+    def cost(self, attrs, ins, outs):
+        (n, k), m = ins[0].shape, ins[1].shape[0]
+        return _gemm_cost(2 * n * m * k + (n * m if len(ins) == 3 else 0), ins, outs)
+
+    def gradient(self, g, node, dys, wanted):
+        dy = dys[0]
+        grads = [None] * len(node.inputs)
+        if dy is None:
+            return grads
+        x, w = node.inputs[:2]
+        if wanted[0]:
+            grads[0] = emit(g, "fully_connected_grad_data", [w, dy])
+        has_bias = len(node.inputs) == 3 and wanted[2]
+        if wanted[1] or has_bias:
+            dparams = g.apply("fully_connected_grad_weight", [x, dy], has_bias=has_bias)
+            if wanted[1]:
+                grads[1] = dparams[0]
+            if has_bias:
+                grads[2] = dparams[1]
+        return grads
+
+    def compute(self, attrs, xs, ys):
+        y = ys[0]
+        np.matmul(xs[0], xs[1].T, out=y)
+        if len(xs) == 3:
+            y += xs[2]
+
+
+@register
+class FullyConnectedGradData(Op):
+    """(w[M,K], dy[N,M]) -> dx[N,K] = dy @ w."""
+    name, arity, differentiable = "fully_connected_grad_data", 2, False
+    cuda_kernels = ("gemm_nn",)
+
+    def infer(self, attrs, ins):
+        m, k = _matrix(ins[0], "w")
+        n, mdy = _matrix(ins[1], "dy")
+        if mdy != m:
+            raise ShapeError(f"dy is {(n, mdy)} and w is {(m, k)}: dy must be [N, {m}]")
+        return [((n, k), same_dtype(ins))]
+
+    def cost(self, attrs, ins, outs):
+        (m, k), n = ins[0].shape, ins[1].shape[0]
+        return _gemm_cost(2 * n * m * k, ins, outs)
+
+    def compute(self, attrs, xs, ys):
+        w, dy = xs
+        np.matmul(dy, w, out=ys[0])
+
+
+@register
+class FullyConnectedGradWeight(Op):
+    """(x[N,K], dy[N,M]) -> dw[M,K] = dy.T @ x, and db[M] = sum of dy's rows when has_bias."""
+    name, arity, differentiable = "fully_connected_grad_weight", 2, False
+    cuda_kernels = ("gemm_tn", "sum_rows")
+
+    def canon(self, attrs):
+        a = check_attrs(attrs, {"has_bias": False})
+        if not isinstance(a["has_bias"], (bool, np.bool_)):
+            raise OpError(f"has_bias must be a bool, got {a['has_bias']!r}")
+        return {"has_bias": bool(a["has_bias"])}
+
+    def infer(self, attrs, ins):
+        n, k = _matrix(ins[0], "x")
+        ndy, m = _matrix(ins[1], "dy")
+        if ndy != n:
+            raise ShapeError(f"x is {(n, k)} and dy is {(ndy, m)}: they must have the same N")
+        dtype = same_dtype(ins)
+        return [((m, k), dtype)] + ([((m,), dtype)] if attrs["has_bias"] else [])
+
+    def cost(self, attrs, ins, outs):
+        (n, k), m = ins[0].shape, ins[1].shape[1]
+        return _gemm_cost(2 * n * m * k + (n * m if attrs["has_bias"] else 0), ins, outs)
+
+    def compute(self, attrs, xs, ys):
+        x, dy = xs
+        np.matmul(dy.T, x, out=ys[0])
+        if attrs["has_bias"]:
+            np.sum(dy, axis=0, out=ys[1])

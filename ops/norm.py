@@ -1,0 +1,129 @@
+"""Batch normalization (training mode) and its gradient."""
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import Cost, Op, OpError, ShapeError, check_attrs, nbytes, numel, register, require_float, same_dtype
+
+
+def _reduce_axes(ndim: int) -> tuple[int, ...]:
+    """Every axis but the channel axis 1: (0,) for [N,C], (0,2,3) for [N,C,H,W]."""
+    return (0,) if ndim == 2 else (0, 2, 3)
+
+
+def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
+    """A [C] vector shaped to broadcast against a [N,C] or [N,C,H,W] tensor."""
+    return v.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def _values_per_channel(shape) -> int:
+    return numel(shape) // shape[1]
+
+
+@register
+class BatchNorm(Op):
+    """(x, gamma, beta, running_mean, running_var) -> (y, mean, invstd, running_mean', running_var').
+
+    Normalizes with the batch's own statistics (biased variance); mean and invstd are
+    saved for the gradient. The running statistics move towards the batch's, using the
+    unbiased variance as MXNet and PyTorch do."""
+    name, arity = "batch_norm", 5
+    state_outputs = {3: 3, 4: 4}
+    cuda_kernels = ("batch_norm_stats", "batch_norm_fwd")
+
+    def canon(self, attrs):
+        a = check_attrs(attrs, {"eps": 1e-5, "momentum": 0.9})
+        eps, momentum = float(a["eps"]), float(a["momentum"])
+        if not eps > 0:
+            raise OpError(f"eps must be positive, got {a['eps']!r}")
+        if not 0 <= momentum <= 1:
+            raise OpError(f"momentum must lie in [0, 1], got {a['momentum']!r}")
+        return {"eps": eps, "momentum": momentum}
+
+    def infer(self, attrs, ins):
+        x = ins[0]
+        shape = tuple(x.shape)
+        if len(shape) not in (2, 4):
+            raise ShapeError(f"x must be [N,C] or [N,C,H,W], got shape {shape}")
+        require_float(x.dtype)
+        dtype = same_dtype(ins)
+        c = shape[1]
+        for what, t in zip(("gamma", "beta", "running_mean", "running_var"), ins[1:]):
+            if tuple(t.shape) != (c,):
+                raise ShapeError(f"{what} must have shape ({c},) for x of shape {shape}, got {tuple(t.shape)}")
+        if _values_per_channel(shape) < 2:
+            raise ShapeError(f"x of shape {shape} has fewer than 2 values per channel; "
+                             "batch statistics need a larger batch or spatial size")
+        return [(shape, dtype)] + [((c,), dtype)] * 4
+
+    def cost(self, attrs, ins, outs):
+        # A statistics pass (mean, then squared deviations) and a normalizing pass, each reading x.
+        moved = sum(nbytes(t) for t in ins) + sum(nbytes(t) for t in outs) + nbytes(ins[0])
+        return Cost(7.0 * numel(ins[0].shape), float(moved))
+
+    def gradient(self, g, node, dys, wanted):
+        if any(d is not None for d in dys[1:]):
+            raise OpError("only output 0 (y) of batch_norm is differentiable; "
+                          "its statistics outputs cannot carry a gradient")
+        if dys[0] is None:
+            return [None] * 5
+        x, gamma = node.inputs[:2]
+        _, mean, invstd = node.outputs[:3]
+        dx, dgamma, dbeta = g.apply("batch_norm_grad", [x, gamma, mean, invstd, dys[0]])
+        return [dx if wanted[0] else None, dgamma if wanted[1] else None,
+                dbeta if wanted[2] else None, None, None]
+
+    def compute(self, attrs, xs, ys):
+        x, gamma, beta, running_mean, running_var = xs
+        y, mean, invstd, mean_next, var_next = ys
+        t = x.dtype.type
+        axes, nd = _reduce_axes(x.ndim), x.ndim
+        m = _values_per_channel(x.shape)
+        np.divide(np.sum(x, axis=axes), t(m), out=mean)
+        centered = x - _per_channel(mean, nd)
+        var = np.sum(centered * centered, axis=axes) / t(m)
+        np.divide(t(1), np.sqrt(var + t(attrs["eps"])), out=invstd)
+        np.multiply(centered, _per_channel(invstd * gamma, nd), out=y)
+        y += _per_channel(beta, nd)
+        mom = t(attrs["momentum"])
+        np.add(mom * running_mean, (t(1) - mom) * mean, out=mean_next)
+        np.add(mom * running_var, (t(1) - mom) * (var * (t(m) / t(m - 1))), out=var_next)
+
+
+@register
+class BatchNormGrad(Op):
+    """(x, gamma, mean, invstd, dy) -> (dx, dgamma, dbeta) for training-mode batch_norm."""
+    name, arity, differentiable = "batch_norm_grad", 5, False
+    cuda_kernels = ("batch_norm_bwd_reduce", "batch_norm_bwd_data")
+
+    def infer(self, attrs, ins):
+        x, gamma, mean, invstd, dy = ins
+        shape = tuple(x.shape)
+        if len(shape) not in (2, 4):
+            raise ShapeError(f"x must be [N,C] or [N,C,H,W], got shape {shape}")
+        if tuple(dy.shape) != shape:
+            raise ShapeError(f"dy has shape {tuple(dy.shape)}, x has {shape}; they must match")
+        c = shape[1]
+        for what, t in (("gamma", gamma), ("mean", mean), ("invstd", invstd)):
+            if tuple(t.shape) != (c,):
+                raise ShapeError(f"{what} must have shape ({c},) for x of shape {shape}, got {tuple(t.shape)}")
+        dtype = same_dtype(ins)
+        return [(shape, dtype), ((c,), dtype), ((c,), dtype)]
+
+    def cost(self, attrs, ins, outs):
+        # A reduction pass over (x, dy) and a pass writing dx that reads them again.
+        moved = sum(nbytes(t) for t in ins) + sum(nbytes(t) for t in outs) + 2 * nbytes(ins[0])
+        return Cost(9.0 * numel(ins[0].shape), float(moved))
+
+    def compute(self, attrs, xs, ys):
+        x, gamma, mean, invstd, dy = xs
+        dx, dgamma, dbeta = ys
+        t = x.dtype.type
+        axes, nd = _reduce_axes(x.ndim), x.ndim
+        m = t(_values_per_channel(x.shape))
+        xhat = (x - _per_channel(mean, nd)) * _per_channel(invstd, nd)
+        np.sum(dy, axis=axes, out=dbeta)
+        np.sum(dy * xhat, axis=axes, out=dgamma)
+        # dx = gamma * invstd / m * (m * dy - dbeta - xhat * dgamma)
+        inner = m * dy - _per_channel(dbeta, nd) - xhat * _per_channel(dgamma, nd)
+        np.multiply(inner, _per_channel(gamma * invstd / m, nd), out=dx)

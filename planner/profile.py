@@ -1,0 +1,137 @@
+"""Profiles: how long each operator takes and how fast the host-device link is.
+
+A profile is measured on a backend, loaded from JSON, or analytic for a named
+device (flops and bytes over its peak rates), so that a GPU's profile can drive
+planning on a machine without one. Measured operator times are keyed by a
+signature (operator, input shapes and dtypes, attributes), so one profile
+serves every graph that uses the same operator instances.
+
+JSON: {"format": "swapengine.profile/1", "device": str,
+       "link": {"h2d_bytes_per_s", "d2h_bytes_per_s", "duplex_bytes_per_s", "latency_s"},
+       "analytic": {"flops_per_s", "bytes_per_s", "launch_s"} (optional: rates for ops not measured),
+       "ops": {signature: seconds}}
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.ir import Graph
+from ops import registry as op_registry
+
+FORMAT = "swapengine.profile/1"
+
+
+class ProfileError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Link:
+    h2d_bytes_per_s: float
+    d2h_bytes_per_s: float
+    duplex_bytes_per_s: float   # both directions together, when a swap-in and a swap-out overlap
+    latency_s: float = 10e-6
+
+    def seconds(self, nbytes: int, direction_h2d: bool) -> float:
+        rate = self.h2d_bytes_per_s if direction_h2d else self.d2h_bytes_per_s
+        return self.latency_s + nbytes / rate
+
+
+@dataclass(frozen=True)
+class Rates:
+    flops_per_s: float
+    bytes_per_s: float
+    launch_s: float = 5e-6
+
+
+@dataclass
+class Profile:
+    device: str
+    link: Link
+    analytic: Rates | None = None
+    ops: dict[str, float] = field(default_factory=dict)
+
+    def node_seconds(self, g: Graph) -> np.ndarray:
+        """Seconds per node id: the measured time of its signature, else the analytic estimate."""
+        out = np.empty(len(g.nodes))
+        for n in g.nodes:
+            t = self.ops.get(signature(g, n.id))
+            if t is None:
+                if self.analytic is None:
+                    raise ProfileError(f"profile '{self.device}' has no time for node '{n.name}' ({n.op}) "
+                                       "and no analytic rates; measure this model's profile")
+                t = analytic_seconds(g, n.id, self.analytic)
+            out[n.id] = t
+        return out
+
+    def to_dict(self) -> dict:
+        d = {"format": FORMAT, "device": self.device, "link": self.link.__dict__.copy(), "ops": dict(self.ops)}
+        if self.analytic:
+            d["analytic"] = self.analytic.__dict__.copy()
+        return d
+
+    @classmethod
+    def from_dict(cls, d) -> "Profile":
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise ProfileError(f"not a swapengine profile (expected format '{FORMAT}')")
+        try:
+            link = Link(**{k: float(v) for k, v in d["link"].items()})
+            analytic = Rates(**{k: float(v) for k, v in d["analytic"].items()}) if d.get("analytic") else None
+            ops = {str(k): float(v) for k, v in d.get("ops", {}).items()}
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ProfileError(f"malformed profile: {e}") from None
+        bad = [k for k, v in ops.items() if not (v >= 0 and math.isfinite(v))]
+        rates = [link.h2d_bytes_per_s, link.d2h_bytes_per_s, link.duplex_bytes_per_s]
+        if bad or min(rates) <= 0 or link.latency_s < 0:
+            raise ProfileError("profile has a negative or non-finite time or a non-positive bandwidth")
+        return cls(str(d["device"]), link, analytic, ops)
+
+    def save(self, path: str) -> None:
+        with open(path, "w") as f:
+            json.dump(self.to_dict(), f, indent=1)
+
+    @classmethod
+    def load(cls, path: str) -> "Profile":
+        try:
+            with open(path) as f:
+                return cls.from_dict(json.load(f))
+        except FileNotFoundError:
+            raise ProfileError(f"profile file '{path}' does not exist") from None
+        except json.JSONDecodeError as e:
+            raise ProfileError(f"profile file '{path}' is not valid JSON ({e})") from None
+
+
+def signature(g: Graph, nid: int) -> str:
+    n = g.nodes[nid]
+    ins = ",".join(f"{'x'.join(map(str, g.tensors[t].shape))}:{g.tensors[t].dtype.name}" for t in n.inputs)
+    attrs = json.dumps(n.attrs, sort_keys=True, default=list)
+    return f"{n.op}({ins}){attrs}"
+
+
+def analytic_seconds(g: Graph, nid: int, rates: Rates) -> float:
+    """Roofline estimate: the slower of compute and memory traffic, plus a launch cost."""
+    n = g.nodes[nid]
+    ins = [g.tensors[t] for t in n.inputs]
+    outs = [g.tensors[t] for t in n.outputs]
+    cost = op_registry.get(n.op).cost(n.attrs, ins, outs)
+    return rates.launch_s + max(cost.flops / rates.flops_per_s, cost.bytes / rates.bytes_per_s)
+
+
+# Named devices for analytic profiles. V100 figures are the paper's (Section 6.1: PCIe 12 GB/s
+# one way, 20 GB/s both ways); peak rates are the vendors' fp32 figures.
+DEVICES = {
+    "v100": (Rates(15.7e12, 900e9), Link(12e9, 12e9, 20e9, 10e-6), 16 * 2**30),
+    "h100": (Rates(51e12, 2.0e12), Link(25e9, 25e9, 45e9, 10e-6), 80 * 2**30),
+}
+
+
+def analytic_profile(device: str) -> Profile:
+    try:
+        rates, link, _ = DEVICES[device.lower()]
+    except KeyError:
+        raise ProfileError(f"no analytic profile for device '{device}' (known: {', '.join(DEVICES)})") from None
+    return Profile(device.lower(), link, rates)

@@ -1,0 +1,260 @@
+"""The swap planner (SwapAdvisor Section 4.2): schedule + allocation -> Program.
+
+The planner walks the schedule keeping track of which tensor sits in which pool
+object. When an operator needs a tensor that is not resident, or room for an
+output, and the tensor's size class has no free object, it evicts a resident
+tensor of that class: the one used furthest in the future (Belady), among
+those last used at least a threshold ago (so there is time to swap it out
+before its object is needed). A swap-out copies to the host only when the host
+copy is stale. Every instruction carries the edges that make it safe; a
+swap-in depends only on its object being released and its host copy being
+written, so it runs as early as that allows (prefetch), not when the compute
+stream reaches it.
+
+Double pass: the first pass starts with no state on the device; the state whose
+next values end resident become the initial residents of the next pass, in the
+objects where they ended. A resident whose next value does not end in its home
+object is dropped from the set and the pass repeated, until a fixed point: the
+Program then leaves the device as it found it and can run every iteration.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from allocator.pool import PoolLayout
+from engine.ir import Graph, Kind, PERSISTENT_KINDS
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Instr, Pool, Program
+from ops import registry as op_registry
+
+NEVER = np.iinfo(np.int64).max
+
+
+class PlanError(ValueError):
+    """The budget or allocation cannot run the graph; the message names the operator."""
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    victim: str = "belady"            # "belady" (SwapAdvisor) or "lru" (on-demand swapping)
+    threshold_s: float | None = None  # recency threshold; None: the incoming tensor's transfer time
+    max_passes: int = 16
+
+
+class _Static:
+    """Per-graph, per-schedule facts the scan reads: dense arrays by tensor id."""
+
+    def __init__(self, g: Graph, schedule: Sequence[int], layout: PoolLayout, sizes, cls,
+                 op_seconds: np.ndarray | None, link_bytes_per_s: float | None):
+        self.g, self.schedule, self.layout = g, list(schedule), layout
+        n_t = len(g.tensors)
+        self.nbytes = np.array([t.nbytes for t in g.tensors], dtype=np.int64)
+        idx = np.searchsorted(sizes, self.nbytes)
+        idx = np.minimum(idx, len(sizes) - 1)
+        if not np.array_equal(np.asarray(sizes)[idx], self.nbytes):
+            missing = int(self.nbytes[np.asarray(sizes)[idx] != self.nbytes][0])
+            raise PlanError(f"the allocation has no size class for tensors of {missing} bytes")
+        self.klass = np.asarray(cls)[idx]
+        reads: list[list[int]] = [[] for _ in range(n_t)]
+        for pos, nid in enumerate(self.schedule):
+            for t in dict.fromkeys(g.nodes[nid].inputs):
+                reads[t].append(pos)
+        self.reads = reads
+        self.end = len(self.schedule)
+        self.kept = set(nxt for _, nxt in g.state_pairs)       # must survive the iteration
+        if g.loss is not None:
+            self.kept.add(g.loss)
+        secs = np.ones(len(g.nodes)) if op_seconds is None else np.asarray(op_seconds, dtype=float)
+        step_secs = secs[self.schedule] if self.schedule else np.zeros(0)
+        self.step_end = np.cumsum(step_secs)                    # finish time of each step, compute only
+        self.link = link_bytes_per_s
+        self.initial_host = set(g.leaves(Kind.INPUT, Kind.LABEL, *PERSISTENT_KINDS))
+        self.inplace = [op_registry.get(g.nodes[n].op).state_outputs for n in range(len(g.nodes))]
+
+
+class _Scan:
+    """One pass over the schedule for a given set of initially resident state."""
+
+    def __init__(self, s: _Static, resident: dict[int, int], opts: PlanOptions):
+        self.s, self.opts = s, opts
+        lay = s.layout
+        n_obj = len(lay.object_offset)
+        self.tenant = np.full(n_obj, -1, dtype=np.int64)
+        self.obj_of = np.full(len(s.g.tensors), -1, dtype=np.int64)
+        self.free: list[list[int]] = []
+        taken = set(resident.values())
+        for k in range(len(lay.class_first_object) - 1):
+            objs = range(lay.class_first_object[k], lay.class_first_object[k + 1])
+            self.free.append([o for o in reversed(objs) if o not in taken])
+        # Instructions that must finish before an object is written again, one per stream.
+        self.release = [[-1, -1, -1] for _ in range(n_obj)]
+        self.writer = np.full(len(s.g.tensors), -1, dtype=np.int64)     # instr that made it resident
+        self.host_writer: dict[int, int] = {t: -1 for t in s.initial_host if t not in resident}
+        self.read_ptr = np.zeros(len(s.g.tensors), dtype=np.int64)
+        self.last_touch = np.full(len(s.g.tensors), -1, dtype=np.int64)  # step of last read or write
+        self.instrs: list[Instr] = []
+        for t, o in resident.items():
+            self.tenant[o], self.obj_of[t] = t, o
+
+    # ------------------------------------------------------------------ helpers
+    def emit(self, ins: Instr) -> int:
+        ins.deps = sorted(set(d for d in ins.deps if d >= 0))
+        self.instrs.append(ins)
+        return len(self.instrs) - 1
+
+    def next_use(self, t: int) -> int:
+        r, p = self.s.reads[t], self.read_ptr[t]
+        if p < len(r):
+            return r[p]
+        return self.s.end if t in self.s.kept else NEVER
+
+    def place(self, t: int, o: int, writer: int) -> None:
+        self.tenant[o], self.obj_of[t], self.writer[t] = t, o, writer
+
+    def vacate(self, o: int) -> None:
+        self.obj_of[self.tenant[o]] = -1
+        self.tenant[o] = -1
+
+    def free_object(self, o: int) -> None:
+        self.free[self.s.klass[self.tenant[o]]].append(o)
+        self.vacate(o)
+
+    def acquire(self, t: int, pos: int, busy: set[int]) -> int:
+        """A free object of t's class, evicting a resident tensor if none is free."""
+        k = self.s.klass[t]
+        if self.free[k]:
+            return self.free[k].pop()
+        lay = self.s.layout
+        objs = range(lay.class_first_object[k], lay.class_first_object[k + 1])
+        cands = [int(self.tenant[o]) for o in objs if self.tenant[o] >= 0 and self.tenant[o] not in busy]
+        if not cands:
+            node = self.s.g.nodes[self.s.schedule[pos]]
+            need = sum(1 for x in busy if self.s.klass[x] == k)
+            raise PlanError(f"operator '{node.name}' ({node.op}) needs {need} objects of size class {k} "
+                            f"at once; the allocation has {len(objs)}")
+        victim = self.choose_victim(cands, t, pos)
+        o = int(self.obj_of[victim])
+        if not self.host_current(victim):
+            i = self.emit(Instr(SWAP_OUT, victim, o, copy=True, deps=[self.writer[victim]]))
+            self.host_writer[victim] = i
+            self.release[o][SWAP_OUT] = i
+        self.vacate(o)
+        return o
+
+    def host_current(self, t: int) -> bool:
+        return t in self.host_writer
+
+    def choose_victim(self, cands: list[int], incoming: int, pos: int) -> int:
+        s = self.s
+        if self.opts.victim == "lru":
+            return min(cands, key=lambda x: (self.last_touch[x], x))
+        threshold = self.opts.threshold_s
+        if threshold is None:
+            threshold = s.nbytes[incoming] / s.link if s.link else 0.0
+        now = s.step_end[pos - 1] if pos > 0 else 0.0
+        old = [x for x in cands if self.last_touch[x] < 0 or now - s.step_end[self.last_touch[x]] >= threshold]
+        pool = old or cands
+        return max(pool, key=lambda x: (self.next_use(x), -x))
+
+    # ------------------------------------------------------------------ the pass
+    def run(self) -> None:
+        s, g = self.s, self.s.g
+        for pos, nid in enumerate(s.schedule):
+            node = g.nodes[nid]
+            busy = set(node.inputs) | set(node.outputs)
+            for t in dict.fromkeys(node.inputs):
+                if self.obj_of[t] < 0:
+                    self.swap_in(t, pos, busy)
+            in_objs = [int(self.obj_of[t]) for t in node.inputs]
+            dying = {t for t in node.inputs if self.read_ptr[t] + 1 >= len(s.reads[t]) and t not in s.kept}
+            out_objs = []
+            for k, t in enumerate(node.outputs):
+                src = s.inplace[nid].get(k)
+                if src is not None and node.inputs[src] in dying and node.inputs.count(node.inputs[src]) == 1:
+                    # An updated state takes over its old value's object (MXNet's in-place update).
+                    dying.discard(node.inputs[src])
+                    self.vacate(in_objs[src])
+                    out_objs.append(in_objs[src])
+                else:
+                    out_objs.append(self.acquire(t, pos, busy))
+            deps = [self.writer[t] for t in node.inputs]
+            for o in out_objs:
+                deps += self.release[o]
+            i = self.emit(Instr(COMPUTE, nid, objects=tuple(in_objs + out_objs), deps=deps))
+            for t in dict.fromkeys(node.inputs):
+                self.read_ptr[t] += 1
+                self.last_touch[t] = pos
+                if self.obj_of[t] >= 0:
+                    self.release[self.obj_of[t]][COMPUTE] = i
+            for t, o in zip(node.outputs, out_objs):
+                self.place(t, o, i)
+                self.release[o] = [i, -1, -1]
+                self.last_touch[t] = pos
+            for t in dying:
+                self.free_object(int(self.obj_of[t]))
+            for t in node.outputs:
+                if not s.reads[t] and t not in s.kept:
+                    self.free_object(int(self.obj_of[t]))
+
+    def swap_in(self, t: int, pos: int, busy: set[int]) -> None:
+        if t not in self.host_writer:
+            node = self.s.g.nodes[self.s.schedule[pos]]
+            raise PlanError(f"operator '{node.name}' reads '{self.s.g.tensors[t].name}', which is "
+                            "neither resident nor on the host (planner bug)")
+        o = self.acquire(t, pos, busy)
+        i = self.emit(Instr(SWAP_IN, t, o, deps=[self.host_writer[t], *self.release[o]]))
+        self.place(t, o, i)
+        self.release[o] = [-1, i, -1]
+
+    def finish(self, resident: dict[int, int]) -> list[int]:
+        """Write back state leaving the device; return resident state whose next value strayed."""
+        s, g = self.s, self.s.g
+        strayed = []
+        for cur, nxt in g.state_pairs:
+            home = resident.get(cur)
+            if home is not None and self.obj_of[nxt] == home:
+                continue
+            if home is not None:
+                strayed.append(cur)
+            if not self.host_current(nxt):
+                o = int(self.obj_of[nxt])
+                i = self.emit(Instr(SWAP_OUT, nxt, o, copy=True, deps=[self.writer[nxt]]))
+                self.host_writer[nxt] = i
+        return strayed
+
+
+def plan(g: Graph, schedule: Sequence[int], allocation, op_seconds: np.ndarray | None = None,
+         link_bytes_per_s: float | None = None, options: PlanOptions = PlanOptions(),
+         policy: str = "swapadvisor") -> Program:
+    """Inputs: the training graph, a topological order of its nodes, an allocation
+    (sizes, cls, cnt: allocator.Allocation), per-node compute seconds and the link's
+    one-way bandwidth (both optional: they set the recency threshold).
+    Output: a Program that runs one iteration within the allocation's pool.
+    Raises PlanError when the allocation cannot hold some operator's tensors."""
+    layout = PoolLayout.from_allocation(allocation)
+    s = _Static(g, schedule, layout, allocation.sizes, allocation.cls, op_seconds, link_bytes_per_s)
+    resident: dict[int, int] = {}
+    first = True
+    for _ in range(options.max_passes):
+        scan = _Scan(s, resident, options)
+        scan.run()
+        strayed = scan.finish(resident)
+        if first:
+            # State whose next value ended on the device becomes resident, where it ended.
+            first = False
+            resident = {cur: int(scan.obj_of[nxt]) for cur, nxt in g.state_pairs if scan.obj_of[nxt] >= 0}
+            if not resident:
+                break
+        elif strayed:
+            for cur in strayed:
+                del resident[cur]
+        else:
+            break
+    else:
+        raise PlanError(f"the double pass did not settle in {options.max_passes} passes")
+    pool = Pool(layout.object_offset, layout.object_bytes, layout.object_class, int(layout.arena_bytes),
+                np.asarray(allocation.sizes, dtype=np.int64), np.asarray(allocation.cls, dtype=np.int64),
+                np.asarray(allocation.cnt, dtype=np.int64))
+    return Program(g.name, list(schedule), pool, scan.instrs, dict(resident), policy)

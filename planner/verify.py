@@ -1,0 +1,206 @@
+"""Static proof that a Program is safe under every interleaving its edges allow.
+
+Happens-before is stream order plus dependency edges. With three in-order
+streams, vector clocks of length 3 decide it exactly: a happens before b iff
+b's clock has seen a's position in a's stream.
+
+Checked, naming the first violation:
+- the pool: objects inside the arena and disjoint, no class with more objects
+  than its count, the arena within the budget;
+- every read (a compute input, a swap-out) finds the tensor in its object, and
+  the write that put it there happens before the read;
+- every write into an object happens after all reads and the write of the
+  object's previous tenant (no two live tensors share an object);
+- every swap-in reads a host copy that a swap-out wrote before it, or the
+  initial host copy (inputs, labels, state not resident at the start);
+- at the end, each resident state's next value sits in its home object and
+  every other next value has been written to the host; the loss is readable.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from engine.ir import Graph, Kind, PERSISTENT_KINDS
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Program
+from ops import registry as op_registry
+
+INITIAL = -1   # pseudo-instruction: state present before the iteration starts
+
+
+class VerificationError(ValueError):
+    pass
+
+
+def verify(program: Program, graph: Graph, budget: int | None = None) -> None:
+    """Inputs: a Program, the Graph it was planned for, the device budget in bytes.
+    Output: None, or VerificationError naming the first violation."""
+    _check_pool(program, budget)
+    _Checker(program, graph).run()
+
+
+def _check_pool(program: Program, budget: int | None) -> None:
+    p = program.pool
+    if budget is not None and p.arena_bytes > budget:
+        raise VerificationError(f"the pool's arena needs {p.arena_bytes} bytes, over the budget of {budget}")
+    per_class = np.bincount(p.object_class, minlength=len(p.cnt))
+    for k, (have, cap) in enumerate(zip(per_class, p.cnt)):
+        if have > cap:
+            raise VerificationError(f"size class {k} has {have} objects but its count is {cap} (over-full class)")
+    order = np.argsort(p.object_offset, kind="stable")
+    ends = p.object_offset[order] + p.object_bytes[order]
+    if len(order) and (p.object_offset.min() < 0 or ends.max() > p.arena_bytes):
+        raise VerificationError("a pool object lies outside the arena")
+    clash = np.nonzero(ends[:-1] > p.object_offset[order][1:])[0]
+    if len(clash):
+        a, b = order[clash[0]], order[clash[0] + 1]
+        raise VerificationError(f"pool objects {a} and {b} overlap in the arena")
+
+
+class _Checker:
+    def __init__(self, program: Program, graph: Graph):
+        self.p, self.g = program, graph
+        n_obj = len(program.pool.object_offset)
+        self.tenant = np.full(n_obj, -1, dtype=np.int64)
+        self.writer = np.full(n_obj, INITIAL, dtype=np.int64)
+        self.readers: list[list[int]] = [[] for _ in range(n_obj)]
+        self.clock: list[tuple[int, int, int]] = []
+        self.stream_pos: list[int] = []
+        self.host: dict[int, int] = {}   # tensor -> instruction that wrote its host copy (INITIAL: given)
+
+    def fail(self, msg: str):
+        raise VerificationError(msg)
+
+    def name(self, t: int) -> str:
+        return self.g.tensors[t].name
+
+    def instr(self, i: int) -> str:
+        return "the initial state" if i == INITIAL else self.p.describe(self.g, i)
+
+    def happens_before(self, a: int, b: int) -> bool:
+        if a == INITIAL or a == b:
+            return True
+        return self.clock[b][self.p.instrs[a].kind] > self.stream_pos[a]
+
+    # ------------------------------------------------------------------ events
+    def check_object(self, t: int, o: int, i: int) -> None:
+        pool = self.p.pool
+        if not 0 <= o < len(pool.object_offset):
+            self.fail(f"{self.instr(i)} places '{self.name(t)}' in object {o}, which does not exist")
+        size = self.g.tensors[t].nbytes
+        k = pool.class_of_size(size)
+        if k != pool.object_class[o] or size > pool.object_bytes[o]:
+            self.fail(f"{self.instr(i)} places '{self.name(t)}' ({size} bytes, class {k}) in object {o} "
+                      f"of class {pool.object_class[o]} ({pool.object_bytes[o]} bytes)")
+
+    def read(self, t: int, o: int, i: int) -> None:
+        self.check_object(t, o, i)
+        if self.tenant[o] != t:
+            holder = f"'{self.name(self.tenant[o])}'" if self.tenant[o] >= 0 else "nothing"
+            self.fail(f"{self.instr(i)} reads '{self.name(t)}' from object {o}, which holds {holder} "
+                      f"(written by {self.instr(self.writer[o])}): two live tensors in one object, "
+                      "or a read of a tensor that is not resident")
+        if not self.happens_before(self.writer[o], i):
+            self.fail(f"{self.instr(i)} may read '{self.name(t)}' from object {o} before "
+                      f"{self.instr(self.writer[o])} finishes writing it: no edge orders them")
+        self.readers[o].append(i)
+
+    def write(self, t: int, o: int, i: int) -> None:
+        self.check_object(t, o, i)
+        prev = self.tenant[o]
+        for r in [self.writer[o], *self.readers[o]]:
+            if r != i and not self.happens_before(r, i):
+                self.fail(f"{self.instr(i)} may overwrite object {o} while {self.instr(r)} still uses "
+                          f"'{self.name(prev)}' there: no edge orders them")
+        self.tenant[o], self.writer[o], self.readers[o] = t, i, []
+
+    # ------------------------------------------------------------------ scan
+    def run(self) -> None:
+        p, g = self.p, self.g
+        try:
+            g.check_order(p.schedule)
+        except ValueError as e:
+            self.fail(f"the program's schedule is not a topological order: {e}")
+        for t in g.leaves(Kind.INPUT, Kind.LABEL):
+            self.host[t] = INITIAL
+        for t in g.leaves(*PERSISTENT_KINDS):
+            if t not in p.initial_resident:
+                self.host[t] = INITIAL
+        for t, o in p.initial_resident.items():
+            if g.tensors[t].kind not in PERSISTENT_KINDS or g.producer[t] != -1:
+                self.fail(f"'{self.name(t)}' is resident at the start but is not a parameter or state")
+            self.check_object(t, o, INITIAL)
+            if self.tenant[o] != -1:
+                self.fail(f"'{self.name(t)}' and '{self.name(self.tenant[o])}' both start in object {o}")
+            self.tenant[o] = t
+        last_in_stream = [-1, -1, -1]
+        counts = [0, 0, 0]
+        next_compute = 0
+        for i, ins in enumerate(p.instrs):
+            clock = list(self.clock[last_in_stream[ins.kind]]) if last_in_stream[ins.kind] >= 0 else [0, 0, 0]
+            for d in ins.deps:
+                if not 0 <= d < i:
+                    self.fail(f"{self.instr(i)} depends on instruction {d}, which does not precede it")
+                clock = [max(a, b) for a, b in zip(clock, self.clock[d])]
+            counts[ins.kind] += 1
+            clock[ins.kind] = counts[ins.kind]
+            self.clock.append(tuple(clock))
+            self.stream_pos.append(counts[ins.kind] - 1)
+            last_in_stream[ins.kind] = i
+            if ins.kind == COMPUTE:
+                if next_compute >= len(p.schedule) or p.schedule[next_compute] != ins.target:
+                    self.fail(f"{self.instr(i)} is out of the schedule's order")
+                next_compute += 1
+                self.compute(ins, i)
+            elif ins.kind == SWAP_OUT:
+                self.read(ins.target, ins.obj, i)
+                if ins.copy:
+                    self.host[ins.target] = i
+                elif ins.target not in self.host:
+                    self.fail(f"{self.instr(i)} drops '{self.name(ins.target)}' without copying it, "
+                              "but its host copy is not current: its value would be lost")
+            elif ins.kind == SWAP_IN:
+                src = self.host.get(ins.target)
+                if src is None:
+                    self.fail(f"{self.instr(i)} reads a host copy of '{self.name(ins.target)}' "
+                              "that no earlier swap-out wrote")
+                if not self.happens_before(src, i):
+                    self.fail(f"{self.instr(i)} may start before {self.instr(src)} has written the host "
+                              f"copy of '{self.name(ins.target)}': no edge orders them")
+                self.write(ins.target, ins.obj, i)
+            else:
+                self.fail(f"instruction {i} has unknown kind {ins.kind}")
+        if next_compute != len(p.schedule):
+            self.fail(f"the program runs {next_compute} of the schedule's {len(p.schedule)} nodes")
+        self.check_end()
+
+    def compute(self, ins, i: int) -> None:
+        node = self.g.nodes[ins.target]
+        if len(ins.objects) != len(node.inputs) + len(node.outputs):
+            self.fail(f"{self.instr(i)} gives {len(ins.objects)} objects for "
+                      f"{len(node.inputs)} inputs and {len(node.outputs)} outputs")
+        in_objs = ins.objects[:len(node.inputs)]
+        for t, o in zip(node.inputs, in_objs):
+            self.read(t, o, i)
+        inplace = op_registry.get(node.op).state_outputs
+        for k, (t, o) in enumerate(zip(node.outputs, ins.objects[len(node.inputs):])):
+            shared = [j for j, io in enumerate(in_objs) if io == o]
+            if shared and inplace.get(k) not in shared:
+                self.fail(f"{self.instr(i)} writes output '{self.name(t)}' over its input "
+                          f"'{self.name(node.inputs[shared[0]])}' in object {o}, which the operator "
+                          "does not allow")
+            self.write(t, o, i)
+
+    def check_end(self) -> None:
+        p, g = self.p, self.g
+        for cur, nxt in g.state_pairs:
+            home = p.initial_resident.get(cur)
+            if home is not None:
+                if self.tenant[home] != nxt:
+                    self.fail(f"at the end, object {home} should hold '{self.name(nxt)}' (the next value of "
+                              f"resident '{self.name(cur)}') but holds "
+                              f"'{self.name(self.tenant[home]) if self.tenant[home] >= 0 else 'nothing'}'")
+            elif nxt not in self.host:
+                self.fail(f"'{self.name(nxt)}' is neither kept resident nor written to the host: "
+                          "the next iteration would lose it")
+        if g.loss is not None and g.loss not in self.host and g.loss not in set(self.tenant.tolist()):
+            self.fail(f"the loss '{self.name(g.loss)}' is not readable at the end")

@@ -1,0 +1,98 @@
+"""Building blocks shared by the model builders: convolution, batch norm, classifier.
+
+Every block opens its own ``g.scope(name)``, so its parameters get unique,
+readable names (``stage2/block0/conv1/w``) and a builder never has to invent
+them. Parameters take the dtype of the block's input.
+"""
+from __future__ import annotations
+
+import ops.conv  # noqa: F401  (registers the operators until ops/__init__ imports them)
+import ops.dense  # noqa: F401
+import ops.loss  # noqa: F401
+import ops.norm  # noqa: F401
+import ops.optim  # noqa: F401
+import ops.pool  # noqa: F401
+import ops.shape  # noqa: F401
+from engine.ir import Graph
+
+
+def pair(v) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+def conv(g: Graph, x: int, out_ch: int, kernel, stride=1, padding=None, groups: int = 1,
+         name: str = "conv") -> int:
+    """A bias-free convolution; ``padding`` defaults to half the kernel ("same" at stride 1)."""
+    kh, kw = pair(kernel)
+    padding = (kh // 2, kw // 2) if padding is None else pair(padding)
+    in_ch = g.shape(x)[1]
+    with g.scope(name):
+        w = g.parameter("w", (out_ch, in_ch // groups, kh, kw), g.dtype(x).name, init="he_normal")
+        (y,) = g.apply("conv2d", [x, w], name="conv", stride=pair(stride), padding=padding, groups=groups)
+    return y
+
+
+def batch_norm(g: Graph, x: int, name: str = "bn") -> int:
+    """Training-mode batch norm; its running statistics are STATE leaves updated each iteration."""
+    ch, dt = g.shape(x)[1], g.dtype(x).name
+    with g.scope(name):
+        gamma = g.parameter("gamma", (ch,), dt, init="ones")
+        beta = g.parameter("beta", (ch,), dt, init="zeros")
+        mean = g.state("running_mean", (ch,), dt, init="zeros")
+        var = g.state("running_var", (ch,), dt, init="ones")
+        y = g.apply("batch_norm", [x, gamma, beta, mean, var], name="bn")[0]
+    return y
+
+
+def relu(g: Graph, x: int, name: str = "relu") -> int:
+    return g.apply("relu", [x], name=name)[0]
+
+
+def conv_bn(g: Graph, x: int, out_ch: int, kernel, stride=1, padding=None, relu_after: bool = True,
+            name: str = "conv") -> int:
+    """conv -> BN (-> ReLU), the unit every CNN here is made of."""
+    with g.scope(name):
+        y = conv(g, x, out_ch, kernel, stride, padding)
+        y = batch_norm(g, y)
+        if relu_after:
+            y = relu(g, y)
+    return y
+
+
+def max_pool(g: Graph, x: int, kernel: int, stride: int, padding: int = 0, name: str = "max_pool") -> int:
+    return g.apply("max_pool2d", [x], name=name, kernel=kernel, stride=stride, padding=padding)[0]
+
+
+def avg_pool(g: Graph, x: int, kernel: int, stride: int, padding: int = 0, name: str = "avg_pool") -> int:
+    return g.apply("avg_pool2d", [x], name=name, kernel=kernel, stride=stride, padding=padding)[0]
+
+
+def concat(g: Graph, xs: list[int], name: str = "concat") -> int:
+    return g.apply("concat", xs, name=name, axis=1)[0]
+
+
+def logits(g: Graph, features: int, classes: int, name: str = "fc") -> int:
+    """A fully connected layer with bias, from [N, K] features to [N, classes]."""
+    dt = g.dtype(features).name
+    with g.scope(name):
+        w = g.parameter("w", (classes, g.shape(features)[1]), dt, init="he_normal")
+        b = g.parameter("b", (classes,), dt, init="zeros")
+        (y,) = g.apply("fully_connected", [features, w, b], name="fc")
+    return y
+
+
+def cross_entropy(g: Graph, scores: int, name: str = "loss") -> int:
+    """Mean softmax cross-entropy of ``scores`` [N, C] against a fresh integer label leaf."""
+    labels = g.label(f"{name}_labels", (g.shape(scores)[0],))
+    return g.apply("softmax_cross_entropy", [scores, labels], name=name)[0]
+
+
+def image_classifier_head(g: Graph, x: int, classes: int) -> int:
+    """Global average pooling and a fully connected layer: the logits of a CNN."""
+    (pooled,) = g.apply("global_avg_pool", [x], name="global_pool")
+    return logits(g, pooled, classes)
+
+
+def widen(channels: int, width: float) -> int:
+    """A channel count multiplied by the wide scale, never below one."""
+    return max(1, int(round(channels * width)))

@@ -1,0 +1,111 @@
+"""The paper's Table 1 for our builders: ``python -m zoo.stats``.
+
+Builds each evaluated model at the paper's configuration and batch size
+(graphs only: no tensor data is allocated) and prints, beside the paper's
+figures, our operator count, distinct tensor sizes, the bytes of all tensors,
+the parameter bytes, and the peak memory of an unlimited-memory run in the
+default (insertion) order. ``--json FILE`` also writes the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+from tabulate import tabulate
+from tqdm import tqdm
+
+from engine.ir import Graph, Kind
+from engine.liveness import peak_bytes
+
+import zoo
+
+
+@dataclass(frozen=True)
+class PaperRow:
+    model: str          # our name for it
+    label: str          # the paper's
+    batch: int
+    mem_gb: float       # Table 1 "MemUsage"
+    ops: int
+    sizes: int
+
+
+# SwapAdvisor Table 1 (batch 64 for CNNs, 256 for the RNN, 128 for the BRNN).
+PAPER = (
+    PaperRow("wresnet-152-10", "WResNet-152-10", 64, 180, 882, 26),
+    PaperRow("inception-4", "Inception-4", 64, 71, 830, 64),
+    PaperRow("nasnet-25", "NasNet-25", 64, 193, 5533, 65),
+    PaperRow("rnn-8-8k", "RNN-8-8K", 256, 118, 8594, 7),
+    PaperRow("brnn-4-8k", "BRNN-4-8K", 128, 99, 9034, 9),
+)
+
+
+@dataclass
+class ModelStats:
+    model: str
+    batch: int
+    input: str
+    operators: int
+    distinct_sizes: int
+    total_bytes: int
+    parameter_bytes: int
+    peak_bytes: int
+    build_seconds: float
+
+
+def input_description(g: Graph) -> str:
+    inputs = g.leaves(Kind.INPUT)
+    shape = g.shape(inputs[0])
+    if len(shape) == 4:
+        return f"{shape[2]}x{shape[3]}"
+    return f"{len(inputs)} steps"
+
+
+def measure(model: str, batch: int, **options) -> ModelStats:
+    start = time.perf_counter()
+    g = zoo.build(model, batch=batch, **options)
+    built = time.perf_counter() - start
+    s = g.summary()
+    return ModelStats(model, batch, input_description(g), s.operators, s.distinct_sizes, s.total_bytes,
+                      sum(g.tensors[t].nbytes for t in g.leaves(Kind.PARAMETER)), peak_bytes(g), built)
+
+
+def gb(n: float) -> str:
+    return f"{n / 1e9:.1f}"
+
+
+def table(rows: list[tuple[PaperRow, ModelStats]]) -> str:
+    body = [[p.label, m.batch, m.input,
+             m.operators, p.ops, m.distinct_sizes, p.sizes,
+             gb(m.peak_bytes), gb(m.total_bytes), p.mem_gb, gb(m.parameter_bytes)]
+            for p, m in rows]
+    headers = ["model", "batch", "input", "ops", "paper ops", "sizes", "paper sizes",
+               "peak GB", "all tensors GB", "paper GB", "params GB"]
+    return tabulate(body, headers=headers, colalign=("left",) + ("right",) * 10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m zoo.stats", description=__doc__.splitlines()[0])
+    p.add_argument("--json", metavar="FILE", help="also write the figures to this JSON file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = p.parse_args(argv)
+    rows = []
+    progress = tqdm(PAPER, desc="building", unit="model", disable=args.quiet, file=sys.stderr, leave=False)
+    for paper in progress:
+        progress.set_postfix_str(paper.model)
+        rows.append((paper, measure(paper.model, paper.batch)))
+    print(table(rows))
+    print("GB = 1e9 bytes. peak: unlimited-memory run in insertion order (engine.liveness.peak_bytes); "
+          "all tensors: sum over every tensor of the iteration; params: current values only.")
+    print(f"built and measured in {sum(m.build_seconds for _, m in rows):.1f} s (graph building only)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([{"paper": asdict(p), "ours": asdict(m)} for p, m in rows], f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
