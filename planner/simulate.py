@@ -17,7 +17,7 @@ import numpy as np
 from engine.ir import Graph
 from engine.program import COMPUTE, STREAM_NAMES, SWAP_IN, SWAP_OUT, Program
 
-from .profile import Profile
+from engine.profile import Profile
 
 
 @dataclass
@@ -58,10 +58,10 @@ def simulate(program: Program, g: Graph, profile: Profile, node_seconds: np.ndar
     work = np.empty(n)    # compute: seconds; copies: bytes
     for i, ins in enumerate(instrs):
         if ins.kind == COMPUTE:
-            work[i] = secs[ins.target]
+            work[i] = secs[ins.target] + profile.dispatch_s
         else:
             work[i] = g.tensors[ins.target].nbytes if ins.copy else 0.0
-            latency[i] = link.latency_s if ins.copy else 0.0
+            latency[i] = (link.latency_s + profile.dispatch_s) if ins.copy else 0.0
     start = np.full(n, math.nan)
     finish = np.full(n, math.inf)
     head = [0, 0, 0]

@@ -137,12 +137,15 @@ class CpuBackend:
     name = "cpu"
 
     def __init__(self, link: EmulatedLink = EmulatedLink(), sanitize: bool = False, seed: int = 0,
-                 jitter_s: float = 2e-3):
+                 jitter_s: float | tuple[float, float, float] = 0.5e-3):
+        """``jitter_s``: with ``sanitize``, the largest random delay before each instruction,
+        for all streams or per stream (compute, swap-in, swap-out)."""
         self.link = _LinkState(link)
         self.sanitize = sanitize
         rng = random.Random(seed)
-        self.streams = [Stream(n, jitter_s if sanitize else 0.0, random.Random(rng.random()))
-                        for n in ("compute", "swap_in", "swap_out")]
+        jitter = jitter_s if isinstance(jitter_s, tuple) else (jitter_s,) * 3
+        self.streams = [Stream(n, j if sanitize else 0.0, random.Random(rng.random()))
+                        for n, j in zip(("compute", "swap_in", "swap_out"), jitter)]
         self.arena: np.ndarray | None = None
 
     # ------------------------------------------------------------------ memory

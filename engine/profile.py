@@ -9,7 +9,7 @@ serves every graph that uses the same operator instances.
 JSON: {"format": "swapengine.profile/1", "device": str,
        "link": {"h2d_bytes_per_s", "d2h_bytes_per_s", "duplex_bytes_per_s", "latency_s"},
        "analytic": {"flops_per_s", "bytes_per_s", "launch_s"} (optional: rates for ops not measured),
-       "ops": {signature: seconds}}
+       "ops": {signature: seconds}, "dispatch_s": seconds of host work per instruction}
 """
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.ir import Graph
 from ops import registry as op_registry
+
+from .ir import Graph
 
 FORMAT = "swapengine.profile/1"
 
@@ -54,6 +55,7 @@ class Profile:
     link: Link
     analytic: Rates | None = None
     ops: dict[str, float] = field(default_factory=dict)
+    dispatch_s: float = 0.0     # host cost of issuing one instruction, on any stream
 
     def node_seconds(self, g: Graph) -> np.ndarray:
         """Seconds per node id: the measured time of its signature, else the analytic estimate."""
@@ -69,7 +71,8 @@ class Profile:
         return out
 
     def to_dict(self) -> dict:
-        d = {"format": FORMAT, "device": self.device, "link": self.link.__dict__.copy(), "ops": dict(self.ops)}
+        d = {"format": FORMAT, "device": self.device, "link": self.link.__dict__.copy(), "ops": dict(self.ops),
+             "dispatch_s": self.dispatch_s}
         if self.analytic:
             d["analytic"] = self.analytic.__dict__.copy()
         return d
@@ -82,13 +85,14 @@ class Profile:
             link = Link(**{k: float(v) for k, v in d["link"].items()})
             analytic = Rates(**{k: float(v) for k, v in d["analytic"].items()}) if d.get("analytic") else None
             ops = {str(k): float(v) for k, v in d.get("ops", {}).items()}
+            dispatch = float(d.get("dispatch_s", 0.0))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ProfileError(f"malformed profile: {e}") from None
         bad = [k for k, v in ops.items() if not (v >= 0 and math.isfinite(v))]
         rates = [link.h2d_bytes_per_s, link.d2h_bytes_per_s, link.duplex_bytes_per_s]
-        if bad or min(rates) <= 0 or link.latency_s < 0:
+        if bad or min(rates) <= 0 or link.latency_s < 0 or not 0 <= dispatch < 1:
             raise ProfileError("profile has a negative or non-finite time or a non-positive bandwidth")
-        return cls(str(d["device"]), link, analytic, ops)
+        return cls(str(d["device"]), link, analytic, ops, dispatch)
 
     def save(self, path: str) -> None:
         with open(path, "w") as f:
