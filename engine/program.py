@@ -102,8 +102,9 @@ class Program:
                      "object_class": p.object_class.tolist(), "arena_bytes": int(p.arena_bytes),
                      "sizes": p.sizes.tolist(), "cls": p.cls.tolist(), "cnt": p.cnt.tolist()},
             "initial_resident": [[int(t), int(o)] for t, o in self.initial_resident.items()],
-            "instructions": [{"kind": STREAM_NAMES[i.kind], "target": i.target, "obj": i.obj,
-                              "objects": list(i.objects), "copy": i.copy, "deps": list(i.deps)}
+            "instructions": [{"kind": STREAM_NAMES[i.kind], "target": int(i.target), "obj": int(i.obj),
+                              "objects": [int(o) for o in i.objects], "copy": bool(i.copy),
+                              "deps": [int(d) for d in i.deps]}
                              for i in self.instrs],
         }
 

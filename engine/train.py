@@ -7,17 +7,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import sys
 import time
 
-from tabulate import tabulate
+import numpy as np
 from tqdm import tqdm
 
+from planner.allocation import check_budget, size_demand, smallest_budget
+from planner.baselines import POLICIES, make_program
+from planner.simulate import simulate
+from planner.swap_planner import PlanError
+from planner.verify import verify
+
 from .autodiff import SGD
+from .backends.cpu import CpuBackend, EmulatedLink
+from .backends.detect import detect_gpu
+from .executor import ProgramExecutor
 from .ir import Graph, GraphError, Kind
 from .liveness import peak_bytes
-from .training import CheckpointError, Trainer
-from .units import format_bytes
+from .profile import DEVICES, Profile, ProfileError, analytic_profile
+from .profiling import measure_cpu_profile
+from .program import SWAP_IN, SWAP_OUT
+from .report import PolicyRow, policy_table, rows_to_json
+from .training import CheckpointError, ReferenceRunner, Trainer
+from .units import format_bytes, parse_bytes
 
 PROG = "engine.train"
 SMALL_MODELS = ("small-cnn", "small-lstm")
@@ -80,9 +95,48 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-every", type=positive_int, default=50, metavar="N",
                    help="with --checkpoint: save every N iterations, and always at exit (default 50)")
     p.add_argument("--resume", metavar="FILE", help="continue from this checkpoint, bit-identically")
+    p.add_argument("--memory", metavar="SIZE", type=_size, default=None,
+                   help="device memory budget for the tensor pool, in binary units (e.g. 64MiB, 16GiB); "
+                        "default: 0.3 of the unlimited-memory peak, or the smallest budget that runs")
+    p.add_argument("--policy", type=_policies, default=list(POLICIES), metavar="P[,P...]",
+                   help=f"swap policies to compare, from {', '.join(POLICIES)} and reference (numpy, no "
+                        "budget); the last one trains for --iterations, the others are timed on "
+                        "--measure-iterations (default: all three)")
+    p.add_argument("--measure-iterations", type=positive_int, default=3, metavar="N",
+                   help="timed iterations for each policy but the last (default 3)")
+    p.add_argument("--profile", metavar="DEVICE|FILE",
+                   help="profile driving the planner and simulator: a device name (v100, h100) for an "
+                        "analytic one, or a profile JSON file; default: measured here (v100 with "
+                        "--simulate-only)")
+    p.add_argument("--simulate-only", action="store_true",
+                   help="plan and simulate without executing (graphs of any size, no data allocated)")
+    p.add_argument("--link-gbps", type=positive_float, default=2.0,
+                   help="emulated host-device link of the cpu backend, GB/s one way (default 2; "
+                        "both ways together get 1.6x that)")
+    p.add_argument("--sanitize", action="store_true",
+                   help="poison freed memory and add random delays to every stream (catches races)")
+    p.add_argument("--no-check", action="store_true",
+                   help="skip comparing the trained parameters with an unlimited-memory reference run")
+    p.add_argument("--out", metavar="DIR", help="where plan.json and trace.json go (default runs/<model>)")
     p.add_argument("--json", metavar="FILE", help="also write the report's figures to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_bytes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _policies(text: str) -> list[str]:
+    names = [x.strip().lower() for x in text.split(",") if x.strip()]
+    bad = [x for x in names if x not in POLICIES + ("reference",)]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown policy '{bad[0] if bad else text}' "
+                                         f"(choose from {', '.join(POLICIES)}, reference)")
+    return names
 
 
 def build_model(args) -> Graph:
@@ -105,83 +159,213 @@ def build_model(args) -> Graph:
         raise UsageError(f"--model {args.model}: {e}") from None
 
 
-def report_rows(g: Graph, iterations: int, seconds: float, first_loss: float, last_loss: float) -> dict:
-    s = g.summary()
-    batch = next((g.tensors[t].shape[0] for t in g.leaves(Kind.INPUT)), 0)
-    return {
-        "model": g.name,
-        "iterations": iterations,
-        "s_per_iter": seconds / max(1, iterations),
-        "samples_per_s": batch * iterations / seconds if seconds > 0 else 0.0,
-        "loss_first": first_loss,
-        "loss_last": last_loss,
-        "operators": s.operators,
-        "parameter_bytes": s.bytes_by_kind["parameter"] // 2,   # current values, not their next ones
-        "peak_bytes": peak_bytes(g),
-    }
+def smoothed(losses: list[float]) -> float:
+    return float(np.mean(losses))
 
 
-def print_report(r: dict) -> None:
-    table = [[r["model"], r["iterations"], f"{r['s_per_iter']:.4f}", f"{r['samples_per_s']:.1f}",
-              f"{r['loss_first']:.3f} -> {r['loss_last']:.3f}", r["operators"],
-              format_bytes(r["parameter_bytes"]), format_bytes(r["peak_bytes"])]]
-    print(tabulate(table, headers=["model", "iterations", "s/iter", "samples/s", "loss",
-                                   "operators", "parameters", "peak memory"]))
-    print("backend: numpy reference (unlimited memory); times measured by this run")
+def batch_of(g: Graph) -> int:
+    return next((g.tensors[t].shape[0] for t in g.leaves(Kind.INPUT)), 0)
 
 
-def train(args) -> int:
-    g = build_model(args)
-    trainer = Trainer(g, seed=args.seed)
-    if args.resume:
-        trainer.load(args.resume)
-    s = g.summary()
-    print(f"model {g.name}: {s.operators} operators, {s.distinct_sizes} distinct tensor sizes, "
-          f"{format_bytes(s.bytes_by_kind['parameter'] // 2)} parameters; "
-          f"unlimited-memory peak {format_bytes(peak_bytes(g))}")
-    start_iter = trainer.iteration
-    todo = max(0, args.iterations - start_iter)
-    if args.resume:
-        print(f"resumed from {args.resume} at iteration {start_iter}; {todo} to go")
-    losses = []
-    bar = tqdm(total=todo, desc="train", unit="it", disable=args.quiet, file=sys.stderr)
-    t0 = time.perf_counter()
+def choose_profile(args, g: Graph, link: EmulatedLink) -> Profile:
+    if args.profile:
+        if args.profile.lower() in DEVICES:
+            return analytic_profile(args.profile)
+        return Profile.load(args.profile)
+    if args.simulate_only:
+        return analytic_profile("v100")
+    print("profiling operators on this machine ...", flush=True)
+    return measure_cpu_profile(g, link, args.seed)
+
+
+def choose_budget(args, g: Graph, peak: int) -> int:
+    smallest = smallest_budget(size_demand(g, g.default_order()))
+    if args.memory is not None:
+        check_budget(g, size_demand(g, g.default_order()), args.memory)
+        return args.memory
+    return max(smallest, int(0.3 * peak))
+
+
+def plan_policies(args, g: Graph, budget: int, profile: Profile) -> dict:
+    secs = profile.node_seconds(g)
+    programs = {}
+    for policy in args.policy:
+        if policy == "reference":
+            continue
+        t0 = time.perf_counter()
+        program = make_program(policy, g, None if policy == "ideal" else budget, secs,
+                               profile.link.h2d_bytes_per_s)
+        verify(program, g, None if policy == "ideal" else budget)
+        sim = simulate(program, g, profile, secs)
+        print(f"plan   {policy:12s} {len(program.instrs)} instructions, verified, simulated "
+              f"{sim.total:.4f} s/iter ({time.perf_counter() - t0:.2f} s to plan)", flush=True)
+        programs[policy] = (program, sim)
+    return programs
+
+
+def make_runner(policy: str, programs: dict, g: Graph, args, link: EmulatedLink):
+    if policy == "reference":
+        return ReferenceRunner(g), None
+    backend = CpuBackend(link, sanitize=args.sanitize, seed=args.seed)
+    return ProgramExecutor(programs[policy][0], g, backend), backend
+
+
+def time_policy(policy, programs, g, args, link) -> float:
+    """Median seconds per iteration over --measure-iterations, after one warm-up iteration."""
+    runner, backend = make_runner(policy, programs, g, args, link)
     try:
-        while trainer.iteration < args.iterations:
-            losses.append(trainer.step())
-            bar.update(1)
-            bar.set_postfix_str(f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
-            if args.checkpoint and trainer.iteration % args.checkpoint_every == 0:
+        tr = Trainer(g, seed=args.seed, runner=runner)
+        tr.step()
+        times = []
+        for _ in range(args.measure_iterations):
+            t0 = time.perf_counter()
+            tr.step()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+    finally:
+        if backend:
+            backend.close()
+
+
+def train_policy(policy, programs, g, args, link):
+    """Train with the last policy; return (trainer, final state, losses, seconds per iteration,
+    first iteration), or None if interrupted."""
+    runner, backend = make_runner(policy, programs, g, args, link)
+    try:
+        trainer = Trainer(g, seed=args.seed, runner=runner)
+        if args.resume:
+            trainer.load(args.resume)
+        start = trainer.iteration
+        todo = max(0, args.iterations - start)
+        if args.resume:
+            print(f"resumed from {args.resume} at iteration {start}; {todo} to go")
+        losses, times = [], []
+        bar = tqdm(total=todo, desc="train", unit="it", disable=args.quiet, file=sys.stderr)
+        try:
+            while trainer.iteration < args.iterations:
+                t0 = time.perf_counter()
+                losses.append(trainer.step())
+                times.append(time.perf_counter() - t0)
+                bar.update(1)
+                bar.set_postfix_str(f"loss {smoothed(losses[:10]):.3f} -> {smoothed(losses[-10:]):.3f}")
+                if args.checkpoint and trainer.iteration % args.checkpoint_every == 0:
+                    trainer.save(args.checkpoint)
+        except KeyboardInterrupt:
+            bar.close()
+            if args.checkpoint:
                 trainer.save(args.checkpoint)
-    except KeyboardInterrupt:
+                print(f"interrupted at iteration {trainer.iteration}; checkpoint saved to {args.checkpoint}")
+            else:
+                print(f"interrupted at iteration {trainer.iteration} (no --checkpoint given, nothing saved)")
+            return None
         bar.close()
         if args.checkpoint:
             trainer.save(args.checkpoint)
-            print(f"interrupted at iteration {trainer.iteration}; checkpoint saved to {args.checkpoint}")
-        else:
-            print(f"interrupted at iteration {trainer.iteration} (no --checkpoint given, nothing saved)")
+        return trainer, trainer.state, losses, times, start
+    finally:
+        if backend:
+            backend.close()
+
+
+def identical_to_reference(g: Graph, args, final_state) -> bool:
+    """Train the numpy reference with unlimited memory over the same iterations; compare bit for bit."""
+    ref = Trainer(g, seed=args.seed)
+    if args.resume:
+        ref.load(args.resume)
+    while ref.iteration < args.iterations:
+        ref.step()
+    return all(np.array_equal(a, final_state[t]) for t, a in ref.state.items())
+
+
+def train(args) -> int:
+    count, reason = detect_gpu()
+    link = EmulatedLink(args.link_gbps * 1e9, args.link_gbps * 1e9, 1.6 * args.link_gbps * 1e9)
+    if not args.simulate_only:
+        why = "CUDA backend not built yet" if count else f"no GPU found ({reason})"
+        print(f"engine: {why}; running on the cpu backend with an emulated {args.link_gbps:g} GB/s link")
+    g = build_model(args)
+    s = g.summary()
+    peak = peak_bytes(g)
+    print(f"model {g.name}, batch {batch_of(g)}, {g.tensors[g.leaves(Kind.INPUT)[0]].dtype}: {s.operators} "
+          f"operators, {s.distinct_sizes} distinct tensor sizes, "
+          f"{format_bytes(s.bytes_by_kind['parameter'] // 2)} parameters")
+    if args.simulate_only and "reference" in args.policy:
+        raise UsageError("--simulate-only cannot run the reference policy; choose ideal, odswap, swapadvisor")
+    budget = choose_budget(args, g, peak) if args.policy != ["reference"] else None
+    if budget:
+        print(f"unlimited-memory peak {format_bytes(peak)}; budget {format_bytes(budget)} "
+              f"({budget / peak:.2f} of peak)")
+    profile = choose_profile(args, g, link) if budget else None
+    programs = plan_policies(args, g, budget, profile) if budget else {}
+    out_dir = args.out or os.path.join("runs", g.name)
+    rows = []
+    if args.simulate_only:
+        rows = [PolicyRow(p, sim.total, None, batch_of(g), prog.bytes_moved(g, SWAP_IN),
+                          prog.bytes_moved(g, SWAP_OUT), prog.pool.arena_bytes, len(prog.instrs))
+                for p, (prog, sim) in programs.items()]
+        print(policy_table(rows))
+        save_artifacts(args, g, programs, out_dir)
+        return write_json(args, {"model": g.name, "budget": budget, "policies": rows_to_json(rows)})
+    *others, last = args.policy
+    measured = {p: time_policy(p, programs, g, args, link) for p in others}
+    result = train_policy(last, programs, g, args, link)
+    if result is None:
         return 130
-    seconds = time.perf_counter() - t0
-    bar.close()
-    if args.checkpoint:
-        trainer.save(args.checkpoint)
+    trainer, final_state, losses, times, start = result
     if not losses:
-        print(f"nothing to do: the checkpoint is already at iteration {start_iter} >= --iterations")
+        print(f"nothing to do: the checkpoint is already at iteration {start} >= --iterations")
         return 0
-    r = report_rows(g, len(losses), seconds, losses[0], losses[-1])
-    print_report(r)
+    measured[last] = statistics.median(times[1:] or times)
+    for p in args.policy:
+        if p == "reference":
+            continue
+        prog, sim = programs[p]
+        rows.append(PolicyRow(p, sim.total, measured[p], batch_of(g), prog.bytes_moved(g, SWAP_IN),
+                              prog.bytes_moved(g, SWAP_OUT), prog.pool.arena_bytes, len(prog.instrs)))
+    if rows:
+        print(policy_table(rows))
+    print(f"train  {len(losses)} iterations with {last}: loss {smoothed(losses[:10]):.3f} -> "
+          f"{smoothed(losses[-10:]):.3f} (means of the first and last 10), "
+          f"{statistics.median(times):.4f} s/iter")
+    same = None
+    if not args.no_check and last != "reference":
+        same = identical_to_reference(g, args, final_state)
+        print(f"parameters identical to the unlimited run: {'yes (bit for bit)' if same else 'NO'}")
     if args.checkpoint:
         print(f"checkpoint saved to {args.checkpoint} (iteration {trainer.iteration})")
+    save_artifacts(args, g, programs, out_dir)
+    status = write_json(args, {"model": g.name, "budget": budget, "iterations": len(losses),
+                               "loss_first": smoothed(losses[:10]), "loss_last": smoothed(losses[-10:]),
+                               "identical": same,
+                               "policies": rows_to_json(rows)})
+    return 1 if same is False else status
+
+
+def save_artifacts(args, g: Graph, programs: dict, out_dir: str) -> None:
+    if not programs:
+        return
+    policy = [p for p in args.policy if p in programs][-1]
+    program, sim = programs[policy]
+    os.makedirs(out_dir, exist_ok=True)
+    plan_path, trace_path = os.path.join(out_dir, "plan.json"), os.path.join(out_dir, "trace.json")
+    with open(plan_path, "w") as f:
+        json.dump(program.to_dict(), f)
+    with open(trace_path, "w") as f:
+        json.dump(sim.to_chrome_trace(program, g), f)
+    print(f"plan ({policy}) saved to {plan_path}; simulated trace: {trace_path} (open in Perfetto)")
+
+
+def write_json(args, figures: dict) -> int:
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(r, f, indent=2)
+            json.dump(figures, f, indent=2)
     return 0
 
 
 def main(argv=None) -> int:
     try:
         return train(parser().parse_args(argv))
-    except (UsageError, GraphError, CheckpointError) as e:
+    except (UsageError, GraphError, CheckpointError, PlanError, ProfileError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
 

@@ -36,9 +36,9 @@ class Timeline:
                   for k in range(3)]
         for i, ins in enumerate(program.instrs):
             name = g.nodes[ins.target].name if ins.kind == COMPUTE else g.tensors[ins.target].name
-            args = {"instruction": i, "deps": ins.deps}
+            args = {"instruction": i, "deps": [int(d) for d in ins.deps]}
             if ins.kind != COMPUTE:
-                args["bytes"] = g.tensors[ins.target].nbytes if ins.copy else 0
+                args["bytes"] = int(g.tensors[ins.target].nbytes) if ins.copy else 0
             events.append({"ph": "X", "pid": 0, "tid": ins.kind, "name": name,
                            "ts": self.start[i] * 1e6, "dur": (self.finish[i] - self.start[i]) * 1e6,
                            "args": args})
