@@ -175,7 +175,7 @@ def choose_profile(args, g: Graph, link: EmulatedLink) -> Profile:
     if args.simulate_only:
         return analytic_profile("v100")
     print("profiling operators on this machine ...", flush=True)
-    return measure_cpu_profile(g, link, args.seed)
+    return measure_cpu_profile(g, make_program("ideal", g, None), link, args.seed)
 
 
 def choose_budget(args, g: Graph, peak: int) -> int:

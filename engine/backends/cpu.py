@@ -147,6 +147,8 @@ class CpuBackend:
         self.streams = [Stream(n, j if sanitize else 0.0, random.Random(rng.random()))
                         for n, j in zip(("compute", "swap_in", "swap_out"), jitter)]
         self.arena: np.ndarray | None = None
+        # When profiling: (stream, node id or bytes copied, start, end) of each kernel and copy.
+        self.timings: list[tuple[int, int, float, float]] | None = None
 
     # ------------------------------------------------------------------ memory
     def allocate_arena(self, nbytes: int) -> None:
@@ -178,18 +180,26 @@ class CpuBackend:
                 for y in outputs:
                     if not any(np.shares_memory(y, x) for x in inputs):
                         y.reshape(-1).view(np.uint8).fill(POISON)
-            decl.compute(node.attrs, inputs, outputs)
+            self._timed(stream, node.id, decl.compute, node.attrs, inputs, outputs)
         self.streams[stream].submit(run)
+
+    def _timed(self, stream: int, what: int, fn, *args) -> None:
+        if self.timings is None:
+            fn(*args)
+            return
+        t0 = time.perf_counter()
+        fn(*args)
+        self.timings.append((stream, what, t0, time.perf_counter()))
 
     def copy_h2d(self, stream: int, dst: np.ndarray, src: np.ndarray) -> None:
         def run():
             if self.sanitize:
                 dst.reshape(-1).view(np.uint8).fill(POISON)
-            self.link.transfer(dst, src, 0)
+            self._timed(stream, dst.nbytes, self.link.transfer, dst, src, 0)
         self.streams[stream].submit(run)
 
     def copy_d2h(self, stream: int, dst: np.ndarray, src: np.ndarray) -> None:
-        self.streams[stream].submit(lambda: self.link.transfer(dst, src, 1))
+        self.streams[stream].submit(lambda: self._timed(stream, dst.nbytes, self.link.transfer, dst, src, 1))
 
     def record(self, stream: int) -> Event:
         return self.streams[stream].record()
