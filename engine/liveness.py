@@ -42,6 +42,8 @@ def lifetimes(g: Graph, order: Sequence[int]) -> Lifetimes:
     for p, nid in enumerate(order):
         for t in g.nodes[nid].inputs:
             end[t] = p      # order is ascending, so the last write is the last use
+    if g.loss is not None:
+        end[g.loss] = n_steps - 1     # read back after the iteration
     inplace_of = np.full(len(g.tensors), -1, dtype=np.int64)
     for cur, nxt in g.state_pairs:
         end[nxt] = n_steps - 1

@@ -100,7 +100,8 @@ class _Scan:
 
     # ------------------------------------------------------------------ helpers
     def emit(self, ins: Instr) -> int:
-        ins.deps = sorted(set(d for d in ins.deps if d >= 0))
+        # Same-stream order is implied; keep only edges that cross streams.
+        ins.deps = sorted(set(d for d in ins.deps if d >= 0 and self.instrs[d].kind != ins.kind))
         self.instrs.append(ins)
         return len(self.instrs) - 1
 
