@@ -1,3 +1,4 @@
+"""Shared fixtures: a small LSTM training graph and a program planned at its smallest budget."""
 import pytest
 
 from planner.allocation import simple_allocation, size_demand, smallest_budget
