@@ -278,6 +278,8 @@ def identical_to_reference(g: Graph, args, final_state) -> bool:
 
 
 def train(args) -> int:
+    if args.resume and not os.path.isfile(args.resume):
+        raise UsageError(f"checkpoint '{args.resume}' does not exist")
     count, reason = detect_gpu()
     link = EmulatedLink(args.link_gbps * 1e9, args.link_gbps * 1e9, 1.6 * args.link_gbps * 1e9)
     if not args.simulate_only:

@@ -33,13 +33,13 @@ def make_program(policy: str, g: Graph, budget: int | None, node_seconds: np.nda
     ideal), optional per-node seconds and link bandwidth (for the recency threshold), and
     for swapadvisor an optional schedule and allocation (found by the search).
     Output: the Program. Raises PlanError if the budget cannot run the graph."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy '{policy}' (known: {', '.join(POLICIES)})")
     order = g.default_order() if schedule is None else list(schedule)
     if policy == "ideal":
         return plan(g, g.default_order(), unlimited_allocation(g, g.default_order()), policy="ideal")
     if policy == "odswap":
         return plan(g, g.default_order(), simple_allocation(g, g.default_order(), budget),
                     options=PlanOptions(victim="lru"), policy="odswap")
-    if policy == "swapadvisor":
-        alloc = allocation if allocation is not None else simple_allocation(g, order, budget)
-        return plan(g, order, alloc, node_seconds, link_bytes_per_s, policy="swapadvisor")
-    raise ValueError(f"unknown policy '{policy}' (known: {', '.join(POLICIES)})")
+    alloc = allocation if allocation is not None else simple_allocation(g, order, budget)
+    return plan(g, order, alloc, node_seconds, link_bytes_per_s, policy="swapadvisor")

@@ -1,0 +1,71 @@
+"""The command line: one clear line and exit status 2 for bad input; runs, checkpoints, resumes."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from engine.train import main
+
+TINY_LSTM = ["--model", "small-lstm", "--batch", "4", "--size", "3", "--quiet"]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--model", "alexnet"], "--model alexnet: "),
+    (["--batch", "0"], "must be positive"),
+    (["--memory", "16GB"], "use binary units"),
+    (["--memory", "abc"], "is not a size"),
+    (["--policy", "magic"], "unknown policy 'magic'"),
+    (["--iterations", "-3"], "must be positive"),
+    (["--resume", "/nonexistent/ck.npz"], "does not exist"),
+    (["--memory", "1KiB"] + TINY_LSTM, "cannot run .* the smallest budget that runs this model is"),
+])
+def test_bad_input_is_one_line_and_status_2(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("engine.train: ") and "\n" not in err and "Traceback" not in err
+    import re
+    assert re.search(message, err), err
+
+
+def test_help_documents_every_flag():
+    out = subprocess.run([sys.executable, "-m", "engine.train", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    for flag in ("--model", "--batch", "--size", "--iterations", "--seed", "--memory", "--policy",
+                 "--checkpoint", "--resume", "--simulate-only", "--profile", "--sanitize", "--json"):
+        assert flag in out.stdout
+
+
+def test_policies_run_and_match_the_unlimited_run(tmp_path, capsys):
+    report = tmp_path / "r.json"
+    argv = TINY_LSTM + ["--iterations", "4", "--measure-iterations", "1", "--policy", "ideal,odswap,swapadvisor",
+                        "--sanitize", "--json", str(report), "--out", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "parameters identical to the unlimited run: yes (bit for bit)" in out
+    r = json.loads(report.read_text())
+    assert r["identical"] is True and [p["policy"] for p in r["policies"]] == ["ideal", "odswap", "swapadvisor"]
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["format"] == "swapengine.program/1" and plan["policy"] == "swapadvisor"
+    assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+
+
+def test_checkpoint_then_resume_equals_an_uninterrupted_run(tmp_path):
+    common = TINY_LSTM + ["--policy", "swapadvisor", "--no-check", "--out", str(tmp_path)]
+    straight, part = str(tmp_path / "straight.npz"), str(tmp_path / "part.npz")
+    assert main(common + ["--iterations", "4", "--checkpoint", straight]) == 0
+    assert main(common + ["--iterations", "2", "--checkpoint", part]) == 0
+    assert main(common + ["--iterations", "4", "--resume", part, "--checkpoint", part]) == 0
+    with np.load(straight) as a, np.load(part) as b:
+        assert sorted(a.files) == sorted(b.files)
+        for k in a.files:
+            if k != "__header__":
+                assert np.array_equal(a[k], b[k]), k
+        assert json.loads(str(b["__header__"]))["iteration"] == 4
+
+
+def test_simulate_only_needs_no_data(tmp_path, capsys):
+    assert main(TINY_LSTM + ["--simulate-only", "--profile", "v100", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "simulated time (nothing executed)" in out and "swapadvisor" in out

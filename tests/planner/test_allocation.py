@@ -1,0 +1,37 @@
+import numpy as np
+import pytest
+
+from allocator import aligned_bytes
+from planner.allocation import (check_budget, simple_allocation, size_demand, smallest_budget,
+                                unlimited_allocation)
+from planner.swap_planner import PlanError
+
+
+def test_demand_counts(lstm_graph):
+    g = lstm_graph
+    d = size_demand(g, g.default_order())
+    assert np.array_equal(d.sizes, np.unique([t.nbytes for t in g.tensors]))
+    assert (d.peak >= d.minimum).all() and (d.minimum >= 0).all()
+    heavy = g.nodes[d.heaviest_node]
+    assert d.heaviest_bytes == sum(g.tensors[t].nbytes for t in dict.fromkeys(heavy.inputs + heavy.outputs))
+
+
+def test_simple_allocation_fits_and_holds_every_operator(lstm_graph):
+    g = lstm_graph
+    order = g.default_order()
+    d = size_demand(g, order)
+    for budget in (smallest_budget(d), 2 * smallest_budget(d)):
+        a = simple_allocation(g, order, budget)
+        assert a.pool_bytes <= budget
+        assert (a.cnt >= d.minimum).all()
+    u = unlimited_allocation(g, order)
+    assert (u.cnt == np.maximum(d.peak, 1)).all()
+
+
+def test_too_small_a_budget_names_the_operator_and_the_smallest_budget(lstm_graph):
+    g = lstm_graph
+    d = size_demand(g, g.default_order())
+    with pytest.raises(PlanError, match=r"cannot run .* \(.*; its inputs and outputs alone need .*\); "
+                                        r"the smallest budget that runs this model is"):
+        check_budget(g, d, smallest_budget(d) - 1)
+    assert smallest_budget(d) == int((aligned_bytes(d.sizes) * d.minimum).sum())
