@@ -218,9 +218,8 @@ def time_policy(policy, programs, g, args, link) -> float:
         tr.step()
         times = []
         for _ in range(args.measure_iterations):
-            t0 = time.perf_counter()
             tr.step()
-            times.append(time.perf_counter() - t0)
+            times.append(tr.step_seconds)
         return statistics.median(times)
     finally:
         if backend:
@@ -243,9 +242,8 @@ def train_policy(policy, programs, g, args, link):
         bar = tqdm(total=todo, desc="train", unit="it", disable=args.quiet, file=sys.stderr)
         try:
             while trainer.iteration < args.iterations:
-                t0 = time.perf_counter()
                 losses.append(trainer.step())
-                times.append(time.perf_counter() - t0)
+                times.append(trainer.step_seconds)
                 bar.update(1)
                 bar.set_postfix_str(f"loss {smoothed(losses[:10]):.3f} -> {smoothed(losses[-10:]):.3f}")
                 if args.checkpoint and trainer.iteration % args.checkpoint_every == 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from typing import Mapping, Protocol, Sequence
 
 import numpy as np
@@ -77,10 +78,14 @@ class Trainer:
         self.data = data or TeacherData(g, seed)
         self.runner.load_state(initial_state(g, seed))
         self.iteration = 0
+        self.step_seconds = 0.0     # the last iteration's time, without making its batch
 
     def step(self) -> float:
         """Run one iteration; return its loss."""
-        loss = self.runner.step(self.data.batch(self.iteration))
+        batch = self.data.batch(self.iteration)
+        t0 = time.perf_counter()
+        loss = self.runner.step(batch)
+        self.step_seconds = time.perf_counter() - t0
         self.iteration += 1
         return loss
 

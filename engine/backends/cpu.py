@@ -30,7 +30,7 @@ class EmulatedLink:
     d2h_bytes_per_s: float = 2e9
     duplex_bytes_per_s: float = 3e9
     latency_s: float = 20e-6
-    chunk_s: float = 0.5e-3      # pacing granularity
+    chunk_s: float = 2e-3        # pacing granularity
 
 
 class _LinkState:

@@ -1,0 +1,76 @@
+"""Simulated beside measured time per iteration on the CPU backend with the emulated link.
+
+For each model and budget: plan (SwapAdvisor planner, default order, simple
+allocation), verify, simulate with a profile measured on this machine, then
+execute and time iterations. Prints the ratio; the target is within 15%.
+
+    python -m bench.sim_vs_measured [--iterations 5] [--link-gbps 0.5]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+
+from tabulate import tabulate
+
+from engine.backends.cpu import CpuBackend, EmulatedLink
+from engine.executor import ProgramExecutor
+from engine.liveness import peak_bytes
+from engine.profiling import measure_cpu_profile
+from engine.training import Trainer
+from planner.allocation import size_demand, smallest_budget
+from planner.baselines import make_program
+from planner.simulate import simulate
+from planner.verify import verify
+from zoo import small
+
+MODELS = {
+    "lstm-2x256": lambda: small.lstm(batch=32, steps=8, features=128, hidden=256, layers=2, classes=10),
+    "residual-cnn": lambda: small.residual_cnn(batch=32, image=16, channels=16, stages=3),
+    "lstm-3x128": lambda: small.lstm(batch=64, steps=12, features=64, hidden=128, layers=3, classes=10),
+}
+
+
+def measure(g, program, link, iterations):
+    backend = CpuBackend(link)
+    try:
+        tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
+        tr.step()
+        times = []
+        for _ in range(iterations):
+            tr.step()
+            times.append(tr.step_seconds)
+        return statistics.median(times)
+    finally:
+        backend.close()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iterations", type=int, default=5)
+    ap.add_argument("--link-gbps", type=float, default=0.5)
+    ap.add_argument("--models", default=",".join(MODELS))
+    args = ap.parse_args(argv)
+    link = EmulatedLink(args.link_gbps * 1e9, args.link_gbps * 1e9, 1.6 * args.link_gbps * 1e9)
+    rows = []
+    for name in args.models.split(","):
+        g = MODELS[name]()
+        profile = measure_cpu_profile(g, make_program("ideal", g, None), link)
+        secs = profile.node_seconds(g)
+        peak = peak_bytes(g)
+        smallest = smallest_budget(size_demand(g, g.default_order()))
+        for label, budget in (("0.5 peak", max(smallest, peak // 2)), ("smallest", smallest)):
+            program = make_program("swapadvisor", g, budget, secs, profile.link.h2d_bytes_per_s)
+            verify(program, g, budget)
+            sim = simulate(program, g, profile, secs).total
+            real = measure(g, program, link, args.iterations)
+            rows.append([name, label, f"{budget / 2**20:.2f}", len(program.instrs), f"{sim:.4f}",
+                         f"{real:.4f}", f"{(sim - real) / real:+.1%}"])
+            print(tabulate([rows[-1]]), file=sys.stderr, flush=True)
+    print(tabulate(rows, headers=["model", "budget", "MiB", "instructions", "simulated s", "measured s",
+                                  "sim error"], disable_numparse=True))
+
+
+if __name__ == "__main__":
+    main()
