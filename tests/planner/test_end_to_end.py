@@ -1,0 +1,57 @@
+"""The promise: under any budget from the smallest that runs up to unlimited, with the sanitizer
+poisoning freed memory and jittering every stream, training gives parameters bit-identical to
+the unlimited-memory run, for the SwapAdvisor planner and for on-demand swapping."""
+import numpy as np
+import pytest
+
+import zoo
+from engine.backends.cpu import CpuBackend, EmulatedLink
+from engine.executor import ProgramExecutor
+from engine.liveness import peak_bytes
+from engine.training import Trainer
+from planner.allocation import size_demand, smallest_budget, unlimited_allocation
+from planner.baselines import make_program
+from planner.verify import verify
+
+LINK = EmulatedLink(h2d_bytes_per_s=20e9, d2h_bytes_per_s=20e9, duplex_bytes_per_s=32e9, latency_s=0)
+ITERATIONS = 3
+FAMILIES = ["wresnet", "inception", "nasnet", "rnn", "brnn"]
+
+
+def budgets(g):
+    """Five budgets from the smallest that runs to what the unlimited allocation uses."""
+    smallest = smallest_budget(size_demand(g, g.default_order()))
+    full = unlimited_allocation(g, g.default_order()).pool_bytes
+    return [int(b) for b in np.geomspace(smallest, full, 5)]
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def model(request):
+    g = zoo.tiny(request.param)
+    ref = Trainer(g, seed=0)
+    for _ in range(ITERATIONS):
+        ref.step()
+    return request.param, g, ref.state
+
+
+def test_smallest_budget_is_below_a_quarter_of_the_peak(model):
+    name, g, _ = model
+    assert budgets(g)[0] < peak_bytes(g) / 4, name
+
+
+@pytest.mark.parametrize("policy", ["swapadvisor", "odswap"])
+def test_bit_identical_at_every_budget(model, policy):
+    name, g, ref_state = model
+    for i, budget in enumerate(budgets(g)):
+        program = make_program(policy, g, budget)
+        verify(program, g, budget)
+        backend = CpuBackend(LINK, sanitize=True, seed=i, jitter_s=2e-4)
+        try:
+            tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
+            for _ in range(ITERATIONS):
+                tr.step()
+            state = tr.state
+        finally:
+            backend.close()
+        bad = [g.tensors[t].name for t, a in ref_state.items() if not np.array_equal(a, state[t])]
+        assert not bad, f"{name} {policy} at {budget} bytes: {bad[:3]} differ"
