@@ -2,10 +2,15 @@
 
 Backward computations are ordinary operators emitted by each operator's
 ``gradient`` declaration, so the planner and executor treat them like forward
-ones. Contributions to one tensor's gradient are combined by a single n-ary
-``sum_n`` node whose operand order is the order in which the contributions were
-emitted (reverse insertion order of the consumers): fixed for a given graph,
-whatever schedule later runs it.
+ones. Contributions to one tensor's gradient are combined by ``sum_n`` nodes
+whose operand order is the order in which the contributions were emitted
+(reverse insertion order of the consumers): fixed for a given graph, whatever
+schedule later runs it. Up to ``MAX_FAN_IN`` contributions take one node;
+more take a left-to-right chain of ``sum_n`` nodes (the running sum first),
+which adds in exactly the same order, so the result is bit-identical to one
+n-ary node, but no operator needs every contribution resident at once (an
+unrolled RNN's weight gets one contribution per time step: 50 of 1 GiB each
+would not fit a 16 GiB device as operands of a single node).
 """
 from __future__ import annotations
 
@@ -15,6 +20,9 @@ from ops import registry as op_registry
 from ops.registry import OpError
 
 from .ir import Graph, GraphError, Kind
+
+
+MAX_FAN_IN = 4
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,14 @@ def gradients(g: Graph, loss: int) -> dict[int, int]:
             return None
         if len(parts) == 1:
             return parts[0]
-        (s,) = g.apply("sum_n", parts, name=f"{g.tensors[t].name}.grad_sum")
+        name = f"{g.tensors[t].name}.grad_sum"
+        (s,) = g.apply("sum_n", parts[:MAX_FAN_IN], name=name)
+        rest = parts[MAX_FAN_IN:]
+        k = 1
+        while rest:
+            (s,) = g.apply("sum_n", [s] + rest[:MAX_FAN_IN - 1], name=f"{name}{k}")
+            rest = rest[MAX_FAN_IN - 1:]
+            k += 1
         contributions[t] = [s]
         return s
 

@@ -29,9 +29,6 @@ from engine.ir import Graph, Kind, PERSISTENT_KINDS
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Instr, Pool, Program
 from ops import registry as op_registry
 
-NEVER = np.iinfo(np.int64).max
-
-
 class PlanError(ValueError):
     """The budget or allocation cannot run the graph; the message names the operator."""
 
@@ -66,6 +63,11 @@ class _Static:
         self.kept = set(nxt for _, nxt in g.state_pairs)       # must survive the iteration
         if g.loss is not None:
             self.kept.add(g.loss)
+        # "Next use" once a tensor's reads are done: the end for kept tensors, else never.
+        self.after_reads = np.full(n_t, self.end + 1, dtype=np.int64)
+        self.after_reads[list(self.kept)] = self.end
+        self.first_read = np.array([r[0] if r else self.after_reads[t] for t, r in enumerate(reads)],
+                                   dtype=np.int64)
         secs = np.ones(len(g.nodes)) if op_seconds is None else np.asarray(op_seconds, dtype=float)
         step_secs = secs[self.schedule] if self.schedule else np.zeros(0)
         self.step_end = np.cumsum(step_secs)                    # finish time of each step, compute only
@@ -93,6 +95,8 @@ class _Scan:
         self.writer = np.full(len(s.g.tensors), -1, dtype=np.int64)     # instr that made it resident
         self.host_writer: dict[int, int] = {t: -1 for t in s.initial_host if t not in resident}
         self.read_ptr = np.zeros(len(s.g.tensors), dtype=np.int64)
+        self.next_read = s.first_read.copy()       # step of each tensor's next read (see _Static)
+        self.busy = np.zeros(len(s.g.tensors), dtype=bool)   # the current operator's tensors
         self.last_touch = np.full(len(s.g.tensors), -1, dtype=np.int64)  # step of last read or write
         self.instrs: list[Instr] = []
         for t, o in resident.items():
@@ -105,11 +109,10 @@ class _Scan:
         self.instrs.append(ins)
         return len(self.instrs) - 1
 
-    def next_use(self, t: int) -> int:
-        r, p = self.s.reads[t], self.read_ptr[t]
-        if p < len(r):
-            return r[p]
-        return self.s.end if t in self.s.kept else NEVER
+    def advance_read(self, t: int) -> None:
+        r = self.s.reads[t]
+        p = self.read_ptr[t] = self.read_ptr[t] + 1
+        self.next_read[t] = r[p] if p < len(r) else self.s.after_reads[t]
 
     def place(self, t: int, o: int, writer: int) -> None:
         self.tenant[o], self.obj_of[t], self.writer[t] = t, o, writer
@@ -128,13 +131,15 @@ class _Scan:
         if self.free[k]:
             return self.free[k].pop()
         lay = self.s.layout
-        objs = range(lay.class_first_object[k], lay.class_first_object[k + 1])
-        cands = [int(self.tenant[o]) for o in objs if self.tenant[o] >= 0 and self.tenant[o] not in busy]
-        if not cands:
+        first, last = lay.class_first_object[k], lay.class_first_object[k + 1]
+        cands = self.tenant[first:last]
+        cands = cands[cands >= 0]
+        cands = cands[~self.busy[cands]]
+        if not len(cands):
             node = self.s.g.nodes[self.s.schedule[pos]]
             need = sum(1 for x in busy if self.s.klass[x] == k)
             raise PlanError(f"operator '{node.name}' ({node.op}) needs {need} objects of size class {k} "
-                            f"at once; the allocation has {len(objs)}")
+                            f"at once; the allocation has {last - first}")
         victim = self.choose_victim(cands, t, pos)
         o = int(self.obj_of[victim])
         if not self.host_current(victim):
@@ -147,17 +152,20 @@ class _Scan:
     def host_current(self, t: int) -> bool:
         return t in self.host_writer
 
-    def choose_victim(self, cands: list[int], incoming: int, pos: int) -> int:
+    def choose_victim(self, cands: np.ndarray, incoming: int, pos: int) -> int:
+        """Vectorised over the class's resident tensors; ties go to the lowest tensor id."""
         s = self.s
+        cands = np.sort(cands)
+        touched = self.last_touch[cands]
         if self.opts.victim == "lru":
-            return min(cands, key=lambda x: (self.last_touch[x], x))
+            return int(cands[np.argmin(touched)])
         threshold = self.opts.threshold_s
         if threshold is None:
             threshold = s.nbytes[incoming] / s.link if s.link else 0.0
         now = s.step_end[pos - 1] if pos > 0 else 0.0
-        old = [x for x in cands if self.last_touch[x] < 0 or now - s.step_end[self.last_touch[x]] >= threshold]
-        pool = old or cands
-        return max(pool, key=lambda x: (self.next_use(x), -x))
+        idle = (touched < 0) | (now - s.step_end[np.maximum(touched, 0)] >= threshold)
+        pool = cands[idle] if idle.any() else cands
+        return int(pool[np.argmax(self.next_read[pool])])
 
     # ------------------------------------------------------------------ the pass
     def run(self) -> None:
@@ -165,6 +173,7 @@ class _Scan:
         for pos, nid in enumerate(s.schedule):
             node = g.nodes[nid]
             busy = set(node.inputs) | set(node.outputs)
+            self.busy[list(busy)] = True
             for t in dict.fromkeys(node.inputs):
                 if self.obj_of[t] < 0:
                     self.swap_in(t, pos, busy)
@@ -185,7 +194,7 @@ class _Scan:
                 deps += self.release[o]
             i = self.emit(Instr(COMPUTE, nid, objects=tuple(in_objs + out_objs), deps=deps))
             for t in dict.fromkeys(node.inputs):
-                self.read_ptr[t] += 1
+                self.advance_read(t)
                 self.last_touch[t] = pos
                 if self.obj_of[t] >= 0:
                     self.release[self.obj_of[t]][COMPUTE] = i
@@ -198,6 +207,7 @@ class _Scan:
             for t in node.outputs:
                 if not s.reads[t] and t not in s.kept:
                     self.free_object(int(self.obj_of[t]))
+            self.busy[list(busy)] = False
 
     def swap_in(self, t: int, pos: int, busy: set[int]) -> None:
         if t not in self.host_writer:

@@ -89,3 +89,27 @@ def test_unused_parameter_is_reported():
     g.parameter("orphan", (2,))
     with pytest.raises(GraphError, match="parameter 'orphan' does not affect the loss"):
         gradients(g, loss)
+
+
+def test_many_contributions_chain_in_the_same_order_bit_identically():
+    from engine.autodiff import MAX_FAN_IN
+    from ops import registry
+    from zoo import small
+
+    g = small.lstm(batch=2, steps=10, features=4, hidden=4, layers=1, classes=3)
+    sums = [n for n in g.nodes if n.op == "sum_n"]
+    assert sums and max(len(n.inputs) for n in sums) <= MAX_FAN_IN
+    chained = [n for n in sums if g.nodes[g.producer[n.inputs[0]]].op == "sum_n"]
+    assert chained                                  # 10 step contributions to w_x: a chain
+    # a chain adds in the same order as one n-ary node: the same bits
+    rng = np.random.default_rng(0)
+    parts = [rng.standard_normal(7).astype(np.float32) for _ in range(10)]
+    one, acc = np.empty(7, np.float32), np.empty(7, np.float32)
+    registry.get("sum_n").compute({}, parts, [one])
+    registry.get("sum_n").compute({}, parts[:MAX_FAN_IN], [acc])
+    rest = parts[MAX_FAN_IN:]
+    while rest:
+        nxt = np.empty(7, np.float32)
+        registry.get("sum_n").compute({}, [acc] + rest[:MAX_FAN_IN - 1], [nxt])
+        acc, rest = nxt, rest[MAX_FAN_IN - 1:]
+    assert np.array_equal(one, acc)
