@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from allocator.size_classes import ALIGNMENT, Allocation, format_bytes
+from allocator.size_classes import ALIGNMENT, Allocation
+from engine.units import format_bytes
 
 
 class AllocationDoesNotFit(ValueError):

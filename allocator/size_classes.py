@@ -23,6 +23,8 @@ from functools import cached_property
 
 import numpy as np
 
+from engine.units import format_bytes
+
 ALIGNMENT = 256  # bytes; every pool object starts and ends on this boundary
 
 _DICT_KEYS = ("sizes", "cls", "cnt")
@@ -39,13 +41,6 @@ def distinct_sizes(tensor_bytes) -> np.ndarray:
     return np.unique(np.asarray(values, dtype=np.int64))
 
 
-def format_bytes(n: float) -> str:
-    """Human-readable binary size: 3.1 MiB. (A local copy: this package imports no engine.)"""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError
 
 
 def _int_vector(name: str, values) -> np.ndarray:

@@ -47,21 +47,22 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see --help)")
 
 
-def positive_int(text: str) -> int:
+def _number(kind, text: str, what: str):
     try:
-        v = int(text)
+        return kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+        raise argparse.ArgumentTypeError(f"'{text}' is not {what}") from None
+
+
+def positive_int(text: str) -> int:
+    v = _number(int, text, "an integer")
     if v <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {v}")
     return v
 
 
 def positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    v = _number(float, text, "a number")
     if not v > 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return v
