@@ -1,0 +1,72 @@
+import time
+
+import numpy as np
+import pytest
+
+from engine.backends.cpu import POISON, CpuBackend, EmulatedLink
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
+
+
+@pytest.fixture
+def backend():
+    b = CpuBackend(EmulatedLink(h2d_bytes_per_s=100e6, d2h_bytes_per_s=100e6, duplex_bytes_per_s=120e6,
+                                latency_s=0.0))
+    yield b
+    b.close()
+
+
+def test_streams_run_in_order_and_events_order_streams(backend):
+    log = []
+    backend.streams[SWAP_IN].submit(lambda: (time.sleep(0.05), log.append("copy")))
+    ev = backend.record(SWAP_IN)
+    backend.wait(COMPUTE, ev)
+    backend.streams[COMPUTE].submit(lambda: log.append("compute"))
+    backend.synchronize()
+    assert log == ["copy", "compute"]
+
+
+def test_copies_take_bytes_over_rate_and_share_the_duplex_rate(backend):
+    backend.allocate_arena(2 * 2**20)
+    host = [backend.host_buffer((2**20,), np.uint8) for _ in range(2)]
+    host[0][:] = 7
+    dev = [backend.view(0, (2**20,), np.uint8), backend.view(2**20, (2**20,), np.uint8)]
+    t0 = time.perf_counter()
+    backend.copy_h2d(SWAP_IN, dev[0], host[0])
+    backend.synchronize()
+    one = time.perf_counter() - t0
+    assert (dev[0] == 7).all()
+    assert one == pytest.approx(2**20 / 100e6, rel=0.3)
+    t0 = time.perf_counter()
+    backend.copy_h2d(SWAP_IN, dev[0], host[0])
+    backend.copy_d2h(SWAP_OUT, host[1], dev[1])
+    backend.synchronize()
+    both = time.perf_counter() - t0
+    assert both == pytest.approx(2 * 2**20 / 120e6, rel=0.3)
+
+
+def test_sanitizer_poisons_objects_before_they_are_written():
+    b = CpuBackend(EmulatedLink(latency_s=0.1), sanitize=True, jitter_s=0.0)
+    try:
+        b.allocate_arena(1024)
+        assert (b.arena == POISON).all()
+        dst = b.view(0, (4,), np.float32)
+        dst[:] = 1.0                         # stale data of a previous tenant
+        host = np.arange(4, dtype=np.float32)
+        seen = []
+        b.copy_h2d(SWAP_IN, dst, host)       # poisons, then the data lands 0.1 s later
+        # a racing reader with no edge to the copy sees NaN, never the stale 1.0
+        b.streams[COMPUTE].submit(lambda: (time.sleep(0.03), seen.append(dst.copy())))
+        b.synchronize()
+        assert np.isnan(seen[0]).all()
+        assert np.array_equal(dst, host)
+    finally:
+        b.close()
+
+
+def test_an_error_on_a_stream_is_raised_by_synchronize_and_nothing_hangs(backend):
+    backend.streams[COMPUTE].submit(lambda: 1 / 0)
+    ev = backend.record(COMPUTE)
+    backend.wait(SWAP_IN, ev)
+    with pytest.raises(ZeroDivisionError):
+        backend.synchronize()
+    backend.synchronize()       # cleared: the backend is usable again
