@@ -1,9 +1,11 @@
-"""Synthetic training data whose labels come from a fixed random teacher network.
+"""Synthetic training data: a fixed data set labelled by a fixed random teacher network.
 
 The teacher is the model's own forward graph with weights drawn from another
 seed: whatever the architecture, the labels are a function the student can
-represent, so the loss can really fall. The batch of iteration i depends only on
-(seed, i), which makes resumed runs bit-identical to uninterrupted ones.
+represent, so the loss can really fall. The data set (``samples`` inputs drawn
+once) is visited in a fresh random order each epoch; the batch of iteration i
+depends only on (seed, i), which makes resumed runs bit-identical to
+uninterrupted ones.
 """
 from __future__ import annotations
 
@@ -17,38 +19,58 @@ LOSS_OPS = ("softmax_cross_entropy",)
 
 
 class TeacherData:
-    def __init__(self, g: Graph, seed: int = 0, teacher_seed: int | None = None):
+    def __init__(self, g: Graph, seed: int = 0, samples: int = 256, teacher_seed: int | None = None):
         self.g = g
         self.seed = seed
         self.inputs = g.leaves(Kind.INPUT)
         self.labels = g.leaves(Kind.LABEL)
-        self.logits_of: dict[int, int] = {}
+        leaves = self.inputs + self.labels
+        self.batch_size = g.tensors[leaves[0]].shape[0] if leaves else 1
+        chunks = max(1, -(-samples // self.batch_size))
+        self.samples = chunks * self.batch_size
+        rng = np.random.default_rng([seed, 0x5EED])
+        self.data = {t: rng.standard_normal((self.samples, *g.tensors[t].shape[1:])).astype(g.tensors[t].dtype)
+                     for t in self.inputs}
+        for label in self.labels:
+            self.data[label] = np.zeros((self.samples, *g.tensors[label].shape[1:]), g.tensors[label].dtype)
+        self._label_with_teacher(chunks, (seed + 1) * 7919 if teacher_seed is None else teacher_seed)
+
+    def _label_with_teacher(self, chunks: int, teacher_seed: int) -> None:
+        g = self.g
+        logits_of = {}
         for label in self.labels:
             readers = [g.nodes[u] for u in g.users[label] if g.nodes[u].op in LOSS_OPS]
             if readers:
-                self.logits_of[label] = readers[0].inputs[0]
+                logits_of[label] = readers[0].inputs[0]
+        if not logits_of:
+            return
         # The teacher runs only the forward nodes its logits depend on.
-        needed = set(self.logits_of.values())
+        needed = set(logits_of.values())
         steps = []
         for n in reversed(g.nodes):
             if needed.intersection(n.outputs):
                 steps.append(n.id)
                 needed.update(n.inputs)
-        self.teacher_steps = steps[::-1]
-        teacher = initial_state(g, seed=(seed + 1) * 7919 if teacher_seed is None else teacher_seed)
-        self.teacher_state = {t: a for t, a in teacher.items() if t in needed}
+        steps.reverse()
+        teacher = {t: a for t, a in initial_state(g, teacher_seed).items() if t in needed}
+        outs = {label: [] for label in logits_of}
+        b = self.batch_size
+        for c in range(chunks):
+            feeds = {t: self.data[t][c * b:(c + 1) * b] for t in self.inputs}
+            out = reference.execute(g, steps, {**teacher, **feeds}, keep=list(logits_of.values()))
+            for label, logits in logits_of.items():
+                outs[label].append(out[logits].astype(np.float64))
+        for label, parts in outs.items():
+            # Standardise each class's logit over the data set first: a random teacher favours a
+            # few classes by a constant margin, which would make the labels nearly constant.
+            z = np.concatenate(parts)
+            z = (z - z.mean(axis=0)) / (z.std(axis=0) + 1e-6)
+            self.data[label][...] = np.argmax(z, axis=-1).reshape(self.data[label].shape)
 
     def batch(self, iteration: int) -> dict[int, np.ndarray]:
         """Arrays for every input and label leaf of iteration ``iteration``."""
-        rng = np.random.default_rng([self.seed, iteration])
-        feeds = {t: rng.standard_normal(self.g.tensors[t].shape).astype(self.g.tensors[t].dtype)
-                 for t in self.inputs}
-        if self.logits_of:
-            out = reference.execute(self.g, self.teacher_steps, {**self.teacher_state, **feeds},
-                                    keep=list(self.logits_of.values()))
-            for label, logits in self.logits_of.items():
-                feeds[label] = np.argmax(out[logits], axis=-1).astype(self.g.tensors[label].dtype)
-        for label in self.labels:
-            if label not in feeds:   # a label no loss reads: any valid values will do
-                feeds[label] = np.zeros(self.g.tensors[label].shape, self.g.tensors[label].dtype)
-        return feeds
+        b = self.batch_size
+        epoch, start = divmod(iteration * b, self.samples)
+        order = np.random.default_rng([self.seed, epoch]).permutation(self.samples)
+        idx = np.sort(order[start:start + b])
+        return {t: np.ascontiguousarray(a[idx]) for t, a in self.data.items()}

@@ -2,9 +2,11 @@
 
 An operator runs only if its inputs and outputs are all resident at once, so
 each size class needs at least as many objects as any one operator uses of
-that class. With one class per distinct size, that minimum gives the smallest
-budget the planner can run; an allocation below it is refused with a message
-naming the operator that needs the most memory.
+that class (an updated state reuses its old value's object, so it needs none).
+The smallest budget is the cheapest grouping of the sorted sizes into classes
+under that rule, found by dynamic programming over class boundaries; a budget
+below it is refused with a message naming the operator that needs the most
+memory.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from allocator import Allocation, aligned_bytes
 from engine.ir import Graph
 from engine.liveness import lifetimes
 from engine.units import format_bytes
+from ops import registry as op_registry
 
 from .swap_planner import PlanError
 
@@ -27,6 +30,7 @@ class SizeDemand:
     size_index: np.ndarray    # per tensor id: its index in sizes
     peak: np.ndarray          # per size: most tensors of that size live at once (unlimited run)
     minimum: np.ndarray       # per size: most tensors of that size one operator touches
+    per_node: np.ndarray      # [node, size]: how many objects of that size the node needs at once
     heaviest_node: int        # the node whose inputs and outputs need the most bytes
     heaviest_bytes: int
 
@@ -44,20 +48,49 @@ def size_demand(g: Graph, order: Sequence[int]) -> SizeDemand:
     end[lt.inplace_of[merged]] = np.maximum(end[lt.inplace_of[merged]], end[merged])
     np.add.at(live, (size_index[counted], end[counted] + 1), -1)
     peak = np.cumsum(live, axis=1)[:, :n_steps].max(axis=1)
-    minimum = np.zeros(len(sizes), dtype=np.int64)
+    per_node = np.zeros((len(g.nodes), len(sizes)), dtype=np.int32)
     heaviest, heaviest_bytes = -1, -1
     for n in g.nodes:
-        ts = list(dict.fromkeys(n.inputs + n.outputs))
-        np.maximum.at(minimum, size_index[ts], np.bincount(size_index[ts])[size_index[ts]])
+        in_place = {n.outputs[k] for k in op_registry.get(n.op).state_outputs}
+        ts = [t for t in dict.fromkeys(n.inputs + n.outputs) if t not in in_place]
+        np.add.at(per_node[n.id], size_index[ts], 1)
         b = int(nbytes[ts].sum())
         if b > heaviest_bytes:
             heaviest, heaviest_bytes = n.id, b
-    return SizeDemand(sizes, size_index, np.maximum(peak, minimum), minimum, heaviest, heaviest_bytes)
+    minimum = per_node.max(axis=0).astype(np.int64) if len(g.nodes) else np.zeros(len(sizes), np.int64)
+    return SizeDemand(sizes, size_index, np.maximum(peak, minimum), minimum, per_node, heaviest, heaviest_bytes)
+
+
+def minimal_allocation(d: SizeDemand) -> Allocation:
+    """The allocation of fewest bytes that can run every operator: classes are runs of
+    consecutive sizes (object = the run's largest size), each with as many objects as
+    any one operator needs from the run. Exact, by dynamic programming over run ends."""
+    s = len(d.sizes)
+    slot = aligned_bytes(d.sizes)
+    cum = np.concatenate([np.zeros((d.per_node.shape[0], 1), np.int64), np.cumsum(d.per_node, axis=1)], axis=1)
+    best = np.full(s + 1, np.inf)
+    best[0] = 0
+    cut = np.zeros(s + 1, dtype=np.int64)
+    need = np.zeros((s, s), dtype=np.int64)        # need[i, j]: objects for a class of sizes i..j
+    for i in range(s):
+        need[i, i:] = np.maximum((cum[:, i + 1:] - cum[:, [i]]).max(axis=0, initial=0), 1)
+    for j in range(1, s + 1):
+        costs = best[:j] + slot[j - 1] * need[np.arange(j), j - 1]
+        cut[j] = int(np.argmin(costs))
+        best[j] = costs[cut[j]]
+    bounds, j = [], s
+    while j > 0:
+        bounds.append((cut[j], j))
+        j = cut[j]
+    bounds.reverse()
+    cls = np.concatenate([np.full(b - a, k) for k, (a, b) in enumerate(bounds)])
+    cnt = np.array([need[a, b - 1] for a, b in bounds], dtype=np.int64)
+    return Allocation(d.sizes, cls, cnt)
 
 
 def smallest_budget(d: SizeDemand) -> int:
-    """Pool bytes of one class per size holding each size's per-operator minimum."""
-    return int((aligned_bytes(d.sizes) * d.minimum).sum())
+    """Bytes of the minimal allocation: no budget below it can run every operator."""
+    return int(minimal_allocation(d).pool_bytes)
 
 
 def check_budget(g: Graph, d: SizeDemand, budget: int) -> None:
@@ -71,11 +104,14 @@ def check_budget(g: Graph, d: SizeDemand, budget: int) -> None:
 
 
 def simple_allocation(g: Graph, order: Sequence[int], budget: int) -> Allocation:
-    """One class per distinct size; each gets its per-operator minimum, then a common fraction
+    """One class per distinct size if each size's per-operator minimum fits the budget (else
+    the minimal allocation's classes); each class gets its minimum, then a common fraction
     of the objects it would need for no swapping at all, as far as the budget allows."""
     d = size_demand(g, order)
     check_budget(g, d, budget)
     slot = aligned_bytes(d.sizes)
+    if int((slot * d.minimum).sum()) > budget:
+        return _grow(minimal_allocation(d), d, budget)
     spare = budget - int((slot * d.minimum).sum())
     extra = d.peak - d.minimum
     want = int((slot * extra).sum())
@@ -88,6 +124,20 @@ def simple_allocation(g: Graph, order: Sequence[int], budget: int) -> Allocation
         cnt[k] += add
         left -= add * int(slot[k])
     return Allocation(d.sizes, np.arange(len(d.sizes)), np.maximum(cnt, 1))
+
+
+def _grow(alloc: Allocation, d: SizeDemand, budget: int) -> Allocation:
+    """Add objects to a fitting allocation, largest classes first, up to each class's peak
+    demand (the sum of its sizes' peaks) while the budget allows."""
+    cnt = alloc.cnt.copy()
+    slot = alloc.class_slot_bytes
+    peak = np.bincount(alloc.cls, weights=d.peak).astype(np.int64)
+    left = budget - int((slot * cnt).sum())
+    for k in np.argsort(-slot):
+        add = max(0, min(int(peak[k] - cnt[k]), left // int(slot[k])))
+        cnt[k] += add
+        left -= add * int(slot[k])
+    return alloc.with_counts(cnt)
 
 
 def unlimited_allocation(g: Graph, order: Sequence[int]) -> Allocation:

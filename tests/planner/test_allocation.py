@@ -34,4 +34,27 @@ def test_too_small_a_budget_names_the_operator_and_the_smallest_budget(lstm_grap
     with pytest.raises(PlanError, match=r"cannot run .* \(.*; its inputs and outputs alone need .*\); "
                                         r"the smallest budget that runs this model is"):
         check_budget(g, d, smallest_budget(d) - 1)
-    assert smallest_budget(d) == int((aligned_bytes(d.sizes) * d.minimum).sum())
+    assert smallest_budget(d) <= int((aligned_bytes(d.sizes) * d.minimum).sum())
+
+
+def test_minimal_allocation_is_the_cheapest_valid_grouping(lstm_graph):
+    """Brute force over every monotone CLS (2^(S-1) of them) agrees with the dynamic program."""
+    import itertools
+    from allocator import Allocation
+    from planner.allocation import minimal_allocation
+    g = lstm_graph
+    d = size_demand(g, g.default_order())
+    s = len(d.sizes)
+    assert s <= 12
+    best = None
+    for steps in itertools.product((0, 1), repeat=s - 1):
+        cls = np.concatenate([[0], np.cumsum(steps)])
+        cnt = np.array([max(1, int(d.per_node[:, cls == k].sum(axis=1).max())) for k in range(cls[-1] + 1)])
+        b = Allocation(d.sizes, cls, cnt).pool_bytes
+        best = b if best is None else min(best, b)
+    m = minimal_allocation(d)
+    assert m.pool_bytes == best == smallest_budget(d)
+    # and the planner really runs at that budget
+    from planner.swap_planner import plan
+    from planner.verify import verify
+    verify(plan(g, g.default_order(), m), g, best)
