@@ -6,11 +6,12 @@ ones. Contributions to one tensor's gradient are combined by ``sum_n`` nodes
 whose operand order is the order in which the contributions were emitted
 (reverse insertion order of the consumers): fixed for a given graph, whatever
 schedule later runs it. Up to ``MAX_FAN_IN`` contributions take one node;
-more take a left-to-right chain of ``sum_n`` nodes (the running sum first),
-which adds in exactly the same order, so the result is bit-identical to one
-n-ary node, but no operator needs every contribution resident at once (an
-unrolled RNN's weight gets one contribution per time step: 50 of 1 GiB each
-would not fit a 16 GiB device as operands of a single node).
+more take a left-to-right chain of ``sum_n`` nodes (the running sum first,
+emitted as soon as ``MAX_FAN_IN`` operands are waiting), which adds in exactly
+the same order, so the result is bit-identical to one n-ary node, but no
+operator needs every contribution resident at once, and each dies soon after
+it is made (an unrolled RNN's weight gets one contribution per time step: 35
+of 1 GiB each would not fit a 16 GiB device as operands of a single node).
 """
 from __future__ import annotations
 
@@ -61,6 +62,7 @@ def gradients(g: Graph, loss: int) -> dict[int, int]:
     wanted = [a and b for a, b in zip(needs, reaches)]
 
     contributions: dict[int, list[int]] = {}
+    sums_made: dict[int, int] = {}
 
     def total(t: int) -> int | None:
         parts = contributions.get(t)
@@ -68,14 +70,8 @@ def gradients(g: Graph, loss: int) -> dict[int, int]:
             return None
         if len(parts) == 1:
             return parts[0]
-        name = f"{g.tensors[t].name}.grad_sum"
-        (s,) = g.apply("sum_n", parts[:MAX_FAN_IN], name=name)
-        rest = parts[MAX_FAN_IN:]
-        k = 1
-        while rest:
-            (s,) = g.apply("sum_n", [s] + rest[:MAX_FAN_IN - 1], name=f"{name}{k}")
-            rest = rest[MAX_FAN_IN - 1:]
-            k += 1
+        k = sums_made[t] = sums_made.get(t, 0) + 1
+        (s,) = g.apply("sum_n", parts, name=f"{g.tensors[t].name}.grad_sum{'' if k == 1 else k}")
         contributions[t] = [s]
         return s
 
@@ -98,7 +94,12 @@ def gradients(g: Graph, loss: int) -> dict[int, int]:
                 raise GraphError(f"node '{node.name}' ({node.op}): {e}") from None
             for t, gt, w in zip(node.inputs, grads, want):
                 if w and gt is not None:
-                    contributions.setdefault(t, []).append(gt)
+                    parts = contributions.setdefault(t, [])
+                    parts.append(gt)
+                    if len(parts) == MAX_FAN_IN:
+                        # A running sum as soon as MAX_FAN_IN are waiting, so contributions die
+                        # early (an RNN weight gets one per step); the order stays the same.
+                        total(t)
         result = {}
         for p in params:
             gp = total(p)

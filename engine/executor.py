@@ -32,6 +32,9 @@ class ProgramExecutor:
         self.signals = {d for ins in program.instrs for d in ins.deps if kinds[d] != ins.kind}
         self.next_of = dict(g.state_pairs)
         self.loss_location = self._final_location(g.loss) if g.loss is not None else None
+        # Backends that can capture an iteration (a CUDA graph; the CPU backend's work lists)
+        # build it once and replay it; the host then does no per-instruction work.
+        self.graph = backend.capture(self.issue) if hasattr(backend, "capture") else None
 
     def _host_tensors(self) -> set[int]:
         g = self.g
@@ -85,12 +88,16 @@ class ProgramExecutor:
         """Run one iteration on this batch (inputs and labels); return its loss."""
         for t, a in batch.items():
             np.copyto(self.host[t], a)
-        self.issue()
+        if self.graph is not None:
+            self.backend.replay(self.graph)
+        else:
+            self.issue()
         self.backend.synchronize()
-        # Resident state's next value already sits in its home object; the rest swap host buffers.
+        # Resident state's next value already sits in its home object; the rest move host
+        # buffers (copied, not renamed: a captured graph holds the buffers themselves).
         for cur, nxt in self.g.state_pairs:
             if cur not in self.p.initial_resident:
-                self.host[cur], self.host[nxt] = self.host[nxt], self.host[cur]
+                np.copyto(self.host[cur], self.host[nxt])
         loss = self.loss_location
         return float(self.backend.read(loss) if loss is not None else self.host[self.g.loss])
 

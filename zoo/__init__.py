@@ -70,7 +70,10 @@ def parse(model: str) -> tuple[Family, dict]:
     for family in FAMILIES.values():
         m = re.fullmatch(family.pattern, name)
         if m:
-            return family, family.args(m)
+            args = family.args(m)
+            if any(v <= 0 for v in args.values()):
+                raise ValueError(f"model '{model}': the numbers in its name must be positive")
+            return family, args
     raise ValueError(f"unknown model '{model}'; valid forms: {VALID_FORMS}")
 
 
@@ -89,9 +92,10 @@ def _call(builder: Callable[..., Graph], model: str, kwargs: dict) -> Graph:
 
 def build(model: str, batch: int | None = None, size: int | None = None, dtype: str = "float32",
           **options) -> Graph:
-    """The graph of ``model`` (see the module docstring for names). ``batch`` and ``size`` default
-    to the paper's (each builder's defaults); ``options`` go to the builder (``sgd``, ``classes``, ...). Inference models
-    ignore ``sgd``."""
+    """The graph of ``model`` (see the module docstring for names). ``batch`` and ``size``
+    default to the paper's (each builder's defaults); ``options`` go to the builder
+    (``sgd``, ``classes``, ...). Inference models ignore ``sgd``. Raises ValueError (one
+    line) for a malformed name, an unknown option or a configuration that does not build."""
     family, args = parse(model)
     if batch is not None and batch < 1 or size is not None and size < 1:
         raise ValueError(f"model '{model}': batch and size must be positive, got {batch} and {size}")

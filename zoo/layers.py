@@ -59,15 +59,16 @@ def conv_bn(g: Graph, x: int, out_ch: int, kernel, stride=1, padding=None, relu_
     return y
 
 
-def max_pool(g: Graph, x: int, kernel: int, stride: int, padding: int = 0, name: str = "max_pool") -> int:
+# Pools and concatenations often come several to a scope: unnamed, the graph numbers them.
+def max_pool(g: Graph, x: int, kernel: int, stride: int, padding: int = 0, name: str | None = None) -> int:
     return g.apply("max_pool2d", [x], name=name, kernel=kernel, stride=stride, padding=padding)[0]
 
 
-def avg_pool(g: Graph, x: int, kernel: int, stride: int, padding: int = 0, name: str = "avg_pool") -> int:
+def avg_pool(g: Graph, x: int, kernel: int, stride: int, padding: int = 0, name: str | None = None) -> int:
     return g.apply("avg_pool2d", [x], name=name, kernel=kernel, stride=stride, padding=padding)[0]
 
 
-def concat(g: Graph, xs: list[int], name: str = "concat") -> int:
+def concat(g: Graph, xs: list[int], name: str | None = None) -> int:
     return g.apply("concat", xs, name=name, axis=1)[0]
 
 

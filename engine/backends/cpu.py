@@ -81,6 +81,9 @@ class Event:
     def wait(self):
         self._done.wait()
 
+    def clear(self):
+        self._done.clear()
+
 
 class Stream:
     """An in-order queue of work run by one thread, like a CUDA stream."""
@@ -91,32 +94,40 @@ class Stream:
         self.rng = rng
         self.q: queue.Queue = queue.Queue()
         self.error: BaseException | None = None
+        self.captured: list | None = None     # work recorded instead of queued (see CpuBackend.capture)
         self.thread = threading.Thread(target=self._work, name=f"stream-{name}", daemon=True)
         self.thread.start()
 
     def _work(self):
         while True:
-            fn = self.q.get()
-            if fn is None:
+            item = self.q.get()
+            if item is None:
                 return
-            try:
-                if self.error is None or isinstance(fn, _Signal):
-                    if self.jitter_s and not isinstance(fn, _Signal):
-                        time.sleep(self.rng.random() * self.jitter_s)
-                    fn()
-            except BaseException as e:   # reported by synchronize(); later work is skipped
-                self.error = e
+            for fn in (item if isinstance(item, list) else (item,)):   # a list: a captured graph
+                self._run(fn)
+
+    def _run(self, fn) -> None:
+        try:
+            if self.error is None or isinstance(fn, _Signal):
+                if self.jitter_s and not isinstance(fn, _Signal):
+                    time.sleep(self.rng.random() * self.jitter_s)
+                fn()
+        except BaseException as e:   # reported by synchronize(); later work is skipped
+            self.error = e
 
     def submit(self, fn) -> None:
-        self.q.put(fn)
+        if self.captured is not None:
+            self.captured.append(fn)
+        else:
+            self.q.put(fn)
 
     def record(self) -> Event:
         ev = Event()
-        self.q.put(_Signal(ev.set))
+        self.submit(_Signal(ev.set))
         return ev
 
     def wait(self, ev: Event) -> None:
-        self.q.put(_Signal(ev.wait))
+        self.submit(_Signal(ev.wait))
 
     def close(self):
         self.q.put(None)
@@ -131,6 +142,12 @@ class _Signal:
 
     def __call__(self):
         self.fn()
+
+
+@dataclass
+class CapturedGraph:
+    work: list[list]            # per stream, in order
+    events: list[Event]         # reset before each replay
 
 
 class CpuBackend:
@@ -206,6 +223,29 @@ class CpuBackend:
 
     def wait(self, stream: int, ev: Event) -> None:
         self.streams[stream].wait(ev)
+
+    # ------------------------------------------------------------------ graphs
+    def capture(self, issue) -> "CapturedGraph":
+        """Record what ``issue()`` submits, instead of running it, as a graph to replay: like a
+        CUDA graph, one iteration's work is built once and then costs the host 3 queue puts."""
+        for st in self.streams:
+            st.captured = []
+        try:
+            issue()
+        finally:
+            lists = [st.captured for st in self.streams]
+            for st in self.streams:
+                st.captured = None
+        events = [fn.fn.__self__ for work in lists for fn in work
+                  if isinstance(fn, _Signal) and fn.fn.__name__ == "set"]
+        return CapturedGraph(lists, events)
+
+    def replay(self, graph: "CapturedGraph") -> None:
+        for ev in graph.events:
+            ev.clear()
+        for st, work in zip(self.streams, graph.work):
+            if work:
+                st.q.put(work)
 
     def synchronize(self) -> None:
         """Wait for every stream to drain; re-raise the first error a stream hit."""
