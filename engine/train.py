@@ -109,6 +109,8 @@ def parser() -> argparse.ArgumentParser:
                    help="profile driving the planner and simulator: a device name (v100, h100) for an "
                         "analytic one, or a profile JSON file; default: measured here (v100 with "
                         "--simulate-only)")
+    p.add_argument("--save-profile", metavar="FILE",
+                   help="write the profile used (measured or analytic) as JSON, for --profile FILE later")
     p.add_argument("--simulate-only", action="store_true",
                    help="plan and simulate without executing (graphs of any size, no data allocated)")
     p.add_argument("--link-gbps", type=positive_float, default=2.0,
@@ -297,6 +299,9 @@ def train(args) -> int:
         print(f"unlimited-memory peak {format_bytes(peak)}; budget {format_bytes(budget)} "
               f"({budget / peak:.2f} of peak)")
     profile = choose_profile(args, g, link) if budget else None
+    if profile and args.save_profile:
+        profile.save(args.save_profile)
+        print(f"profile saved to {args.save_profile}")
     programs = plan_policies(args, g, budget, profile) if budget else {}
     out_dir = args.out or os.path.join("runs", g.name)
     rows = []
@@ -369,6 +374,9 @@ def main(argv=None) -> int:
     except (UsageError, GraphError, CheckpointError, PlanError, ProfileError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:       # before training started: nothing to save
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

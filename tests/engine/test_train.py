@@ -69,3 +69,39 @@ def test_simulate_only_needs_no_data(tmp_path, capsys):
     assert main(TINY_LSTM + ["--simulate-only", "--profile", "v100", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "simulated time (nothing executed)" in out and "swapadvisor" in out
+
+
+def test_ctrl_c_saves_a_checkpoint_and_resuming_matches_an_uninterrupted_run(tmp_path):
+    import os
+    import signal
+    import time
+
+    common = [sys.executable, "-m", "engine.train"] + TINY_LSTM + ["--policy", "reference", "--no-check"]
+    straight = str(tmp_path / "straight.npz")
+    subprocess.run(common + ["--iterations", "400", "--checkpoint", straight], check=True, capture_output=True)
+    part = str(tmp_path / "part.npz")
+    proc = subprocess.Popen(common + ["--iterations", "400", "--checkpoint", part, "--checkpoint-every", "5"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not os.path.exists(part) and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "checkpoint saved" in out
+    with np.load(part) as z:
+        stopped_at = json.loads(str(z["__header__"]))["iteration"]
+    assert 0 < stopped_at < 400
+    subprocess.run(common + ["--iterations", "400", "--resume", part, "--checkpoint", part], check=True,
+                   capture_output=True)
+    with np.load(straight) as a, np.load(part) as b:
+        for k in a.files:
+            if k != "__header__":
+                assert np.array_equal(a[k], b[k]), k
+
+
+def test_profile_saved_and_reloaded(tmp_path, capsys):
+    prof = str(tmp_path / "p.json")
+    assert main(TINY_LSTM + ["--policy", "ideal", "--iterations", "1", "--save-profile", prof,
+                             "--out", str(tmp_path)]) == 0
+    assert main(TINY_LSTM + ["--simulate-only", "--profile", prof, "--out", str(tmp_path)]) == 0
+    assert "swapadvisor" in capsys.readouterr().out
