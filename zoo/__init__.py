@@ -58,7 +58,7 @@ TINY = {
     "wresnet": dict(blocks=(1, 1, 1, 1), width=1, base_width=4, batch=2, size=32, classes=10),
     "inception": dict(width=1 / 16, blocks=(1, 1, 1), batch=2, size=75, classes=10),
     "nasnet": dict(cells=1, filters=8, stem_filters=8, batch=2, size=32, classes=10),
-    "rnn": dict(layers=2, hidden=16, batch=4, steps=5, classes=7),
+    "rnn": dict(layers=2, hidden=16, batch=4, steps=8, classes=7),
     "brnn": dict(layers=2, hidden=16, batch=4, steps=5, classes=7),
     "resnet": dict(blocks=(1, 1, 1, 1), base_width=4, batch=2, size=32, classes=10),
 }

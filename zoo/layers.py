@@ -6,13 +6,6 @@ them. Parameters take the dtype of the block's input.
 """
 from __future__ import annotations
 
-import ops.conv  # noqa: F401  (registers the operators until ops/__init__ imports them)
-import ops.dense  # noqa: F401
-import ops.loss  # noqa: F401
-import ops.norm  # noqa: F401
-import ops.optim  # noqa: F401
-import ops.pool  # noqa: F401
-import ops.shape  # noqa: F401
 from engine.ir import Graph
 
 
