@@ -13,6 +13,7 @@ from collections import defaultdict
 import numpy as np
 
 from .backends.cpu import CpuBackend, EmulatedLink
+from .data import TeacherData
 from .executor import ProgramExecutor
 from .ir import Graph
 from .profile import Link, Profile, signature
@@ -53,7 +54,7 @@ def measure_link(backend, sizes=(2**12, 2**16, 2**20, 2**22), repeats: int = 5) 
 
 
 def measure_cpu_profile(g: Graph, ideal: Program, link: EmulatedLink = EmulatedLink(), seed: int = 0,
-                        iterations: int = 3) -> Profile:
+                        iterations: int = 3, data: TeacherData | None = None) -> Profile:
     """A Profile of ``g`` on this machine's CPU backend.
 
     Operator times are measured where they run: the ``ideal`` (unlimited-memory)
@@ -61,7 +62,7 @@ def measure_cpu_profile(g: Graph, ideal: Program, link: EmulatedLink = EmulatedL
     each signature gets the median of its samples after a warm-up iteration."""
     backend = CpuBackend(link)
     try:
-        trainer = Trainer(g, seed=seed, runner=ProgramExecutor(ideal, g, backend))
+        trainer = Trainer(g, seed=seed, runner=ProgramExecutor(ideal, g, backend), data=data)
         trainer.step()
         backend.timings = []
         for _ in range(iterations):

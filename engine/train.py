@@ -24,6 +24,7 @@ from planner.verify import verify
 from .autodiff import SGD
 from .backends.cpu import CpuBackend, EmulatedLink
 from .backends.detect import detect_gpu
+from .data import TeacherData
 from .executor import ProgramExecutor
 from .ir import Graph, GraphError, Kind
 from .liveness import peak_bytes
@@ -178,7 +179,7 @@ def choose_profile(args, g: Graph, link: EmulatedLink) -> Profile:
     if args.simulate_only:
         return analytic_profile("v100")
     print("profiling operators on this machine ...", flush=True)
-    return measure_cpu_profile(g, make_program("ideal", g, None), link, args.seed)
+    return measure_cpu_profile(g, make_program("ideal", g, None), link, args.seed, data=args.data)
 
 
 def choose_budget(args, g: Graph, peak: int) -> int:
@@ -217,7 +218,7 @@ def time_policy(policy, programs, g, args, link) -> float:
     """Median seconds per iteration over --measure-iterations, after one warm-up iteration."""
     runner, backend = make_runner(policy, programs, g, args, link)
     try:
-        tr = Trainer(g, seed=args.seed, runner=runner)
+        tr = Trainer(g, seed=args.seed, runner=runner, data=args.data)
         tr.step()
         times = []
         for _ in range(args.measure_iterations):
@@ -234,7 +235,7 @@ def train_policy(policy, programs, g, args, link):
     first iteration), or None if interrupted."""
     runner, backend = make_runner(policy, programs, g, args, link)
     try:
-        trainer = Trainer(g, seed=args.seed, runner=runner)
+        trainer = Trainer(g, seed=args.seed, runner=runner, data=args.data)
         if args.resume:
             trainer.load(args.resume)
         start = trainer.iteration
@@ -270,7 +271,7 @@ def train_policy(policy, programs, g, args, link):
 
 def identical_to_reference(g: Graph, args, final_state) -> bool:
     """Train the numpy reference with unlimited memory over the same iterations; compare bit for bit."""
-    ref = Trainer(g, seed=args.seed)
+    ref = Trainer(g, seed=args.seed, data=args.data)
     if args.resume:
         ref.load(args.resume)
     while ref.iteration < args.iterations:
@@ -287,6 +288,7 @@ def train(args) -> int:
         why = "CUDA backend not built yet" if count else f"no GPU found ({reason})"
         print(f"engine: {why}; running on the cpu backend with an emulated {args.link_gbps:g} GB/s link")
     g = build_model(args)
+    args.data = None if args.simulate_only else TeacherData(g, args.seed)   # made once, shared by every run
     s = g.summary()
     peak = peak_bytes(g)
     print(f"model {g.name}, batch {batch_of(g)}, {g.tensors[g.leaves(Kind.INPUT)[0]].dtype}: {s.operators} "

