@@ -1,9 +1,11 @@
-"""2-D convolution (with stride, padding and groups) and its two gradients.
+"""2-D convolution (stride, padding, groups; no bias) and its two gradients.
 
-Kernels use im2col: a strided window view of the padded input, copied once
-into a (groups, N*OH*OW, C/groups*KH*KW) matrix, then one batched matmul over
-the groups, so depthwise convolution (groups == C) costs no Python loop per
-channel. The data gradient scatters back with a fixed loop over the KH*KW
+Kernels use im2col: the strided window view of the zero-padded input is copied
+once into a (groups, C/groups*KH*KW, N*OH*OW) matrix, then one matmul batched
+over the groups does the work, so depthwise convolution (groups == C) costs no
+Python loop per channel. The copy keeps OH, OW innermost, where the window view
+is (near-)contiguous, so it runs at memory speed even for 1x1 and depthwise
+kernels. The data gradient scatters back with a fixed loop over the KH*KW
 kernel offsets, so its sums run in the same order on every run.
 """
 from __future__ import annotations
@@ -11,66 +13,79 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .registry import Cost, Op, OpError, ShapeError, check_attrs, emit, int_pair, register, same_dtype, \
-    require_float
+from .registry import (Cost, Op, OpError, ShapeError, check_attrs, emit, int_pair, nbytes, register,
+                       require_float, same_dtype)
 
 
 def _canon_conv(attrs, extra=()):
-    a = check_attrs(attrs, {"stride": 1, "padding": 0, "groups": 1, **{k: None for k in extra}},
-                    required=extra)
+    """stride, padding and groups, plus the spatial size named in ``extra`` (for the gradients)."""
+    a = check_attrs(attrs, {"stride": 1, "padding": 0, "groups": 1, **{k: None for k in extra}}, required=extra)
     out = {"stride": int_pair(a["stride"], "stride"), "padding": int_pair(a["padding"], "padding"),
            "groups": int(a["groups"])}
     if min(out["stride"]) < 1 or min(out["padding"]) < 0 or out["groups"] < 1:
         raise OpError(f"stride must be >= 1, padding >= 0 and groups >= 1, got {out}")
     for k in extra:
         out[k] = int_pair(a[k], k)
+        if min(out[k]) < 1:
+            raise OpError(f"{k} must be positive, got {out[k]}")
     return out
 
 
-def out_hw(h, w, kh, kw, stride, padding):
-    return (h + 2 * padding[0] - kh) // stride[0] + 1, (w + 2 * padding[1] - kw) // stride[1] + 1
+def _four_d(shape, what):
+    shape = tuple(shape)
+    if len(shape) != 4:
+        raise ShapeError(f"{what} must be 4-D, got shape {shape}")
+    return shape
 
 
-def _check_geometry(x_shape, w_shape, attrs):
-    if len(x_shape) != 4 or len(w_shape) != 4:
-        raise ShapeError(f"needs x [N,C,H,W] and w [O,C/groups,KH,KW], got {x_shape} and {w_shape}")
-    n, c, h, w = x_shape
-    o, cg, kh, kw = w_shape
-    g = attrs["groups"]
+def _out_hw(x_shape, w_shape, attrs) -> tuple[int, int]:
+    """Check x [N,C,H,W] against w [O,C/groups,KH,KW]; return the output's (OH, OW)."""
+    n, c, h, wd = _four_d(x_shape, "x [N,C,H,W]")
+    o, cg, kh, kw = _four_d(w_shape, "w [O,C/groups,KH,KW]")
+    g, (sh, sw), (ph, pw) = attrs["groups"], attrs["stride"], attrs["padding"]
     if c % g or o % g:
-        raise ShapeError(f"groups={g} must divide the input channels ({c}) and the output channels ({o})")
+        raise ShapeError(f"groups={g} must divide the input channels ({c}) and the output channels ({o}) "
+                         f"of x {x_shape} and w {w_shape}")
     if cg != c // g:
-        raise ShapeError(f"weight {w_shape} needs {c // g} input channels per group (x {x_shape}, groups={g})")
-    oh, ow = out_hw(h, w, kh, kw, attrs["stride"], attrs["padding"])
-    if oh < 1 or ow < 1:
-        raise ShapeError(f"kernel {kh}x{kw} does not fit input {h}x{w} with padding {attrs['padding']}")
-    return n, c, h, w, o, cg, kh, kw, g, oh, ow
+        raise ShapeError(f"w {w_shape} needs {c // g} input channels per group to match x {x_shape} "
+                         f"with groups={g}, i.e. shape {(o, c // g, kh, kw)}")
+    if h + 2 * ph < kh or wd + 2 * pw < kw:
+        raise ShapeError(f"kernel {kh}x{kw} does not fit input {h}x{wd} (x {x_shape}) with padding {(ph, pw)}: "
+                         f"the padded input must be at least {kh}x{kw}")
+    return (h + 2 * ph - kh) // sh + 1, (wd + 2 * pw - kw) // sw + 1
 
 
-def _conv_cost(x_shape, w_shape, attrs, moved):
-    n, c, h, w, o, cg, kh, kw, g, oh, ow = _check_geometry(x_shape, w_shape, attrs)
-    return Cost(2.0 * n * o * oh * ow * cg * kh * kw, float(moved))
+def _conv_cost(x_shape, w_shape, attrs, ins, outs) -> Cost:
+    """The same multiply-adds for the forward pass and each gradient: 2*N*O*OH*OW*(C/groups)*KH*KW."""
+    oh, ow = _out_hw(x_shape, w_shape, attrs)
+    o, cg, kh, kw = w_shape
+    moved = sum(nbytes(t) for t in ins) + sum(nbytes(t) for t in outs)
+    return Cost(2.0 * x_shape[0] * o * oh * ow * cg * kh * kw, float(moved))
 
 
-def _columns(x, kh, kw, attrs):
-    """im2col: (groups, N*OH*OW, C/groups*KH*KW), a fresh contiguous array."""
-    n, c = x.shape[:2]
-    (sh, sw), (ph, pw), g = attrs["stride"], attrs["padding"], attrs["groups"]
-    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw))) if ph or pw else x
-    win = sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]   # N,C,OH,OW,KH,KW
-    oh, ow = win.shape[2:4]
-    win = win.reshape(n, g, c // g, oh, ow, kh, kw)
-    return np.ascontiguousarray(win.transpose(1, 0, 3, 4, 2, 5, 6)).reshape(g, n * oh * ow, -1), oh, ow
+def _padded(x, padding):
+    ph, pw = padding
+    return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw))) if ph or pw else x
 
 
-def _dy_groups(dy, g):
-    """(groups, N*OH*OW, O/groups) view-copy of dy [N,O,OH,OW]."""
+def _columns(x, kernel_hw, attrs):
+    """im2col: a fresh (groups, C/groups*KH*KW, N*OH*OW) array, rows ordered (c, kh, kw)."""
+    (sh, sw), g = attrs["stride"], attrs["groups"]
+    win = sliding_window_view(_padded(x, attrs["padding"]), kernel_hw, axis=(2, 3))[:, :, ::sh, ::sw]
+    n, _, oh, ow = win.shape[:4]
+    cols = np.ascontiguousarray(win.transpose(1, 4, 5, 0, 2, 3))       # C,KH,KW,N,OH,OW
+    return cols.reshape(g, -1, n * oh * ow)
+
+
+def _dy_by_group(dy, g):
+    """dy [N,O,OH,OW] as a (groups, O/groups, N*OH*OW) array."""
     n, o, oh, ow = dy.shape
-    return np.ascontiguousarray(dy.reshape(n, g, o // g, oh, ow).transpose(1, 0, 3, 4, 2)).reshape(g, -1, o // g)
+    return np.ascontiguousarray(dy.transpose(1, 0, 2, 3)).reshape(g, o // g, n * oh * ow)
 
 
 @register
 class Conv2d(Op):
+    """(x[N,C,H,W], w[O,C/groups,KH,KW]) -> y[N,O,OH,OW], OH = (H + 2*ph - KH)//sh + 1."""
     name, arity = "conv2d", 2
     cuda_kernels = ("conv2d_fwd",)
 
@@ -79,13 +94,13 @@ class Conv2d(Op):
 
     def infer(self, attrs, ins):
         x, w = ins
-        dt = same_dtype(ins)
-        require_float(dt)
-        n, c, h, wd, o, cg, kh, kw, g, oh, ow = _check_geometry(x.shape, w.shape, attrs)
-        return [((n, o, oh, ow), dt)]
+        oh, ow = _out_hw(x.shape, w.shape, attrs)
+        dtype = same_dtype(ins)
+        require_float(dtype)
+        return [((x.shape[0], w.shape[0], oh, ow), dtype)]
 
     def cost(self, attrs, ins, outs):
-        return _conv_cost(ins[0].shape, ins[1].shape, attrs, super().cost(attrs, ins, outs).bytes)
+        return _conv_cost(ins[0].shape, ins[1].shape, attrs, ins, outs)
 
     def gradient(self, g, node, dys, wanted):
         x, w = node.inputs
@@ -96,17 +111,16 @@ class Conv2d(Op):
 
     def compute(self, attrs, xs, ys):
         x, w = xs
-        o, cg, kh, kw = w.shape
+        y = ys[0]
+        n, o, oh, ow = y.shape
         g = attrs["groups"]
-        cols, oh, ow = _columns(x, kh, kw, attrs)
-        out = np.matmul(cols, w.reshape(g, o // g, -1).transpose(0, 2, 1))       # g, N*OH*OW, O/g
-        n = x.shape[0]
-        np.copyto(ys[0], out.reshape(g, n, oh, ow, o // g).transpose(1, 0, 4, 2, 3).reshape(n, o, oh, ow))
+        out = np.matmul(w.reshape(g, o // g, -1), _columns(x, w.shape[2:], attrs))   # g, O/g, N*OH*OW
+        np.copyto(y, out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3))
 
 
 @register
 class Conv2dGradData(Op):
-    """dx from the weights and the output gradient (x itself is not needed)."""
+    """(w, dy) -> dx[N,C,H,W]; x itself is not needed, so it can be freed after the forward pass."""
     name, arity, differentiable = "conv2d_grad_data", 2, False
     cuda_kernels = ("conv2d_grad_data",)
 
@@ -115,38 +129,41 @@ class Conv2dGradData(Op):
 
     def infer(self, attrs, ins):
         w, dy = ins
-        dt = same_dtype(ins)
-        o, cg, kh, kw = w.shape
-        if len(dy.shape) != 4 or dy.shape[1] != o:
-            raise ShapeError(f"output gradient {dy.shape} does not match weight {w.shape}")
-        x_shape = (dy.shape[0], cg * attrs["groups"], *attrs["input_hw"])
-        _, _, _, _, _, _, _, _, _, oh, ow = _check_geometry(x_shape, w.shape, attrs)
-        if (oh, ow) != tuple(dy.shape[2:]):
-            raise ShapeError(f"output gradient {dy.shape} does not match input {x_shape} and weight {w.shape}")
-        return [(x_shape, dt)]
+        o, cg = _four_d(w.shape, "w [O,C/groups,KH,KW]")[:2]
+        n = _four_d(dy.shape, "dy [N,O,OH,OW]")[0]
+        x_shape = (n, cg * attrs["groups"], *attrs["input_hw"])
+        expect = (n, o, *_out_hw(x_shape, w.shape, attrs))
+        if tuple(dy.shape) != expect:
+            raise ShapeError(f"dy {tuple(dy.shape)} does not match input {x_shape} and w {tuple(w.shape)}: "
+                             f"expected {expect}")
+        dtype = same_dtype(ins)
+        require_float(dtype)
+        return [(x_shape, dtype)]
 
     def cost(self, attrs, ins, outs):
-        return _conv_cost(outs[0].shape, ins[0].shape, attrs, super().cost(attrs, ins, outs).bytes)
+        return _conv_cost(outs[0].shape, ins[0].shape, attrs, ins, outs)
 
     def compute(self, attrs, xs, ys):
         w, dy = xs
+        dx = ys[0]
         o, cg, kh, kw = w.shape
-        g = attrs["groups"]
-        n, c, h, wd = ys[0].shape
-        (sh, sw), (ph, pw) = attrs["stride"], attrs["padding"]
+        n, c, h, wd = dx.shape
         oh, ow = dy.shape[2:]
-        dcols = np.matmul(_dy_groups(dy, g), w.reshape(g, o // g, -1))            # g, N*OH*OW, Cg*KH*KW
-        dcols = dcols.reshape(g, n, oh, ow, cg, kh, kw).transpose(1, 0, 4, 2, 3, 5, 6).reshape(n, c, oh, ow, kh, kw)
-        dxp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw), dtype=ys[0].dtype)
+        g, (sh, sw), (ph, pw) = attrs["groups"], attrs["stride"], attrs["padding"]
+        wt, dyg = w.reshape(g, o // g, -1).transpose(0, 2, 1), _dy_by_group(dy, g)
+        # One output channel per group (depthwise) makes this an outer product, which
+        # broadcasting does several times faster than a matmul with inner dimension 1.
+        dcols = (wt * dyg if o == g else np.matmul(wt, dyg)).reshape(c, kh, kw, n, oh, ow)
+        dxp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw), dtype=dx.dtype)
         for i in range(kh):            # fixed order: deterministic sums
             for j in range(kw):
-                dxp[:, :, i:i + sh * oh:sh, j:j + sw * ow:sw] += dcols[..., i, j]
-        np.copyto(ys[0], dxp[:, :, ph:ph + h, pw:pw + wd])
+                dxp[:, :, i:i + sh * oh:sh, j:j + sw * ow:sw] += dcols[:, i, j].transpose(1, 0, 2, 3)
+        np.copyto(dx, dxp[:, :, ph:ph + h, pw:pw + wd])
 
 
 @register
 class Conv2dGradWeight(Op):
-    """dw from the input and the output gradient."""
+    """(x, dy) -> dw[O,C/groups,KH,KW]."""
     name, arity, differentiable = "conv2d_grad_weight", 2, False
     cuda_kernels = ("conv2d_grad_weight",)
 
@@ -155,23 +172,24 @@ class Conv2dGradWeight(Op):
 
     def infer(self, attrs, ins):
         x, dy = ins
-        dt = same_dtype(ins)
-        if len(x.shape) != 4 or len(dy.shape) != 4:
-            raise ShapeError(f"needs x [N,C,H,W] and dy [N,O,OH,OW], got {x.shape} and {dy.shape}")
+        n, c = _four_d(x.shape, "x [N,C,H,W]")[:2]
+        o = _four_d(dy.shape, "dy [N,O,OH,OW]")[1]
         g = attrs["groups"]
-        w_shape = (dy.shape[1], x.shape[1] // g, *attrs["kernel_hw"])
-        _, _, _, _, _, _, _, _, _, oh, ow = _check_geometry(x.shape, w_shape, attrs)
-        if (oh, ow) != tuple(dy.shape[2:]) or dy.shape[0] != x.shape[0]:
-            raise ShapeError(f"output gradient {dy.shape} does not match input {x.shape}")
-        return [(w_shape, dt)]
+        w_shape = (o, c // g, *attrs["kernel_hw"])
+        expect = (n, o, *_out_hw(x.shape, w_shape, attrs))
+        if tuple(dy.shape) != expect:
+            raise ShapeError(f"dy {tuple(dy.shape)} does not match x {tuple(x.shape)} and kernel "
+                             f"{attrs['kernel_hw']}: expected {expect}")
+        dtype = same_dtype(ins)
+        require_float(dtype)
+        return [(w_shape, dtype)]
 
     def cost(self, attrs, ins, outs):
-        return _conv_cost(ins[0].shape, outs[0].shape, attrs, super().cost(attrs, ins, outs).bytes)
+        return _conv_cost(ins[0].shape, outs[0].shape, attrs, ins, outs)
 
     def compute(self, attrs, xs, ys):
         x, dy = xs
-        o, cg, kh, kw = ys[0].shape
+        dw = ys[0]
         g = attrs["groups"]
-        cols, _, _ = _columns(x, kh, kw, attrs)
-        dw = np.matmul(_dy_groups(dy, g).transpose(0, 2, 1), cols)                  # g, O/g, Cg*KH*KW
-        np.copyto(ys[0], dw.reshape(o, cg, kh, kw))
+        cols = _columns(x, dw.shape[2:], attrs)
+        np.copyto(dw, np.matmul(_dy_by_group(dy, g), cols.transpose(0, 2, 1)).reshape(dw.shape))

@@ -1,27 +1,34 @@
 """Pooling: max and average over windows, global average; each with its gradient.
 
-Gradients scatter with a fixed loop over the kernel offsets, so overlapping
-windows add in the same order on every run; max pooling routes each window's
-gradient to its first maximal element in row-major order.
+Kernels loop over the KH*KW kernel offsets, each a strided [N,C,OH,OW] view of
+the padded input, in row-major order: whole-tensor numpy operations per offset,
+and a fixed order of the sums, so overlapping windows add up the same way on
+every run. Max pooling routes each window's gradient to its first maximal
+element in row-major order.
 """
 from __future__ import annotations
 
-import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
+import itertools
 
-from .registry import Op, OpError, ShapeError, check_attrs, emit, int_pair, register, require_float, same_dtype
+import numpy as np
+
+from .registry import (Cost, Op, OpError, ShapeError, check_attrs, emit, int_pair, nbytes, numel, register,
+                       require_float, same_dtype)
 
 
 def _canon_pool(attrs, extra=(), avg=False):
+    """kernel, stride (default: the kernel) and padding, count_include_pad for average pooling,
+    plus the spatial size named in ``extra`` (for the gradients)."""
     allowed = {"kernel": None, "stride": None, "padding": 0, **{k: None for k in extra}}
     if avg:
         allowed["count_include_pad"] = True
     a = check_attrs(attrs, allowed, required=("kernel", *extra))
     kernel = int_pair(a["kernel"], "kernel")
-    out = {"kernel": kernel, "stride": int_pair(a["stride"] if a["stride"] is not None else kernel, "stride"),
+    out = {"kernel": kernel, "stride": int_pair(kernel if a["stride"] is None else a["stride"], "stride"),
            "padding": int_pair(a["padding"], "padding")}
     if min(kernel) < 1 or min(out["stride"]) < 1 or min(out["padding"]) < 0:
         raise OpError(f"kernel and stride must be >= 1 and padding >= 0, got {out}")
+    # Every window then holds at least one real element: no all-padding max, no empty average.
     if out["padding"][0] * 2 > kernel[0] or out["padding"][1] * 2 > kernel[1]:
         raise OpError(f"padding {out['padding']} must be at most half the kernel {kernel}")
     if avg:
@@ -32,109 +39,162 @@ def _canon_pool(attrs, extra=(), avg=False):
 
 
 def _pooled_shape(shape, attrs):
+    shape = tuple(shape)
     if len(shape) != 4:
-        raise ShapeError(f"needs x [N,C,H,W], got {shape}")
+        raise ShapeError(f"needs x [N,C,H,W], got shape {shape}")
     n, c, h, w = shape
     (kh, kw), (sh, sw), (ph, pw) = attrs["kernel"], attrs["stride"], attrs["padding"]
-    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
-    if oh < 1 or ow < 1:
-        raise ShapeError(f"kernel {kh}x{kw} does not fit input {h}x{w} with padding {attrs['padding']}")
-    return n, c, oh, ow
+    if h + 2 * ph < kh or w + 2 * pw < kw:
+        raise ShapeError(f"kernel {kh}x{kw} does not fit input {h}x{w} (x {shape}) with padding {(ph, pw)}: "
+                         f"the padded input must be at least {kh}x{kw}")
+    return n, c, (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
 
 
-def _windows(x, attrs, fill):
-    (kh, kw), (sh, sw), (ph, pw) = attrs["kernel"], attrs["stride"], attrs["padding"]
-    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill) if ph or pw else x
-    return sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]   # N,C,OH,OW,KH,KW
+def _check_dy(dy_shape, x_shape, attrs):
+    expect = _pooled_shape(x_shape, attrs)
+    if tuple(dy_shape) != expect:
+        raise ShapeError(f"dy {tuple(dy_shape)} does not match pooling of input {tuple(x_shape)}: expected {expect}")
 
 
-def _scatter(parts, x_shape, attrs, dtype):
-    """dx from per-offset gradients parts(i, j) -> [N,C,OH,OW], added in a fixed order."""
-    n, c, h, w = x_shape
-    (kh, kw), (sh, sw), (ph, pw) = attrs["kernel"], attrs["stride"], attrs["padding"]
-    dxp = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=dtype)
+def _pool_cost(attrs, ins, outs, windows) -> Cost:
+    """One flop per element of each window; a gradient visits the same windows as its forward pass."""
+    moved = sum(nbytes(t) for t in ins) + sum(nbytes(t) for t in outs)
+    return Cost(float(windows * attrs["kernel"][0] * attrs["kernel"][1]), float(moved))
+
+
+def _padded(x, padding, fill):
+    ph, pw = padding
+    return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill) if ph or pw else x
+
+
+def _offsets(xp, attrs, out_hw):
+    """The strided [N,C,OH,OW] views of padded ``xp``, one per kernel offset, in row-major order."""
+    (kh, kw), (sh, sw), (oh, ow) = attrs["kernel"], attrs["stride"], out_hw
     for i in range(kh):
         for j in range(kw):
-            part = parts(i, j)
-            oh, ow = part.shape[2:]
-            dxp[:, :, i:i + sh * oh:sh, j:j + sw * ow:sw] += part
-    return dxp[:, :, ph:ph + h, pw:pw + w]
+            yield xp[:, :, i:i + sh * oh:sh, j:j + sw * ow:sw]
 
 
-def _avg_divisor(x_shape, attrs, dtype):
-    """Per output position: the number of elements averaged (the kernel area, or the valid ones)."""
+def _scatter(parts, dx, attrs, out_hw):
+    """dx = the sum, in kernel-offset order, of each offset's part placed at its window positions."""
+    (ph, pw), (h, w) = attrs["padding"], dx.shape[2:]
+    dxp = np.zeros((*dx.shape[:2], h + 2 * ph, w + 2 * pw), dtype=dx.dtype)
+    for view, part in zip(_offsets(dxp, attrs, out_hw), parts):
+        view += part
+    np.copyto(dx, dxp[:, :, ph:ph + h, pw:pw + w])
+
+
+def _window_sums(x, attrs, out):
+    """out[N,C,OH,OW] = the sum of each zero-padded window, added in kernel-offset order."""
+    views = _offsets(_padded(x, attrs["padding"], 0), attrs, out.shape[2:])
+    np.copyto(out, next(views))
+    for v in views:
+        out += v
+
+
+def _avg_divisor(x_hw, attrs, out_hw, dtype):
+    """The number of elements each window averages: the kernel area, or the real (unpadded) ones."""
     kh, kw = attrs["kernel"]
     if attrs["count_include_pad"]:
         return dtype.type(kh * kw)
-    ones = np.ones((1, 1, *x_shape[2:]), dtype=dtype)
-    return _windows(ones, attrs, 0).sum(axis=(-2, -1), dtype=dtype)
+    count = np.empty((1, 1, *out_hw), dtype=dtype)
+    _window_sums(np.ones((1, 1, *x_hw), dtype=dtype), attrs, count)
+    return count
 
 
-class _PoolBase(Op):
-    def infer(self, attrs, ins):
-        require_float(ins[0].dtype)
-        return [(_pooled_shape(ins[0].shape, attrs), np.dtype(ins[0].dtype))]
+def _first_max_parts(windows, y, dy):
+    """Per kernel offset, in order: dy where this offset holds its window's first maximum, else 0."""
+    routed = np.zeros(y.shape, dtype=bool)     # windows whose maximum an earlier offset took
+    zero = dy.dtype.type(0)
+    for v in windows:
+        first = (v == y) & ~routed
+        routed |= first
+        yield np.where(first, dy, zero)
 
 
 @register
-class MaxPool2d(_PoolBase):
+class MaxPool2d(Op):
+    """x[N,C,H,W] -> y[N,C,OH,OW]; padding counts as -inf."""
     name = "max_pool2d"
     cuda_kernels = ("max_pool2d_fwd",)
 
     def canon(self, attrs):
         return _canon_pool(attrs)
 
+    def infer(self, attrs, ins):
+        require_float(ins[0].dtype)
+        return [(_pooled_shape(ins[0].shape, attrs), np.dtype(ins[0].dtype))]
+
+    def cost(self, attrs, ins, outs):
+        return _pool_cost(attrs, ins, outs, numel(outs[0].shape))
+
     def gradient(self, g, node, dys, wanted):
-        return [emit(g, "max_pool2d_grad", [node.inputs[0], dys[0]], **node.attrs)]
+        return [emit(g, "max_pool2d_grad", [node.inputs[0], node.outputs[0], dys[0]], **node.attrs)]
 
     def compute(self, attrs, xs, ys):
-        np.max(_windows(xs[0], attrs, -np.inf), axis=(-2, -1), out=ys[0])
+        y = ys[0]
+        views = _offsets(_padded(xs[0], attrs["padding"], -np.inf), attrs, y.shape[2:])
+        np.copyto(y, next(views))
+        for v in views:
+            np.maximum(y, v, out=y)
 
 
 @register
 class MaxPool2dGrad(Op):
-    """dx from x and dy: each window's gradient goes to its first maximal element."""
-    name, arity, differentiable = "max_pool2d_grad", 2, False
+    """(x, y, dy) -> dx: each window's gradient goes to its first element equal to the window's max y."""
+    name, arity, differentiable = "max_pool2d_grad", 3, False
     cuda_kernels = ("max_pool2d_bwd",)
 
     def canon(self, attrs):
         return _canon_pool(attrs)
 
     def infer(self, attrs, ins):
-        x, dy = ins
-        if _pooled_shape(x.shape, attrs) != tuple(dy.shape):
-            raise ShapeError(f"output gradient {dy.shape} does not match pooling of {x.shape}")
-        return [(tuple(x.shape), same_dtype(ins))]
+        x, y, dy = ins
+        _check_dy(dy.shape, x.shape, attrs)
+        if tuple(y.shape) != tuple(dy.shape):
+            raise ShapeError(f"y {tuple(y.shape)} and dy {tuple(dy.shape)} must have the same shape")
+        dtype = same_dtype(ins)
+        require_float(dtype)
+        return [(tuple(x.shape), dtype)]
+
+    def cost(self, attrs, ins, outs):
+        return _pool_cost(attrs, ins, outs, numel(ins[2].shape))
 
     def compute(self, attrs, xs, ys):
-        x, dy = xs
-        win = _windows(x, attrs, -np.inf)
-        kh, kw = attrs["kernel"]
-        first = win.reshape(*win.shape[:4], kh * kw).argmax(axis=-1)
-        zero = dy.dtype.type(0)
-        ys[0][...] = _scatter(lambda i, j: np.where(first == i * kw + j, dy, zero), x.shape, attrs, dy.dtype)
+        x, y, dy = xs
+        windows = _offsets(_padded(x, attrs["padding"], -np.inf), attrs, y.shape[2:])
+        _scatter(_first_max_parts(windows, y, dy), ys[0], attrs, y.shape[2:])
 
 
 @register
-class AvgPool2d(_PoolBase):
+class AvgPool2d(Op):
+    """x[N,C,H,W] -> y[N,C,OH,OW]; padding counts as 0, and in the divisor if count_include_pad."""
     name = "avg_pool2d"
     cuda_kernels = ("avg_pool2d_fwd",)
 
     def canon(self, attrs):
         return _canon_pool(attrs, avg=True)
 
+    def infer(self, attrs, ins):
+        require_float(ins[0].dtype)
+        return [(_pooled_shape(ins[0].shape, attrs), np.dtype(ins[0].dtype))]
+
+    def cost(self, attrs, ins, outs):
+        return _pool_cost(attrs, ins, outs, numel(outs[0].shape))
+
     def gradient(self, g, node, dys, wanted):
         return [emit(g, "avg_pool2d_grad", [dys[0]], input_hw=g.shape(node.inputs[0])[2:], **node.attrs)]
 
     def compute(self, attrs, xs, ys):
-        x = xs[0]
-        total = _windows(x, attrs, 0).sum(axis=(-2, -1), dtype=x.dtype)
-        np.divide(total, _avg_divisor(x.shape, attrs, x.dtype), out=ys[0])
+        x, y = xs[0], ys[0]
+        _window_sums(x, attrs, y)
+        y /= _avg_divisor(x.shape[2:], attrs, y.shape[2:], y.dtype)
 
 
 @register
 class AvgPool2dGrad(Op):
-    name, arity, differentiable = "avg_pool2d_grad", 1, False
+    """dy -> dx[N,C,H,W] with H, W from input_hw: each window's share of dy, summed over windows."""
+    name, differentiable = "avg_pool2d_grad", False
     cuda_kernels = ("avg_pool2d_bwd",)
 
     def canon(self, attrs):
@@ -142,54 +202,67 @@ class AvgPool2dGrad(Op):
 
     def infer(self, attrs, ins):
         dy = ins[0]
-        x_shape = (*dy.shape[:2], *attrs["input_hw"]) if len(dy.shape) == 4 else dy.shape
-        if _pooled_shape(x_shape, attrs) != tuple(dy.shape):
-            raise ShapeError(f"output gradient {dy.shape} does not match pooling of {x_shape}")
-        return [(tuple(x_shape), np.dtype(dy.dtype))]
+        require_float(dy.dtype)
+        if len(dy.shape) != 4:
+            raise ShapeError(f"needs dy [N,C,OH,OW], got shape {tuple(dy.shape)}")
+        x_shape = (*dy.shape[:2], *attrs["input_hw"])
+        _check_dy(dy.shape, x_shape, attrs)
+        return [(x_shape, np.dtype(dy.dtype))]
+
+    def cost(self, attrs, ins, outs):
+        return _pool_cost(attrs, ins, outs, numel(ins[0].shape))
 
     def compute(self, attrs, xs, ys):
-        dy = xs[0]
-        share = dy / _avg_divisor(ys[0].shape, attrs, dy.dtype)
-        ys[0][...] = _scatter(lambda i, j: share, ys[0].shape, attrs, dy.dtype)
+        dy, dx = xs[0], ys[0]
+        share = dy / _avg_divisor(dx.shape[2:], attrs, dy.shape[2:], dy.dtype)
+        _scatter(itertools.repeat(share), dx, attrs, dy.shape[2:])
 
 
 @register
 class GlobalAvgPool(Op):
+    """x[N,C,H,W] -> y[N,C], the mean over H and W."""
     name = "global_avg_pool"
     cuda_kernels = ("global_avg_pool_fwd",)
 
-    def canon(self, attrs):
-        return super().canon(attrs)
-
     def infer(self, attrs, ins):
         if len(ins[0].shape) != 4:
-            raise ShapeError(f"needs x [N,C,H,W], got {ins[0].shape}")
+            raise ShapeError(f"needs x [N,C,H,W], got shape {tuple(ins[0].shape)}")
         require_float(ins[0].dtype)
         return [(tuple(ins[0].shape[:2]), np.dtype(ins[0].dtype))]
+
+    def cost(self, attrs, ins, outs):
+        return Cost(float(numel(ins[0].shape)), float(nbytes(ins[0]) + nbytes(outs[0])))
 
     def gradient(self, g, node, dys, wanted):
         return [emit(g, "global_avg_pool_grad", [dys[0]], input_hw=g.shape(node.inputs[0])[2:])]
 
     def compute(self, attrs, xs, ys):
-        x = xs[0]
-        np.divide(x.sum(axis=(2, 3), dtype=x.dtype), x.dtype.type(x.shape[2] * x.shape[3]), out=ys[0])
+        np.mean(xs[0], axis=(2, 3), out=ys[0])
 
 
 @register
 class GlobalAvgPoolGrad(Op):
+    """dy[N,C] -> dx[N,C,H,W] = dy / (H*W) everywhere, with H, W from input_hw."""
     name, differentiable = "global_avg_pool_grad", False
     cuda_kernels = ("global_avg_pool_bwd",)
 
     def canon(self, attrs):
         a = check_attrs(attrs, {"input_hw": None}, required=["input_hw"])
-        return {"input_hw": int_pair(a["input_hw"], "input_hw")}
+        hw = int_pair(a["input_hw"], "input_hw")
+        if min(hw) < 1:
+            raise OpError(f"input_hw must be positive, got {hw}")
+        return {"input_hw": hw}
 
     def infer(self, attrs, ins):
         if len(ins[0].shape) != 2:
-            raise ShapeError(f"needs dy [N,C], got {ins[0].shape}")
+            raise ShapeError(f"needs dy [N,C], got shape {tuple(ins[0].shape)}")
+        require_float(ins[0].dtype)
         return [((*ins[0].shape, *attrs["input_hw"]), np.dtype(ins[0].dtype))]
+
+    def cost(self, attrs, ins, outs):
+        return Cost(float(numel(outs[0].shape)), float(nbytes(ins[0]) + nbytes(outs[0])))
 
     def compute(self, attrs, xs, ys):
         dy = xs[0]
         h, w = attrs["input_hw"]
-        ys[0][...] = (dy / dy.dtype.type(h * w))[:, :, None, None]
+        np.copyto(ys[0], (dy / dy.dtype.type(h * w))[:, :, None, None])

@@ -29,6 +29,7 @@ from engine.ir import Graph, Kind, PERSISTENT_KINDS
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Instr, Pool, Program
 from ops import registry as op_registry
 
+
 class PlanError(ValueError):
     """The budget or allocation cannot run the graph; the message names the operator."""
 
