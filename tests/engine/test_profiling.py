@@ -12,11 +12,12 @@ def test_link_fit_recovers_the_emulated_rates():
         m = measure_link(backend, sizes=(2**14, 2**18, 2**20), repeats=2)
     finally:
         backend.close()
-    # loose bounds: the machine may be busy; the fit must still see which way is faster
-    assert 0.5e9 < m.h2d_bytes_per_s < 1.5e9
-    assert 0.25e9 < m.d2h_bytes_per_s < 0.75e9
-    assert m.h2d_bytes_per_s > 1.3 * m.d2h_bytes_per_s
-    assert 0.5e9 < m.duplex_bytes_per_s < 2e9
+    # loose bounds (a busy machine slows the emulation down); the fit must still see the rates'
+    # order of magnitude and which way is faster
+    assert 0.33e9 < m.h2d_bytes_per_s < 1.5e9
+    assert 0.16e9 < m.d2h_bytes_per_s < 0.75e9
+    assert m.h2d_bytes_per_s > 1.2 * m.d2h_bytes_per_s
+    assert 0.4e9 < m.duplex_bytes_per_s < 2e9
     assert m.latency_s >= 1e-4 * 0.5
 
 
