@@ -359,6 +359,25 @@ class Graph:
                                      f"producer '{self.nodes[p].name}'")
             done[nid] = True
 
+    def fingerprint(self) -> str:
+        """A short hash of the structure (operators, attributes, edges, shapes, dtypes, kinds),
+        so that a plan or profile made for one graph is not applied to another. Cached: graphs
+        only grow, so the node and tensor counts tell whether it is still current."""
+        import hashlib
+        import json
+
+        size = (len(self.nodes), len(self.tensors), len(self.state_pairs), self.loss)
+        if getattr(self, "_fingerprint", (None,))[0] == size:
+            return self._fingerprint[1]
+        d = self.to_dict()
+        for t in d["tensors"]:
+            del t["name"]
+        for n in d["nodes"]:
+            del n["name"]
+        del d["name"]
+        self._fingerprint = (size, hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16])
+        return self._fingerprint[1]
+
     # ------------------------------------------------------------------ serialization
     def to_dict(self) -> dict:
         def jsonable(v):

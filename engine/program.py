@@ -20,6 +20,7 @@ next value in that same object (the double pass makes this a fixed point), and
 writes every other next value to its host copy.
 
 JSON schema (``to_dict``): {"format": "swapengine.program/1", "graph": name,
+"graph_fingerprint": Graph.fingerprint(),
 "schedule": [node ids], "pool": {"object_offset", "object_bytes",
 "object_class": [ints], "arena_bytes": int, "sizes", "cls", "cnt": [ints]},
 "initial_resident": [[tensor, object]], "instructions": [{"kind":
@@ -78,6 +79,7 @@ class Program:
     instrs: list[Instr]
     initial_resident: dict[int, int]
     policy: str = ""
+    graph_fingerprint: str = ""      # Graph.fingerprint() of the graph it was planned for
 
     def count(self, kind: int) -> int:
         return sum(1 for i in self.instrs if i.kind == kind)
@@ -96,7 +98,8 @@ class Program:
     def to_dict(self) -> dict:
         p = self.pool
         return {
-            "format": FORMAT, "graph": self.graph_name, "policy": self.policy,
+            "format": FORMAT, "graph": self.graph_name, "graph_fingerprint": self.graph_fingerprint,
+            "policy": self.policy,
             "schedule": [int(n) for n in self.schedule],
             "pool": {"object_offset": p.object_offset.tolist(), "object_bytes": p.object_bytes.tolist(),
                      "object_class": p.object_class.tolist(), "arena_bytes": int(p.arena_bytes),
@@ -125,6 +128,7 @@ class Program:
                             tuple(int(o) for o in i["objects"]), bool(i["copy"]),
                             [int(x) for x in i["deps"]]) for i in d["instructions"]]
             return cls(str(d["graph"]), [int(n) for n in d["schedule"]], pool, instrs,
-                       {int(t): int(o) for t, o in d["initial_resident"]}, str(d.get("policy", "")))
+                       {int(t): int(o) for t, o in d["initial_resident"]}, str(d.get("policy", "")),
+                       str(d.get("graph_fingerprint", "")))
         except (KeyError, TypeError, ValueError) as e:
             raise ProgramFormatError(f"malformed program description: {e!r}") from None

@@ -15,11 +15,12 @@ import time
 import numpy as np
 from tqdm import tqdm
 
+from ga.checkpoint import CheckpointError as SearchCheckpointError
 from planner.allocation import check_budget, size_demand, smallest_budget
 from planner.baselines import POLICIES, make_program
 from planner.simulate import simulate
 from planner.swap_planner import PlanError
-from planner.verify import verify
+from planner.verify import VerificationError, verify
 
 from .autodiff import SGD
 from .backends.cpu import CpuBackend, EmulatedLink
@@ -30,7 +31,7 @@ from .ir import Graph, GraphError, Kind
 from .liveness import peak_bytes
 from .profile import DEVICES, Profile, ProfileError, analytic_profile
 from .profiling import measure_cpu_profile
-from .program import SWAP_IN, SWAP_OUT
+from .program import SWAP_IN, SWAP_OUT, Program, ProgramFormatError
 from .report import PolicyRow, policy_table, rows_to_json
 from .training import CheckpointError, ReferenceRunner, Trainer
 from .units import format_bytes, parse_bytes
@@ -112,6 +113,21 @@ def parser() -> argparse.ArgumentParser:
                         "--simulate-only)")
     p.add_argument("--save-profile", metavar="FILE",
                    help="write the profile used (measured or analytic) as JSON, for --profile FILE later")
+    p.add_argument("--search-seconds", type=nonnegative_float, default=10.0, metavar="S",
+                   help="genetic search for the swapadvisor policy: seconds to search schedules and "
+                        "allocations (default 10; 0: no search, the default order and a simple allocation)")
+    p.add_argument("--search-generations", type=positive_int, default=None, metavar="N",
+                   help="stop the search after N generations (with or without --search-seconds)")
+    p.add_argument("--population", type=positive_int, default=144, help="search population (default 144)")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help="search worker processes (default: all cores)")
+    p.add_argument("--search-checkpoint", metavar="FILE",
+                   help="save the search's population here every generation; with --resume-search, "
+                        "continue from it")
+    p.add_argument("--resume-search", action="store_true", help="continue the search from --search-checkpoint")
+    p.add_argument("--save-plan", metavar="FILE", help="also save the swapadvisor Program (JSON) here")
+    p.add_argument("--load-plan", metavar="FILE",
+                   help="run this saved swapadvisor Program instead of planning (it is verified first)")
     p.add_argument("--simulate-only", action="store_true",
                    help="plan and simulate without executing (graphs of any size, no data allocated)")
     p.add_argument("--link-gbps", type=positive_float, default=2.0,
@@ -190,15 +206,57 @@ def choose_budget(args, g: Graph, peak: int) -> int:
     return max(smallest, int(0.3 * peak))
 
 
-def plan_policies(args, g: Graph, budget: int, profile: Profile) -> dict:
+def load_plan(path: str, g: Graph) -> Program:
+    try:
+        with open(path) as f:
+            program = Program.from_dict(json.load(f))
+    except FileNotFoundError:
+        raise UsageError(f"plan file '{path}' does not exist") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"plan file '{path}' is not valid JSON ({e})") from None
+    if program.graph_fingerprint != g.fingerprint():
+        raise UsageError(f"plan file '{path}' was made for another graph ('{program.graph_name}' with other "
+                         "shapes or structure); use the same --model, --batch, --size and --dtype")
+    return program
+
+
+def searched_program(args, g: Graph, budget: int, profile: Profile, secs, out_dir: str) -> Program:
+    """The swapadvisor Program: loaded, or searched (schedule and allocation), or unsearched."""
+    link = profile.link.h2d_bytes_per_s
+    if args.load_plan:
+        return load_plan(args.load_plan, g)
+    if not args.search_seconds and not args.search_generations:
+        return make_program("swapadvisor", g, budget, secs, link)
+    from ga.search import SearchOptions, search
+
+    opts = SearchOptions(population=args.population, seed=args.seed, workers=args.workers,
+                         time_limit_s=args.search_seconds or None, max_generations=args.search_generations,
+                         checkpoint=args.search_checkpoint, resume=args.resume_search, progress=not args.quiet)
+    result = search(g, budget, profile, opts)
+    os.makedirs(out_dir, exist_ok=True)
+    result.write_history(os.path.join(out_dir, "search.csv"))
+    plotted = result.plot(os.path.join(out_dir, "search.png"), title=g.name)
+    initial = f"{result.initial_time:.4f}" if result.initial_time is not None else "does not fit"
+    print(f"search {result.generations} generations, {result.evaluations} candidates in "
+          f"{result.elapsed_s:.1f} s ({result.stopped}): best simulated {result.best_time:.4f} s/iter, "
+          f"default order with the simple allocation {initial}; log {out_dir}/search.csv"
+          + (" and search.png" if plotted else ""))
+    return make_program("swapadvisor", g, budget, secs, link, schedule=result.best_schedule,
+                        allocation=result.best_allocation)
+
+
+def plan_policies(args, g: Graph, budget: int, profile: Profile, out_dir: str) -> dict:
     secs = profile.node_seconds(g)
     programs = {}
     for policy in args.policy:
         if policy == "reference":
             continue
         t0 = time.perf_counter()
-        program = make_program(policy, g, None if policy == "ideal" else budget, secs,
-                               profile.link.h2d_bytes_per_s)
+        if policy == "swapadvisor":
+            program = searched_program(args, g, budget, profile, secs, out_dir)
+        else:
+            program = make_program(policy, g, None if policy == "ideal" else budget, secs,
+                                   profile.link.h2d_bytes_per_s)
         verify(program, g, None if policy == "ideal" else budget)
         sim = simulate(program, g, profile, secs)
         print(f"plan   {policy:12s} {len(program.instrs)} instructions, verified, simulated "
@@ -304,8 +362,8 @@ def train(args) -> int:
     if profile and args.save_profile:
         profile.save(args.save_profile)
         print(f"profile saved to {args.save_profile}")
-    programs = plan_policies(args, g, budget, profile) if budget else {}
     out_dir = args.out or os.path.join("runs", g.name)
+    programs = plan_policies(args, g, budget, profile, out_dir) if budget else {}
     rows = []
     if args.simulate_only:
         rows = [PolicyRow(p, sim.total, None, batch_of(g), prog.bytes_moved(g, SWAP_IN),
@@ -361,6 +419,10 @@ def save_artifacts(args, g: Graph, programs: dict, out_dir: str) -> None:
     with open(trace_path, "w") as f:
         json.dump(sim.to_chrome_trace(program, g), f)
     print(f"plan ({policy}) saved to {plan_path}; simulated trace: {trace_path} (open in Perfetto)")
+    if args.save_plan and "swapadvisor" in programs:
+        with open(args.save_plan, "w") as f:
+            json.dump(programs["swapadvisor"][0].to_dict(), f)
+        print(f"swapadvisor plan saved to {args.save_plan}")
 
 
 def write_json(args, figures: dict) -> int:
@@ -373,7 +435,8 @@ def write_json(args, figures: dict) -> int:
 def main(argv=None) -> int:
     try:
         return train(parser().parse_args(argv))
-    except (UsageError, GraphError, CheckpointError, PlanError, ProfileError) as e:
+    except (UsageError, GraphError, CheckpointError, PlanError, ProfileError, ProgramFormatError,
+            VerificationError, SearchCheckpointError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:       # before training started: nothing to save

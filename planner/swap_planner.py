@@ -269,4 +269,4 @@ def plan(g: Graph, schedule: Sequence[int], allocation, op_seconds: np.ndarray |
     pool = Pool(layout.object_offset, layout.object_bytes, layout.object_class, int(layout.arena_bytes),
                 np.asarray(allocation.sizes, dtype=np.int64), np.asarray(allocation.cls, dtype=np.int64),
                 np.asarray(allocation.cnt, dtype=np.int64))
-    return Program(g.name, list(schedule), pool, scan.instrs, dict(resident), policy)
+    return Program(g.name, list(schedule), pool, scan.instrs, dict(resident), policy, g.fingerprint())

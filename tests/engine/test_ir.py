@@ -147,3 +147,12 @@ def test_ten_thousand_nodes_build_fast_without_allocating_data():
     tracemalloc.stop()
     assert peak < 64 * 2**20, f"building allocated {peak / 2**20:.0f} MiB"
     assert elapsed < 1.0, f"10^4 nodes took {elapsed:.2f} s"
+
+
+def test_fingerprint_follows_structure_not_names():
+    g, *_ = small_graph()
+    h = Graph.from_dict(g.to_dict())
+    assert g.fingerprint() == h.fingerprint()
+    x = g.input("extra", (1,))
+    g.apply("relu", [x])
+    assert g.fingerprint() != h.fingerprint()

@@ -8,7 +8,7 @@ import pytest
 
 from engine.train import main
 
-TINY_LSTM = ["--model", "small-lstm", "--batch", "4", "--size", "3", "--quiet"]
+TINY_LSTM = ["--model", "small-lstm", "--batch", "4", "--size", "3", "--quiet", "--search-seconds", "0"]
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -105,3 +105,18 @@ def test_profile_saved_and_reloaded(tmp_path, capsys):
                              "--out", str(tmp_path)]) == 0
     assert main(TINY_LSTM + ["--simulate-only", "--profile", prof, "--out", str(tmp_path)]) == 0
     assert "swapadvisor" in capsys.readouterr().out
+
+
+def test_search_then_save_and_load_the_plan(tmp_path, capsys):
+    plan = str(tmp_path / "plan.json")
+    argv = TINY_LSTM + ["--policy", "swapadvisor", "--iterations", "2", "--search-generations", "2",
+                        "--population", "8", "--workers", "1", "--out", str(tmp_path)]
+    assert main(argv + ["--save-plan", plan]) == 0
+    out = capsys.readouterr().out
+    assert "search 2 generations" in out and (tmp_path / "search.csv").exists()
+    assert main(TINY_LSTM + ["--policy", "swapadvisor", "--iterations", "2", "--load-plan", plan,
+                             "--out", str(tmp_path)]) == 0
+    assert "identical to the unlimited run: yes" in capsys.readouterr().out
+    other = TINY_LSTM[:3] + ["5"] + TINY_LSTM[4:]          # a different batch: a different graph
+    assert main(other + ["--policy", "swapadvisor", "--load-plan", plan, "--out", str(tmp_path)]) == 2
+    assert "was made for another graph" in capsys.readouterr().err
