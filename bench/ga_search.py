@@ -1,0 +1,209 @@
+"""The genetic search on the paper's Table 1 models: SwapAdvisor's Figure 6 and Figure 10, simulated.
+
+For each model at the paper's configuration (zoo.stats.PAPER), on the analytic V100 profile
+with a 16 GiB pool: the ideal time (unlimited memory), ODSwap (default order, simple
+allocation, LRU eviction), the unsearched SwapAdvisor plan (default order, simple
+allocation, Belady), and the genetic search for a fixed number of seconds, each as a
+fraction of ideal throughput (ideal time / time) beside the paper's Figure 6 numbers. Then
+the ablation of Figure 10 for the RNN and Inception: schedule-only, allocation-only, joint.
+
+The paper searches 30 minutes with 144 individuals on 72 cores. Here each search gets
+``--seconds`` on this machine's cores, so the population is chosen from the measured time of
+one plan + simulate (``--population auto``): about ``workers * seconds / per-candidate``
+evaluations fit, and the population is an eighth of that (4..144), so that several
+generations run. The defaults fit the nine searches in about 10 minutes on 2 cores.
+
+    python -m bench.ga_search [--seconds 50] [--population auto] [--workers N] [--save]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import io
+import math
+import os
+import sys
+import time
+
+from tabulate import tabulate
+
+import zoo
+from engine.profile import analytic_profile
+from ga.fitness import Evaluator, default_workers
+from ga.search import SearchOptions, search
+from planner.allocation import simple_allocation
+from planner.baselines import make_program
+from planner.simulate import simulate
+from planner.swap_planner import PlanError
+from zoo.stats import PAPER
+
+# Figure 6 at the largest batch (the text's numbers; the bars themselves are not in our copy).
+# SwapAdvisor and ODSwap throughput as a fraction of ideal.
+PAPER_FIG6 = {
+    "wresnet-152-10": ("0.95", "0.80"),
+    "inception-4": ("<=0.65 (text)", "? (SA 1.2-2.5x better)"),
+    "nasnet-25": ("0.53", "? (SA 1.2-2.5x better)"),
+    "rnn-8-8k": ("0.70-0.80 (text)", "<0.01"),
+    "brnn-4-8k": ("0.70-0.80 (text)", "<0.01"),
+}
+# Figure 10: throughput of the allocation-only search relative to the joint search.
+PAPER_FIG10_ALLOCATION_ONLY = {"rnn-8-8k": "0.07", "inception-4": "0.93"}
+ABLATION_MODELS = ("rnn-8-8k", "inception-4")
+
+
+def simulated(g, program, profile, secs) -> float:
+    return float(simulate(program, g, profile, secs).total)
+
+
+def fraction(ideal: float, t: float | None) -> str:
+    if t is None or not math.isfinite(t):
+        return "n/a"
+    return f"{ideal / t:.3f}"
+
+
+def seconds(t: float | None) -> str:
+    return "n/a" if t is None or not math.isfinite(t) else f"{t:.3f}"
+
+
+def auto_population(per_candidate_s: float, workers: int, budget_s: float) -> int:
+    evaluations = workers * budget_s / max(per_candidate_s, 1e-3)
+    return int(min(144, max(4, 4 * (evaluations // 8 // 4))))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.ga_search", description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=50, help="search time per model and mode (default 50)")
+    ap.add_argument("--population", default="auto", help="Np, or 'auto' from the per-candidate time")
+    ap.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    ap.add_argument("--mutation", type=float, default=0.1)
+    ap.add_argument("--elite", type=int, default=0, help="fastest individuals kept every generation "
+                    "(default 0: the paper's selection)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--budget-gib", type=float, default=16)
+    ap.add_argument("--models", default=",".join(p.model for p in PAPER))
+    ap.add_argument("--ablation", default=",".join(ABLATION_MODELS),
+                    help="models for the schedule-only / allocation-only runs ('' for none)")
+    ap.add_argument("--save", action="store_true", help="also write bench/results/ga_search_<date>.txt")
+    ap.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = ap.parse_args(argv)
+    workers = args.workers or default_workers()
+    profile = analytic_profile("v100")
+    budget = int(args.budget_gib * 2**30)
+    papers = {p.model: p for p in PAPER}
+    unknown = [m for m in args.models.split(",") if m not in papers]
+    if unknown:
+        ap.error(f"unknown model {unknown[0]}; choose from {', '.join(papers)}")
+    ablation = [m for m in args.ablation.split(",") if m]
+    started = time.perf_counter()
+    out = io.StringIO()
+
+    def say(line: str = "") -> None:
+        print(line, flush=True)
+        out.write(line + "\n")
+
+    say(f"# SwapAdvisor genetic search, simulated: analytic V100 profile, {args.budget_gib:g} GiB pool, "
+        f"{args.seconds:g} s per search on {workers} worker process(es), seed {args.seed}, "
+        f"mutation {args.mutation}, elite {args.elite}, {datetime.datetime.now():%Y-%m-%d %H:%M}")
+    main_rows, speed_rows, ablation_rows, histories = [], [], [], []
+    for name in args.models.split(","):
+        paper = papers[name]
+        t0 = time.perf_counter()
+        g = zoo.build(name, batch=paper.batch)
+        secs = profile.node_seconds(g)
+        ideal = simulated(g, make_program("ideal", g, None), profile, secs)
+        try:
+            odswap = simulated(g, make_program("odswap", g, budget, secs, profile.link.h2d_bytes_per_s),
+                               profile, secs)
+        except PlanError:
+            odswap = None
+        evaluator = Evaluator(g, profile, budget, secs)
+        try:
+            simple = simple_allocation(g, g.default_order(), budget)
+            t1 = time.perf_counter()
+            unsearched = evaluator.time(g.default_order(), simple)
+            per_candidate = time.perf_counter() - t1
+        except PlanError:
+            unsearched, per_candidate = None, math.nan
+        if args.population == "auto":
+            population = auto_population(per_candidate if math.isfinite(per_candidate) else 1.0,
+                                         workers, args.seconds)
+        else:
+            population = int(args.population)
+        setup = time.perf_counter() - t0
+        speed_row = [paper.label, len(g.nodes), f"{per_candidate:.2f}", population, f"{setup:.1f}"]
+
+        results = {}
+        for mode in ["both"] + (["schedule", "allocation"] if name in ablation else []):
+            opts = SearchOptions(population=population, mutation=args.mutation, seed=args.seed,
+                                 workers=workers, time_limit_s=args.seconds, mode=mode, elite=args.elite,
+                                 progress=not args.quiet, ideal=False)
+            try:
+                results[mode] = search(g, budget, profile, opts)
+            except (PlanError, ValueError) as e:
+                say(f"{paper.label} {mode}: {e}")
+                results[mode] = None
+        joint = results["both"]
+        speed_rows.append(speed_row + ([f"{joint.elapsed_s * workers / max(joint.evaluations, 1):.2f}"]
+                                       if joint else ["n/a"]))
+        best = joint.best_time if joint else None
+        sa_paper, od_paper = PAPER_FIG6[name]
+        main_rows.append([paper.label, seconds(ideal), seconds(odswap), fraction(ideal, odswap), od_paper,
+                          seconds(unsearched), fraction(ideal, unsearched), seconds(best),
+                          fraction(ideal, best), sa_paper,
+                          f"{joint.generations}/{joint.evaluations}" if joint else "n/a"])
+        if joint:
+            histories.append((paper.label, joint))
+        if name in ablation:
+            row = [paper.label]
+            for mode in ("schedule", "allocation", "both"):
+                r = results.get(mode)
+                row += [seconds(r.best_time if r else None), fraction(ideal, r.best_time if r else None)]
+            alloc_only = results.get("allocation")
+            rel = (f"{best / alloc_only.best_time:.2f}" if alloc_only and best and
+                   math.isfinite(alloc_only.best_time) else "n/a")
+            row += [rel, PAPER_FIG10_ALLOCATION_ONLY.get(name, "?")]
+            ablation_rows.append(row)
+        print(f"  [{paper.label} done, {time.perf_counter() - started:.0f} s so far]", file=sys.stderr)
+
+    say()
+    say("Figure 6: seconds per iteration (simulated) and throughput as a fraction of ideal")
+    say(tabulate(main_rows, headers=["model", "ideal s", "odswap s", "odswap frac", "paper odswap",
+                                     "unsearched s", "unsearched frac", "search s", "search frac",
+                                     "paper SA frac", "gens/evals"], disable_numparse=True))
+    say("unsearched: SwapAdvisor planner on the default order and the simple allocation (the search's "
+        "individual 0).")
+    say()
+    say("Per-candidate cost (one plan + simulate, default order and simple allocation) and the population used")
+    say(tabulate(speed_rows, headers=["model", "nodes", "plan+simulate s", "population", "setup s",
+                                      "search s/candidate/worker"],
+                 disable_numparse=True))
+    if ablation_rows:
+        say()
+        say(f"Figure 10: search with one half fixed ({args.seconds:g} s each); seconds per iteration and "
+            "fraction of ideal")
+        say(tabulate(ablation_rows, headers=["model", "schedule-only s", "frac", "allocation-only s", "frac",
+                                             "joint s", "frac", "alloc-only/joint thr.", "paper"],
+                     disable_numparse=True))
+        say("schedule-only: the simple allocation is kept; allocation-only: the default order is kept; "
+            "paper: Figure 10's allocation-only throughput relative to the joint search.")
+    say()
+    say("Search progress (best alive, seconds per iteration, at elapsed search seconds)")
+    for label, r in histories:
+        points = r.history if len(r.history) <= 8 else [r.history[int(i)] for i in
+                                                         sorted({round(k * (len(r.history) - 1) / 7)
+                                                                 for k in range(8)})]
+        say(f"  {label}: " + ", ".join(f"{h.elapsed_s:.0f}s:{h.best:.3f}" for h in points)
+            + f"  (best ever {r.best_time:.3f}, stopped by {r.stopped})")
+    say()
+    say(f"total {time.perf_counter() - started:.0f} s")
+    if args.save:
+        os.makedirs(os.path.join("bench", "results"), exist_ok=True)
+        path = os.path.join("bench", "results", f"ga_search_{datetime.date.today().isoformat()}.txt")
+        with open(path, "w") as f:
+            f.write(out.getvalue())
+        print(f"saved {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

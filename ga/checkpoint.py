@@ -1,0 +1,61 @@
+"""Search checkpoints: the population after a generation, as JSON, written atomically.
+
+Format ``swapengine.ga-checkpoint/1``: the search's identity (graph name, node count, tensor
+sizes, budget, seed, population size, mode, mutation probability), the generation just
+finished, the population (schedules as int lists, allocations by ``Allocation.to_dict``,
+times with null for infinite), the best individual seen, the initial and ideal times, the
+evaluation count, the elapsed search seconds and the history. No RNG state is stored: every
+random decision is seeded from (seed, generation, index), so the generation number is enough
+to continue exactly where the search stopped.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+FORMAT = "swapengine.ga-checkpoint/1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read, or that belongs to another search."""
+
+
+def save(path: str, state: dict) -> None:
+    """Write ``state`` (plus the format tag) to ``path``: a temporary file, then a rename."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".ga-checkpoint-", suffix=".json", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump({"format": FORMAT, **state}, f, separators=(",", ":"), allow_nan=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load(path: str) -> dict:
+    """The state saved at ``path``; CheckpointError if it is missing, not JSON or not ours."""
+    try:
+        with open(path) as f:
+            state = json.load(f)
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint '{path}' does not exist") from None
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"checkpoint '{path}' is not valid JSON ({e})") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"'{path}' is not a search checkpoint (expected format '{FORMAT}')")
+    return state
+
+
+def check_identity(state: dict, identity: dict, path: str) -> None:
+    """CheckpointError naming the first field where the checkpoint's search differs from ours."""
+    saved = state.get("identity", {})
+    for key, value in identity.items():
+        if saved.get(key) != value:
+            raise CheckpointError(f"checkpoint '{path}' is from another search: its {key} is "
+                                  f"{saved.get(key)!r:.60}, this search's is {value!r:.60}")

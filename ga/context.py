@@ -1,0 +1,139 @@
+"""What the search needs to know about one graph, computed once: ``GraphContext``.
+
+Schedules: each node's number of distinct predecessors and its successor list (plain int
+lists, so the dataflow-scheduler loops of ``schedule_ops`` never touch the Graph or networkx).
+Besides the graph's dataflow edges these hold one write-after-read edge from every other
+reader of a state's current value to the operator that updates it in place (an SGD update):
+MXNet's engine orders a variable's write after its reads the same way, and it is what lets
+the update take over its old value's object in every schedule the search makes, so the
+update's output needs no object of its own (the per-operator minima below rely on it).
+Insertion order (the default order) already satisfies these edges.
+
+Allocations: TS (the sorted distinct tensor sizes), the per-operator demand of each size, and
+the peak demand of an unlimited run in the default order. An operator runs only if all of its
+distinct inputs and outputs are resident at once, so a size class needs at least as many
+objects as any one operator touches tensors of that class (an updated state that takes over
+its old value's object needs none: ``planner.allocation.size_demand``'s per-node counts).
+``class_minima(cls)`` gives that minimum for any CLS, vectorised over the distinct rows of
+that (nodes x sizes) count matrix: classes are contiguous runs of sizes, so a class's count per node is a ``reduceat``
+over its columns, and its minimum the largest over nodes.
+
+The object is plain data (numpy arrays and lists) and pickles cheaply to worker processes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from allocator import aligned_bytes
+from engine.ir import Graph
+from ops import registry as op_registry
+from planner.allocation import minimal_allocation, size_demand
+
+
+def write_after_read_edges(g: Graph) -> list[tuple[int, int]]:
+    """(reader, updater) for every node reading a value that another node updates in place."""
+    edges = []
+    for node in g.nodes:
+        for src in op_registry.get(node.op).state_outputs.values():
+            cur = node.inputs[src]
+            edges.extend((r, node.id) for r in g.users[cur] if r != node.id)
+    return edges
+
+
+@dataclass
+class GraphContext:
+    name: str
+    num_nodes: int
+    pred_count: list[int]          # per node: distinct predecessor nodes
+    successors: list[list[int]]    # per node: distinct successor nodes
+    sources: list[int]             # nodes with no predecessor, ascending
+    sizes: np.ndarray              # TS: distinct tensor byte sizes, ascending (int64)
+    slot_bytes: np.ndarray         # per size: its object size padded to the pool's alignment
+    size_minimum: np.ndarray       # per size: most tensors of that size one operator touches
+    size_peak: np.ndarray          # per size: most tensors of that size live at once (default order)
+    node_rows: np.ndarray          # distinct rows of the (nodes x sizes) objects-needed counts (int32)
+    minimal_cls: np.ndarray        # the CLS of the allocation of fewest bytes that runs every operator
+    heaviest_node: str             # the operator whose inputs and outputs need the most bytes
+    heaviest_bytes: int
+
+    @classmethod
+    def from_graph(cls, g: Graph) -> GraphContext:
+        n = len(g.nodes)
+        successors = [g.successors(v) for v in range(n)]
+        for reader, update in write_after_read_edges(g):
+            if update not in successors[reader]:
+                successors[reader].append(update)
+        pred_count = [0] * n
+        for succ in successors:
+            for s in succ:
+                pred_count[s] += 1
+        demand = size_demand(g, g.default_order())
+        node_rows = np.unique(np.asarray(demand.per_node, dtype=np.int32).reshape(n, len(demand.sizes)), axis=0)
+        if node_rows.shape[0] == 0:
+            node_rows = np.zeros((1, len(demand.sizes)), dtype=np.int32)
+        return cls(
+            name=g.name, num_nodes=n, pred_count=pred_count, successors=successors,
+            sources=[v for v in range(n) if pred_count[v] == 0],
+            sizes=demand.sizes.astype(np.int64), slot_bytes=aligned_bytes(demand.sizes),
+            size_minimum=demand.minimum.astype(np.int64), size_peak=demand.peak.astype(np.int64),
+            node_rows=node_rows, minimal_cls=minimal_allocation(demand).cls.copy(),
+            heaviest_node=g.nodes[demand.heaviest_node].name if n else "",
+            heaviest_bytes=int(demand.heaviest_bytes))
+
+    @classmethod
+    def synthetic(cls, num_nodes: int = 0, edges=(), sizes=(), node_rows=None, name: str = "synthetic",
+                  peak=None) -> GraphContext:
+        """A context from bare facts, for examples and tests: a DAG given as (u, v) edges over
+        ``num_nodes`` nodes, and tensor ``sizes`` with optional per-node object counts
+        (rows x sizes; none: every class needs 1 object) and per-size peaks (default 1)."""
+        successors = [[] for _ in range(num_nodes)]
+        for u, v in edges:
+            if v not in successors[u]:
+                successors[u].append(v)
+        pred_count = [0] * num_nodes
+        for succ in successors:
+            for v in succ:
+                pred_count[v] += 1
+        sizes = np.asarray(sizes, dtype=np.int64)
+        rows = (np.zeros((1, sizes.size), dtype=np.int32) if node_rows is None
+                else np.asarray(node_rows, dtype=np.int32).reshape(-1, sizes.size))
+        minimum = rows.max(axis=0).astype(np.int64)
+        peak = np.ones(sizes.size, np.int64) if peak is None else np.asarray(peak, dtype=np.int64)
+        return cls(name=name, num_nodes=num_nodes, pred_count=pred_count, successors=successors,
+                   sources=[v for v in range(num_nodes) if pred_count[v] == 0], sizes=sizes,
+                   slot_bytes=aligned_bytes(sizes), size_minimum=minimum, size_peak=peak,
+                   node_rows=rows, minimal_cls=np.arange(sizes.size), heaviest_node="",
+                   heaviest_bytes=0)
+
+    @property
+    def num_sizes(self) -> int:
+        return int(self.sizes.size)
+
+    def class_minima(self, cls) -> np.ndarray:
+        """Per class of a valid CLS: the most tensors of that class one operator touches (>= 1)."""
+        cls = np.asarray(cls, dtype=np.int64)
+        starts = np.concatenate(([0], np.flatnonzero(np.diff(cls)) + 1))
+        per_node = np.add.reduceat(self.node_rows, starts, axis=1)
+        return np.maximum(per_node.max(axis=0), 1).astype(np.int64)
+
+    def class_slot_bytes(self, cls) -> np.ndarray:
+        """Per class of a valid CLS: its padded object size (the largest size of its run)."""
+        cls = np.asarray(cls, dtype=np.int64)
+        last = np.append(np.flatnonzero(np.diff(cls)), cls.size - 1)
+        return self.slot_bytes[last]
+
+    def class_peaks(self, cls) -> np.ndarray:
+        """Per class: the sum of its sizes' peak demand (more objects than that are never used)."""
+        cls = np.asarray(cls, dtype=np.int64)
+        return np.maximum(np.bincount(cls, weights=self.size_peak).astype(np.int64), 1)
+
+    def check_order(self, order) -> bool:
+        """Whether ``order`` lists every node once, each after all of its predecessors."""
+        order = np.asarray(order, dtype=np.int64)
+        if order.size != self.num_nodes or not np.array_equal(np.sort(order), np.arange(self.num_nodes)):
+            return False
+        pos = np.empty(self.num_nodes, dtype=np.int64)
+        pos[order] = np.arange(self.num_nodes)
+        return all(pos[s] > pos[v] for v in range(self.num_nodes) for s in self.successors[v])

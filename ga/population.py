@@ -1,0 +1,192 @@
+"""Chromosomes, the first generation, children, and survival (SwapAdvisor Section 5.1).
+
+A chromosome (``Individual``) is a schedule (int32 node ids) and an allocation, with its
+simulated time once evaluated. ``Breeder`` makes and evaluates individuals, one per task;
+one lives in each worker process. Every random decision is drawn from a generator seeded by
+(seed, generation, index, purpose) (``rng_for``), never from a shared stream, so a search is
+reproducible whatever the number of workers and whichever finishes first.
+
+- First generation: individual 0 is the default order with the simple allocation (the
+  unsearched SwapAdvisor plan); the others are random topological orders with random valid
+  allocations.
+- Children: a crossover of two parents gives 2 schedules x 2 allocations = 4 children, each
+  then mutated. Ablations fix one half: mode "schedule" keeps the simple allocation (2
+  children per crossover), mode "allocation" keeps the default order (2 children).
+- Survival: Eq. 1, a softmax over the normalised time t_norm = (T_best - t) / T_best, with
+  T_best the best time seen so far; Np survivors are drawn without replacement. Infeasible
+  individuals (time inf) have probability 0 and survive only to fill a population that has
+  fewer feasible members than Np. Optionally (``elite``, not in the paper) the fastest few
+  always survive.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from allocator import Allocation
+
+from . import allocation_ops, schedule_ops
+from .context import GraphContext
+from .fitness import Evaluator
+
+MODES = ("both", "schedule", "allocation")
+
+# Purposes of random streams (the last entry of a seed); mutations take two (one per child).
+FIRST, PAIR, SELECT, SCHEDULE_CROSSOVER, SCHEDULE_MUTATION, ALLOCATION_CROSSOVER, ALLOCATION_MUTATION = \
+    0, 1, 2, 3, 4, 6, 7
+
+
+def rng_for(seed: int, generation: int, index: int, purpose: int) -> np.random.Generator:
+    return np.random.default_rng([int(seed), int(generation), int(index), int(purpose)])
+
+
+@dataclass
+class Individual:
+    schedule: np.ndarray
+    allocation: Allocation
+    time: float = math.inf
+
+    def to_dict(self) -> dict:
+        return {"schedule": self.schedule.tolist(), "allocation": self.allocation.to_dict(),
+                "time": self.time if math.isfinite(self.time) else None}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Individual:
+        t = d.get("time")
+        return cls(np.asarray(d["schedule"], dtype=np.int32), Allocation.from_dict(d["allocation"]),
+                   math.inf if t is None else float(t))
+
+
+@dataclass(frozen=True)
+class Variation:
+    mode: str = "both"
+    mutation: float = 0.1          # P: per scheduling step, per CLS entry and per count
+    sigma: float = allocation_ops.DEFAULT_SIGMA
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"unknown search mode '{self.mode}' (known: {', '.join(MODES)})")
+        if not 0 <= self.mutation <= 1:
+            raise ValueError(f"mutation probability must be in [0, 1], got {self.mutation}")
+
+    @property
+    def children_per_crossover(self) -> int:
+        return 4 if self.mode == "both" else 2
+
+
+class Breeder:
+    """Makes individuals and evaluates them; built once per worker process."""
+
+    def __init__(self, ctx: GraphContext, evaluator: Evaluator, variation: Variation, seed: int,
+                 simple: Allocation | None):
+        self.ctx, self.evaluator, self.variation, self.seed = ctx, evaluator, variation, int(seed)
+        self.budget = evaluator.budget
+        self.default_order = np.arange(ctx.num_nodes, dtype=np.int32)
+        self.simple = simple
+        if variation.mode == "schedule" and simple is None:
+            raise ValueError("a schedule-only search keeps the simple allocation, which does not fit "
+                             "this budget")
+
+    def evaluated(self, schedule: np.ndarray, allocation: Allocation) -> Individual:
+        return Individual(schedule, allocation, self.evaluator.time(schedule, allocation))
+
+    def first(self, index: int) -> Individual:
+        """Individual ``index`` of the first generation, evaluated."""
+        rng = rng_for(self.seed, 0, index, FIRST)
+        mode = self.variation.mode
+        if index == 0 or mode == "allocation":
+            schedule = self.default_order
+        else:
+            schedule = schedule_ops.random_schedule(self.ctx, rng)
+        if self.simple is not None and (index == 0 or mode == "schedule"):
+            allocation = self.simple
+        else:
+            allocation = allocation_ops.random_allocation(self.ctx, self.budget, rng)
+        return self.evaluated(schedule, allocation)
+
+    def schedule_child(self, generation: int, k: int, i: int, p1: Individual, p2: Individual) -> np.ndarray:
+        """Schedule child ``i`` (0 or 1) of crossover ``k``: Figure 4's crossover, then mutation."""
+        if self.variation.mode == "allocation":
+            return self.default_order
+        crossed = schedule_ops.random_crossover(p1.schedule, p2.schedule,
+                                                rng_for(self.seed, generation, k, SCHEDULE_CROSSOVER))
+        rng = rng_for(self.seed, generation, k, SCHEDULE_MUTATION + i)
+        return schedule_ops.mutate(self.ctx, crossed[i], self.variation.mutation, rng)
+
+    def allocation_child(self, generation: int, k: int, i: int, p1: Individual, p2: Individual) -> Allocation:
+        """Allocation child ``i`` (0 or 1) of crossover ``k``: Figure 5's crossover, mutation, repair."""
+        if self.variation.mode == "schedule":
+            return self.simple
+        crossed = allocation_ops.random_crossover(self.ctx, p1.allocation, p2.allocation, self.budget,
+                                                  rng_for(self.seed, generation, k, ALLOCATION_CROSSOVER))
+        rng = rng_for(self.seed, generation, k, ALLOCATION_MUTATION + i)
+        return allocation_ops.mutate(self.ctx, crossed[i], self.variation.mutation, self.budget, rng,
+                                     self.variation.sigma)
+
+    def child(self, task: tuple) -> Individual:
+        """``task = (generation, k, j, parent1, parent2)``: child j of crossover k, evaluated.
+
+        Children are (schedule a, allocation b) for a, b in 0..1 (mode "both": j = 2a + b; the
+        ablations vary only one half, j = a or b). Each half is drawn from its own seeds, so
+        every child can be made in any process, alone, and all agree on their siblings.
+        """
+        generation, k, j, p1, p2 = task
+        mode = self.variation.mode
+        a, b = (j // 2, j % 2) if mode == "both" else ((j, 0) if mode == "schedule" else (0, j))
+        return self.evaluated(self.schedule_child(generation, k, a, p1, p2),
+                              self.allocation_child(generation, k, b, p1, p2))
+
+    def children(self, generation: int, k: int, p1: Individual, p2: Individual) -> list[Individual]:
+        """All children of crossover ``k``, in order (in this process)."""
+        return [self.child((generation, k, j, p1, p2)) for j in range(self.variation.children_per_crossover)]
+
+
+def first_task(breeder: Breeder, index: int) -> Individual:
+    return breeder.first(index)
+
+
+def child_task(breeder: Breeder, task: tuple) -> Individual:
+    return breeder.child(task)
+
+
+def pairs(population_size: int, count: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """``count`` parent pairs, two distinct individuals each (the same one if there is only one)."""
+    if population_size < 2:
+        return [(0, 0)] * count
+    return [tuple(int(i) for i in rng.choice(population_size, 2, replace=False)) for _ in range(count)]
+
+
+def survival_probabilities(times, t_best: float) -> np.ndarray:
+    """Eq. 1: softmax of t_norm = (T_best - t) / T_best; infinite times get 0 (uniform if all are)."""
+    t = np.asarray(times, dtype=float)
+    finite = np.isfinite(t)
+    if not finite.any() or not math.isfinite(t_best) or t_best <= 0:
+        return np.full(t.size, 1.0 / t.size) if t.size else t
+    t_norm = np.where(finite, (t_best - t) / t_best, -np.inf)
+    w = np.exp(t_norm - t_norm[finite].max())
+    return w / w.sum()
+
+
+def select(times, t_best: float, k: int, rng: np.random.Generator, elite: int = 0) -> np.ndarray:
+    """Indices of ``k`` survivors drawn without replacement by ``survival_probabilities``, ascending.
+
+    ``elite`` > 0 (not in the paper) first keeps that many of the fastest (ties: lowest index),
+    then draws the rest from the others by Eq. 1.
+    """
+    t = np.asarray(times, dtype=float)
+    n = t.size
+    if k >= n:
+        return np.arange(n)
+    kept = np.argsort(t, kind="stable")[:min(max(elite, 0), k)]
+    others = np.setdiff1d(np.arange(n), kept)
+    p = survival_probabilities(t[others], t_best)
+    need = k - kept.size
+    alive = np.flatnonzero(p > 0)
+    if alive.size >= need:
+        drawn = rng.choice(others.size, size=need, replace=False, p=p)
+    else:
+        dead = np.flatnonzero(p == 0)
+        drawn = np.concatenate((alive, rng.choice(dead, size=need - alive.size, replace=False)))
+    return np.sort(np.concatenate((kept, others[drawn])))

@@ -1,0 +1,269 @@
+"""The genetic search: ``search(graph, budget, profile, options) -> SearchResult``.
+
+One generation: draw parent pairs from the population, make each pair's children
+(crossover, mutation, repair) and evaluate them (plan + simulate) in the worker processes,
+then keep Np of parents and children by Eq. 1 (``population``). The search stops after
+``max_generations``, at ``time_limit_s`` (in the middle of a generation if need be: the
+children evaluated so far still compete), or on Ctrl-C, and returns the best individual
+seen. With a checkpoint path, the state is saved atomically after every generation, and
+``resume=True`` continues from it: every random decision is seeded by (seed, generation,
+index), so a resumed search reaches exactly the result of an uninterrupted one.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from tqdm import tqdm
+
+from allocator import Allocation
+from engine.ir import Graph
+from engine.profile import Profile
+from engine.units import format_bytes
+from planner.allocation import simple_allocation
+from planner.baselines import make_program
+from planner.simulate import simulate
+from planner.swap_planner import PlanError
+
+from . import checkpoint as ckpt
+from .allocation_ops import DEFAULT_SIGMA
+from .context import GraphContext
+from .fitness import DeadlineReached, Evaluator, WorkerPool
+from .history import GenerationStats, plot_history, write_history
+from .population import (MODES, PAIR, SELECT, Breeder, Individual, Variation, child_task, first_task,
+                         pairs, rng_for, select)
+
+PAPER_SEARCH_SECONDS = 1800.0   # Section 6.1: "We set the search time for the GA to be 30 minutes."
+
+
+@dataclass
+class SearchOptions:
+    population: int = 144              # Np (Section 6.1)
+    mutation: float = 0.1              # P (Section 6.1)
+    seed: int = 0
+    workers: int | None = None         # processes; None: all cores; <= 1: in this process
+    time_limit_s: float | None = None  # None with no max_generations: the paper's 30 minutes
+    max_generations: int | None = None
+    mode: str = "both"                 # "both", "schedule" (simple allocation fixed), "allocation" (default order fixed)
+    children: int | None = None        # children per generation; None: Np
+    sigma: float = DEFAULT_SIGMA       # count mutation: Gaussian sd as a fraction of the count
+    elite: int = 0                     # fastest individuals that always survive (0: the paper's Eq. 1 only)
+    checkpoint: str | None = None      # JSON path, written after every generation
+    resume: bool = False               # continue from ``checkpoint`` if it exists
+    progress: bool = True              # tqdm bar on stderr
+    ideal: bool = True                 # also simulate the ideal (unlimited memory) program
+    start_method: str | None = None    # multiprocessing: "fork" (default where available) or "spawn"
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"unknown search mode '{self.mode}' (known: {', '.join(MODES)})")
+        if self.population < 1:
+            raise ValueError(f"population must be at least 1, got {self.population}")
+        if self.children is not None and self.children < 1:
+            raise ValueError(f"children per generation must be at least 1, got {self.children}")
+        if not 0 <= self.elite <= self.population:
+            raise ValueError(f"elite must be between 0 and the population, got {self.elite}")
+        if self.resume and not self.checkpoint:
+            raise ValueError("resume needs a checkpoint path")
+
+
+@dataclass
+class SearchResult:
+    best_schedule: list[int]
+    best_allocation: Allocation
+    best_time: float                   # simulated seconds per iteration of the best individual
+    initial_time: float | None         # default order + simple allocation (None if it does not fit)
+    initial_best: float                # best of the first generation
+    ideal_time: float | None           # unlimited memory (None if not asked for)
+    generations: int                   # generations completed after the first
+    evaluations: int                   # plans + simulations done
+    elapsed_s: float                   # search seconds, over every resumed session
+    stopped: str                       # "generations", "time" or "interrupted"
+    mode: str
+    history: list[GenerationStats] = field(default_factory=list)
+    population: list[Individual] = field(default_factory=list)
+
+    def fraction_of_ideal(self) -> float | None:
+        """Ideal time over best time: the throughput relative to ideal (Figure 6's bars)."""
+        if self.ideal_time is None or not math.isfinite(self.best_time):
+            return None
+        return self.ideal_time / self.best_time
+
+    def write_history(self, path: str) -> None:
+        write_history(self.history, path)
+
+    def plot(self, path: str, title: str | None = None) -> bool:
+        return plot_history(self.history, path, title)
+
+
+def make_breeder(ctx: GraphContext, graph: Graph, profile: Profile, budget: int, node_seconds: np.ndarray,
+                 variation: Variation, seed: int, simple: Allocation | None) -> Breeder:
+    """A worker's state: built once per process by the pool's initializer."""
+    return Breeder(ctx, Evaluator(graph, profile, budget, node_seconds), variation, seed, simple)
+
+
+def check_budget(ctx: GraphContext, budget: int) -> None:
+    """PlanError naming the operator whose own tensors exceed the budget (no allocation helps)."""
+    if ctx.heaviest_bytes > budget:
+        raise PlanError(f"a budget of {format_bytes(budget)} cannot run {ctx.heaviest_node} (its inputs "
+                        f"and outputs alone need {format_bytes(ctx.heaviest_bytes)}); no allocation can")
+
+
+def ideal_time(graph: Graph, profile: Profile, node_seconds: np.ndarray) -> float:
+    program = make_program("ideal", graph, None)
+    return float(simulate(program, graph, profile, node_seconds).total)
+
+
+class _Run:
+    """The mutable state of one search; ``to_state``/``from_state`` are the checkpoint."""
+
+    def __init__(self, graph: Graph, budget: int, opts: SearchOptions, ctx: GraphContext):
+        self.graph, self.budget, self.opts, self.ctx = graph, int(budget), opts, ctx
+        self.generation = 0
+        self.population: list[Individual] = []
+        self.best: Individual | None = None
+        self.initial_time: float | None = None
+        self.initial_best = math.inf
+        self.ideal: float | None = None
+        self.evaluations = 0
+        self.elapsed_before = 0.0
+        self.history: list[GenerationStats] = []
+
+    def identity(self) -> dict:
+        o = self.opts
+        return {"graph": self.graph.name, "nodes": self.ctx.num_nodes, "sizes": self.ctx.sizes.tolist(),
+                "budget": self.budget, "seed": o.seed, "population": o.population, "mode": o.mode,
+                "mutation": o.mutation, "children": o.children, "sigma": o.sigma, "elite": o.elite}
+
+    def to_state(self, elapsed: float) -> dict:
+        return {"identity": self.identity(), "generation": self.generation,
+                "population": [ind.to_dict() for ind in self.population],
+                "best": self.best.to_dict() if self.best else None,
+                "initial_time": self.initial_time,
+                "initial_best": self.initial_best if math.isfinite(self.initial_best) else None,
+                "ideal_time": self.ideal, "evaluations": self.evaluations, "elapsed_s": elapsed,
+                "history": [row.to_dict() for row in self.history]}
+
+    def load(self, state: dict) -> None:
+        self.generation = int(state["generation"])
+        self.population = [Individual.from_dict(d) for d in state["population"]]
+        self.best = Individual.from_dict(state["best"]) if state.get("best") else None
+        self.initial_time = state.get("initial_time")
+        ib = state.get("initial_best")
+        self.initial_best = math.inf if ib is None else float(ib)
+        self.ideal = state.get("ideal_time")
+        self.evaluations = int(state["evaluations"])
+        self.elapsed_before = float(state["elapsed_s"])
+        self.history = [GenerationStats.from_dict(r) for r in state["history"]]
+
+    def consider(self, individuals: list[Individual]) -> None:
+        self.evaluations += len(individuals)
+        for ind in individuals:
+            if self.best is None or ind.time < self.best.time:
+                self.best = ind
+
+    def record(self, elapsed: float) -> GenerationStats:
+        row = GenerationStats.of(elapsed, self.generation, [i.time for i in self.population], self.evaluations)
+        self.history.append(row)
+        return row
+
+
+def search(graph: Graph, budget: int, profile: Profile, options: SearchOptions | None = None) -> SearchResult:
+    """Search schedules and allocations of ``graph`` under ``budget`` bytes on ``profile``.
+
+    Output: the best individual seen, with the initial (unsearched) and ideal times and the
+    per-generation history. Raises PlanError if some operator alone exceeds the budget,
+    CheckpointError if ``resume`` finds a checkpoint of another search.
+    """
+    opts = options or SearchOptions()
+    ctx = GraphContext.from_graph(graph)
+    check_budget(ctx, budget)
+    node_seconds = profile.node_seconds(graph)
+    try:
+        simple = simple_allocation(graph, graph.default_order(), budget)
+    except PlanError:
+        simple = None
+    variation = Variation(opts.mode, opts.mutation, opts.sigma)
+    run = _Run(graph, budget, opts, ctx)
+    if opts.resume and opts.checkpoint and os.path.exists(opts.checkpoint):
+        state = ckpt.load(opts.checkpoint)
+        ckpt.check_identity(state, run.identity(), opts.checkpoint)
+        run.load(state)
+    if opts.ideal and run.ideal is None:
+        run.ideal = ideal_time(graph, profile, node_seconds)
+
+    # The time limit counts search time only, from here (setup and the ideal plan excluded).
+    started = time.monotonic()
+    max_generations = opts.max_generations
+    time_limit = opts.time_limit_s
+    if time_limit is None and max_generations is None:
+        time_limit = PAPER_SEARCH_SECONDS
+    deadline = None if time_limit is None else started + time_limit
+
+    n_pop = opts.population
+    per_generation = opts.children or n_pop
+    crossovers = -(-per_generation // variation.children_per_crossover)
+    stopped = "generations"
+    args = (ctx, graph, profile, budget, node_seconds, variation, opts.seed, simple)
+    bar = tqdm(total=max_generations, initial=run.generation, desc=f"ga {graph.name}", unit="gen",
+               disable=not opts.progress, leave=False)
+
+    def elapsed() -> float:
+        return run.elapsed_before + time.monotonic() - started
+
+    def finish_generation() -> None:
+        row = run.record(elapsed())
+        if opts.checkpoint:
+            ckpt.save(opts.checkpoint, run.to_state(elapsed()))
+        if run.generation > 0:
+            bar.update(1)
+        bar.set_postfix_str(f"best {row.best:.4g} s  mean {row.mean:.4g}  worst {row.worst:.4g}")
+
+    pool = WorkerPool(make_breeder, args, opts.workers, opts.start_method)
+    try:
+        if not run.population:
+            try:
+                firsts = pool.map(first_task, list(range(n_pop)), deadline)
+            except DeadlineReached as e:
+                firsts, stopped = e.results, "time"
+                if not firsts:
+                    firsts = [make_breeder(*args).first(0)]
+            run.population = firsts
+            run.consider(firsts)
+            run.initial_best = min(i.time for i in firsts)
+            run.initial_time = firsts[0].time if simple is not None and math.isfinite(firsts[0].time) else None
+            finish_generation()
+        while stopped == "generations" and (max_generations is None or run.generation < max_generations):
+            if deadline is not None and time.monotonic() >= deadline:
+                stopped = "time"
+                break
+            gen = run.generation + 1
+            chosen = pairs(len(run.population), crossovers, rng_for(opts.seed, gen, 0, PAIR))
+            per = variation.children_per_crossover
+            tasks = [(gen, k, c, run.population[i], run.population[j])
+                     for k, (i, j) in enumerate(chosen) for c in range(per)]
+            try:
+                children = pool.map(child_task, tasks, deadline)
+            except DeadlineReached as e:
+                children, stopped = e.results, "time"
+            run.consider(children)
+            everyone = run.population + children
+            times = [i.time for i in everyone]
+            keep = select(times, run.best.time, n_pop, rng_for(opts.seed, gen, 0, SELECT), opts.elite)
+            run.population = [everyone[i] for i in keep]
+            run.generation = gen
+            finish_generation()
+    except KeyboardInterrupt:
+        stopped = "interrupted"
+    finally:
+        pool.terminate()
+        bar.close()
+    if not run.population:
+        raise KeyboardInterrupt
+    best = run.best
+    return SearchResult(best.schedule.tolist(), best.allocation, best.time, run.initial_time,
+                        run.initial_best, run.ideal, run.generation, run.evaluations, elapsed(), stopped,
+                        opts.mode, run.history, run.population)

@@ -1,0 +1,56 @@
+import builtins
+import csv
+import json
+import math
+
+import pytest
+
+from ga.history import COLUMNS, GenerationStats, plot_history, write_history
+
+ROWS = [GenerationStats.of(0.5, 0, [3.0, 1.0, 2.0, math.inf], 4),
+        GenerationStats.of(1.5, 1, [1.0, 1.0, 1.5, 2.0], 8),
+        GenerationStats.of(2.0, 2, [math.inf], 9)]
+
+
+def test_stats_are_over_feasible_individuals():
+    r = ROWS[0]
+    assert (r.best, r.mean, r.worst, r.infeasible, r.evaluations) == (1.0, 2.0, 3.0, 1, 4)
+    assert ROWS[2].best == ROWS[2].mean == ROWS[2].worst == math.inf and ROWS[2].infeasible == 1
+
+
+def test_json_round_trip_writes_null_for_infinity(tmp_path):
+    path = tmp_path / "h.json"
+    write_history(ROWS, str(path))
+    data = json.loads(path.read_text())
+    assert data[2]["best"] is None and data[0]["generation"] == 0
+    assert [GenerationStats.from_dict(d) for d in data] == ROWS
+
+
+def test_csv_has_one_row_per_generation(tmp_path):
+    path = tmp_path / "h.csv"
+    write_history(ROWS, str(path))
+    rows = list(csv.reader(path.open()))
+    assert rows[0] == COLUMNS and len(rows) == 4
+    assert float(rows[2][COLUMNS.index("mean")]) == pytest.approx(1.375)
+
+
+def test_plot_skips_cleanly_without_matplotlib(tmp_path, monkeypatch, capsys):
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    assert plot_history(ROWS, str(tmp_path / "h.png")) is False
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "matplotlib" in out
+    assert not (tmp_path / "h.png").exists()
+
+
+def test_plot_draws_figure9_when_matplotlib_is_there(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "h.png"
+    assert plot_history(ROWS, str(path), title="lstm") is True
+    assert path.stat().st_size > 0

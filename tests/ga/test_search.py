@@ -1,0 +1,170 @@
+import functools
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ga import search as search_module
+from ga.allocation_ops import is_feasible
+from ga.checkpoint import CheckpointError
+from ga.context import GraphContext
+from ga.search import SearchOptions, search
+from planner.allocation import simple_allocation
+from planner.swap_planner import PlanError
+from zoo import small
+
+from .helpers import PROFILE, lstm, tight_budget
+
+
+@functools.lru_cache(maxsize=None)
+def cnn():
+    return small.residual_cnn()
+
+
+def cnn_budget():
+    return int(tight_budget(cnn()) * 1.3)
+
+
+def quick(**kw):
+    base = dict(population=8, max_generations=4, workers=1, progress=False, seed=0)
+    return SearchOptions(**{**base, **kw})
+
+
+def same_result(a, b):
+    assert a.best_time == b.best_time
+    assert a.best_schedule == b.best_schedule and a.best_allocation == b.best_allocation
+    assert (a.generations, a.evaluations, a.initial_best, a.initial_time) == \
+           (b.generations, b.evaluations, b.initial_best, b.initial_time)
+    assert [(h.generation, h.best, h.mean, h.worst, h.evaluations) for h in a.history] == \
+           [(h.generation, h.best, h.mean, h.worst, h.evaluations) for h in b.history]
+    assert [i.time for i in a.population] == [i.time for i in b.population]
+
+
+def test_search_improves_on_the_unsearched_plan_under_a_tight_budget():
+    g = cnn()
+    r = search(g, cnn_budget(), PROFILE, quick(max_generations=6))
+    assert r.best_time <= r.initial_best <= r.initial_time
+    assert r.best_time < r.initial_time                    # better than default order + simple
+    assert r.ideal_time is not None and r.ideal_time <= r.best_time
+    assert 0 < r.fraction_of_ideal() <= 1
+    assert r.generations == 6 and r.stopped == "generations"
+    assert r.evaluations == 8 + 6 * 8 and len(r.history) == 7
+    assert min(h.best for h in r.history) >= r.best_time   # survivors are drawn, not the best kept
+    ctx = GraphContext.from_graph(g)
+    assert ctx.check_order(r.best_schedule)
+    g.check_order(r.best_schedule)
+    assert is_feasible(ctx, r.best_allocation, cnn_budget())
+
+
+def test_elite_keeps_the_best_alive():
+    r = search(cnn(), cnn_budget(), PROFILE, quick(max_generations=6, elite=1, ideal=False))
+    bests = [h.best for h in r.history]
+    assert bests == sorted(bests, reverse=True) and bests[-1] == r.best_time
+
+
+def test_same_seed_same_result_whatever_the_workers():
+    g = lstm()
+    budget = int(tight_budget(g) * 1.5)
+    one = search(g, budget, PROFILE, quick(workers=1, max_generations=3))
+    two = search(g, budget, PROFILE, quick(workers=2, max_generations=3))
+    same_result(one, two)
+    other = search(g, budget, PROFILE, quick(workers=1, max_generations=3, seed=1))
+    assert [i.time for i in other.population] != [i.time for i in one.population]
+
+
+def test_resume_reaches_the_uninterrupted_result(tmp_path):
+    g, budget = cnn(), cnn_budget()
+    whole = search(g, budget, PROFILE, quick(max_generations=4))
+    path = str(tmp_path / "ga.json")
+    half = search(g, budget, PROFILE, quick(max_generations=2, checkpoint=path))
+    saved = json.load(open(path))
+    assert saved["generation"] == 2 == half.generations and len(saved["population"]) == 8
+    assert all(isinstance(v, int) for v in saved["population"][0]["schedule"])
+    assert set(saved["population"][0]["allocation"]) == {"sizes", "cls", "cnt"}
+    resumed = search(g, budget, PROFILE, quick(max_generations=4, checkpoint=path, resume=True, workers=2))
+    same_result(whole, resumed)
+    assert json.load(open(path))["generation"] == 4
+    with pytest.raises(CheckpointError, match="seed"):
+        search(g, budget, PROFILE, quick(max_generations=5, checkpoint=path, resume=True, seed=3))
+
+
+def test_resume_without_a_checkpoint_file_starts_afresh(tmp_path):
+    path = str(tmp_path / "none.json")
+    r = search(cnn(), cnn_budget(), PROFILE, quick(max_generations=1, checkpoint=path, resume=True))
+    assert r.generations == 1 and json.load(open(path))["generation"] == 1
+
+
+@pytest.mark.parametrize("mode", ["schedule", "allocation"])
+def test_ablations_fix_one_half(mode):
+    g, budget = cnn(), cnn_budget()
+    r = search(g, budget, PROFILE, quick(mode=mode, max_generations=2))
+    assert r.mode == mode and r.evaluations == 8 + 2 * 8
+    simple = simple_allocation(g, g.default_order(), budget)
+    for ind in r.population:
+        if mode == "schedule":
+            assert ind.allocation == simple
+        else:
+            assert ind.schedule.tolist() == g.default_order()
+
+
+def test_time_limit_stops_the_search():
+    r = search(lstm(), int(tight_budget(lstm()) * 1.5), PROFILE,
+               quick(max_generations=None, time_limit_s=0.4, ideal=False))
+    assert r.stopped == "time" and r.elapsed_s < 3 and r.ideal_time is None
+    assert math.isfinite(r.best_time)
+
+
+def test_ctrl_c_returns_the_best_so_far(monkeypatch):
+    real_map = search_module.WorkerPool.map
+    calls = []
+
+    def interrupted(self, fn, items, deadline=None):
+        calls.append(fn)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_map(self, fn, items, deadline)
+
+    monkeypatch.setattr(search_module.WorkerPool, "map", interrupted)
+    r = search(cnn(), cnn_budget(), PROFILE, quick(max_generations=10))
+    assert r.stopped == "interrupted" and r.generations == 1 and len(r.history) == 2
+    assert math.isfinite(r.best_time) and len(r.population) == 8
+
+
+def test_progress_bar_shows_best_mean_worst(capsys):
+    search(cnn(), cnn_budget(), PROFILE, quick(max_generations=2, progress=True))
+    err = capsys.readouterr().err
+    assert "best" in err and "mean" in err and "worst" in err
+
+
+def test_result_history_files(tmp_path):
+    r = search(cnn(), cnn_budget(), PROFILE, quick(max_generations=1, ideal=False))
+    r.write_history(str(tmp_path / "h.csv"))
+    assert len((tmp_path / "h.csv").read_text().splitlines()) == 3
+
+
+def test_budget_below_the_heaviest_operator_names_it():
+    g = cnn()
+    with pytest.raises(PlanError, match="no allocation can"):
+        search(g, 1024, PROFILE, quick())
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match="unknown search mode"):
+        SearchOptions(mode="x")
+    with pytest.raises(ValueError, match="population"):
+        SearchOptions(population=0)
+    with pytest.raises(ValueError, match="checkpoint"):
+        SearchOptions(resume=True)
+    with pytest.raises(ValueError, match="elite"):
+        SearchOptions(population=4, elite=5)
+
+
+def test_default_order_and_simple_allocation_are_individual_zero():
+    g, budget = cnn(), cnn_budget()
+    r = search(g, budget, PROFILE, quick(max_generations=0))
+    assert r.generations == 0 and r.evaluations == 8
+    assert r.initial_time is not None
+    simple = simple_allocation(g, g.default_order(), budget)
+    ev = search_module.Evaluator(g, PROFILE, budget)
+    assert r.initial_time == ev.time(np.arange(len(g.nodes)), simple)
