@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from .cuda_launch import (IN, OUT, WS, gemm_launch, gemm_tiles, grid_stride, i32, i64, kernel_name, numel,
+                          per_block, split_k)
 from .registry import (Cost, Op, OpError, ShapeError, check_attrs, emit, int_pair, nbytes, register,
                        require_float, same_dtype)
 
@@ -83,11 +85,34 @@ def _dy_by_group(dy, g):
     return np.ascontiguousarray(dy.transpose(1, 0, 2, 3)).reshape(g, o // g, n * oh * ow)
 
 
+# CUDA kernels (conv.cu): implicit GEMM per group when a group has at least THIN rows of
+# output (channels), else the direct kernels, which waste nothing on thin groups.
+THIN = 16
+
+
+def _conv_dims(x_shape, w_shape, y_shape, attrs) -> tuple:
+    """conv.cu's CONV_PARAMS: N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, G."""
+    n, c, h, w = x_shape
+    o, _, kh, kw = w_shape
+    for extent in (n * y_shape[2] * y_shape[3], n * h * w, c * kh * kw, o * kh * kw):
+        i32(extent)      # the kernels index the per-group products in 32 bits: OpError past that
+    return tuple(i32(v) for v in (n, c, h, w, o, kh, kw, *y_shape[2:], *attrs["stride"], *attrs["padding"],
+                                  attrs["groups"]))
+
+
+def _grad_weight_split(x_shape, w_shape, y_shape, g):
+    """(tiles, splits, k_chunk) of the weight gradient's per-group product Og x Cg*KH*KW over N*OH*OW."""
+    o, cg, kh, kw = w_shape
+    m, n, k = o // g, cg * kh * kw, x_shape[0] * y_shape[2] * y_shape[3]
+    tiles = gemm_tiles(m, n, g)
+    return (tiles, *split_k(tiles, m, n, k, g))
+
+
 @register
 class Conv2d(Op):
     """(x[N,C,H,W], w[O,C/groups,KH,KW]) -> y[N,O,OH,OW], OH = (H + 2*ph - KH)//sh + 1."""
     name, arity = "conv2d", 2
-    cuda_kernels = ("conv2d_fwd",)
+    cuda_kernels = ("conv2d_fwd_gemm", "conv2d_fwd_gemm_s", "conv2d_fwd_direct")
 
     def canon(self, attrs):
         return _canon_conv(attrs)
@@ -109,6 +134,16 @@ class Conv2d(Op):
         dw = emit(g, "conv2d_grad_weight", [x, dys[0]], kernel_hw=g.shape(w)[2:], **a) if wanted[1] else None
         return [dx, dw]
 
+    def cuda_launches(self, attrs, ins, outs):
+        x, w, y = ins[0].shape, ins[1].shape, outs[0].shape
+        g, dtype, dims = attrs["groups"], outs[0].dtype, _conv_dims(x, w, y, attrs)
+        og, cols = w[0] // g, x[0] * y[2] * y[3]
+        if og < THIN:
+            return [grid_stride(kernel_name("conv2d_fwd_direct", dtype), numel(y), (OUT(0), IN(0), IN(1), *dims),
+                                OUT(0))]
+        return [gemm_launch("conv2d_fwd_gemm", dtype, gemm_tiles(og, cols, g), og, cols, g,
+                            (OUT(0), IN(0), IN(1), *dims), OUT(0))]
+
     def compute(self, attrs, xs, ys):
         x, w = xs
         y = ys[0]
@@ -122,7 +157,7 @@ class Conv2d(Op):
 class Conv2dGradData(Op):
     """(w, dy) -> dx[N,C,H,W]; x itself is not needed, so it can be freed after the forward pass."""
     name, arity, differentiable = "conv2d_grad_data", 2, False
-    cuda_kernels = ("conv2d_grad_data",)
+    cuda_kernels = ("conv2d_grad_data_gemm", "conv2d_grad_data_gemm_s", "conv2d_grad_data_direct")
 
     def canon(self, attrs):
         return _canon_conv(attrs, extra=("input_hw",))
@@ -142,6 +177,16 @@ class Conv2dGradData(Op):
 
     def cost(self, attrs, ins, outs):
         return _conv_cost(outs[0].shape, ins[0].shape, attrs, ins, outs)
+
+    def cuda_launches(self, attrs, ins, outs):
+        w, dy, x = ins[0].shape, ins[1].shape, outs[0].shape
+        g, dtype, dims = attrs["groups"], outs[0].dtype, _conv_dims(x, w, dy, attrs)
+        cg, cols = w[1], x[0] * x[2] * x[3]
+        if cg < THIN:
+            return [grid_stride(kernel_name("conv2d_grad_data_direct", dtype), numel(x),
+                                (OUT(0), IN(0), IN(1), *dims), OUT(0))]
+        return [gemm_launch("conv2d_grad_data_gemm", dtype, gemm_tiles(cg, cols, g), cg, cols, g,
+                            (OUT(0), IN(0), IN(1), *dims), OUT(0))]
 
     def compute(self, attrs, xs, ys):
         w, dy = xs
@@ -165,7 +210,8 @@ class Conv2dGradData(Op):
 class Conv2dGradWeight(Op):
     """(x, dy) -> dw[O,C/groups,KH,KW]."""
     name, arity, differentiable = "conv2d_grad_weight", 2, False
-    cuda_kernels = ("conv2d_grad_weight",)
+    cuda_kernels = ("conv2d_grad_weight_gemm", "conv2d_grad_weight_gemm_s", "conv2d_splitk_reduce",
+                    "conv2d_grad_weight_direct")
 
     def canon(self, attrs):
         return _canon_conv(attrs, extra=("kernel_hw",))
@@ -186,6 +232,30 @@ class Conv2dGradWeight(Op):
 
     def cost(self, attrs, ins, outs):
         return _conv_cost(ins[0].shape, outs[0].shape, attrs, ins, outs)
+
+    def cuda_workspaces(self, attrs, ins, outs):
+        x, dy, w = ins[0].shape, ins[1].shape, outs[0].shape
+        if w[0] // attrs["groups"] < THIN:
+            return ()
+        _, splits, _ = _grad_weight_split(x, w, dy, attrs["groups"])
+        return (splits * numel(w) * outs[0].dtype.itemsize,) if splits > 1 else ()
+
+    def cuda_launches(self, attrs, ins, outs):
+        """Per group, dw = dy . cols(x)^T over k = N*OH*OW, split over k into scratch when dw
+        has few tiles (the splits then added in order); thin groups: one block per weight."""
+        x, dy, w = ins[0].shape, ins[1].shape, outs[0].shape
+        g, dtype, dims = attrs["groups"], outs[0].dtype, _conv_dims(x, w, dy, attrs)
+        if w[0] // g < THIN:
+            return [per_block(kernel_name("conv2d_grad_weight_direct", dtype), numel(w),
+                              (OUT(0), IN(0), IN(1), *dims), OUT(0))]
+        tiles, splits, chunk = _grad_weight_split(x, w, dy, g)
+        og, cols, dst = w[0] // g, w[1] * w[2] * w[3], WS(0) if splits > 1 else OUT(0)
+        launches = [gemm_launch("conv2d_grad_weight_gemm", dtype, tiles, og, cols, g * splits,
+                                (dst, IN(0), IN(1), *dims, i32(chunk)), dst)]
+        if splits > 1:
+            launches.append(grid_stride(kernel_name("conv2d_splitk_reduce", dtype), numel(w),
+                                        (OUT(0), WS(0), i64(numel(w)), i32(splits)), OUT(0)))
+        return launches
 
     def compute(self, attrs, xs, ys):
         x, dy = xs

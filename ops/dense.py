@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cuda_launch import (IN, OUT, WS, gemm_launch, gemm_tiles, grid_stride, i32, i64, kernel_name, numel,
+                          split_k)
 from .registry import Cost, Op, OpError, ShapeError, check_attrs, emit, nbytes, register, require_float, same_dtype
 
 
@@ -17,11 +19,19 @@ def _gemm_cost(flops: float, ins, outs) -> Cost:
     return Cost(float(flops), float(sum(nbytes(t) for t in ins) + sum(nbytes(t) for t in outs)))
 
 
+def _gemm(base, dtype, c, a, b, m, n, k, bias=None, splits=1, k_chunk=None):
+    """Launch of dense.cu's gemm_<base>: C (m x n) from A, B over k, optionally + bias[n]."""
+    tiles = gemm_tiles(m, n)
+    args = (c, a, b, bias if bias is not None else a, i32(m), i32(n), i32(k), i32(bias is not None),
+            i32(k if k_chunk is None else k_chunk))
+    return gemm_launch(base, dtype, tiles, m, n, splits, args, c)
+
+
 @register
 class FullyConnected(Op):
     """(x[N,K], w[M,K]) or (x, w, b[M]) -> y[N,M]; w is stored [out, in] as in MXNet."""
     name, arity = "fully_connected", None
-    cuda_kernels = ("gemm_nt", "bias_add_rows")
+    cuda_kernels = ("gemm_nt", "gemm_nt_s")
 
     def infer(self, attrs, ins):
         if len(ins) not in (2, 3):
@@ -57,6 +67,11 @@ class FullyConnected(Op):
                 grads[2] = dparams[1]
         return grads
 
+    def cuda_launches(self, attrs, ins, outs):
+        """y[N,M] = x[N,K] @ w[M,K]^T (+ b), the bias added after the full sum as in numpy."""
+        (n, k), m = ins[0].shape, ins[1].shape[0]
+        return [_gemm("gemm_nt", outs[0].dtype, OUT(0), IN(0), IN(1), n, m, k, IN(2) if len(ins) == 3 else None)]
+
     def compute(self, attrs, xs, ys):
         y = ys[0]
         np.matmul(xs[0], xs[1].T, out=y)
@@ -68,7 +83,7 @@ class FullyConnected(Op):
 class FullyConnectedGradData(Op):
     """(w[M,K], dy[N,M]) -> dx[N,K] = dy @ w."""
     name, arity, differentiable = "fully_connected_grad_data", 2, False
-    cuda_kernels = ("gemm_nn",)
+    cuda_kernels = ("gemm_nn", "gemm_nn_s")
 
     def infer(self, attrs, ins):
         m, k = _matrix(ins[0], "w")
@@ -81,6 +96,11 @@ class FullyConnectedGradData(Op):
         (m, k), n = ins[0].shape, ins[1].shape[0]
         return _gemm_cost(2 * n * m * k, ins, outs)
 
+    def cuda_launches(self, attrs, ins, outs):
+        """dx[N,K] = dy[N,M] @ w[M,K]."""
+        (m, k), n = ins[0].shape, ins[1].shape[0]
+        return [_gemm("gemm_nn", outs[0].dtype, OUT(0), IN(1), IN(0), n, k, m)]
+
     def compute(self, attrs, xs, ys):
         w, dy = xs
         np.matmul(dy, w, out=ys[0])
@@ -90,7 +110,7 @@ class FullyConnectedGradData(Op):
 class FullyConnectedGradWeight(Op):
     """(x[N,K], dy[N,M]) -> dw[M,K] = dy.T @ x, and db[M] = sum of dy's rows when has_bias."""
     name, arity, differentiable = "fully_connected_grad_weight", 2, False
-    cuda_kernels = ("gemm_tn", "sum_rows")
+    cuda_kernels = ("gemm_tn", "gemm_tn_s", "gemm_splitk_reduce", "sum_rows")
 
     def canon(self, attrs):
         a = check_attrs(attrs, {"has_bias": False})
@@ -109,6 +129,32 @@ class FullyConnectedGradWeight(Op):
     def cost(self, attrs, ins, outs):
         (n, k), m = ins[0].shape, ins[1].shape[1]
         return _gemm_cost(2 * n * m * k + (n * m if attrs["has_bias"] else 0), ins, outs)
+
+    @staticmethod
+    def _split(ins):
+        (n, k), m = ins[0].shape, ins[1].shape[1]
+        return split_k(gemm_tiles(m, k), m, k, n)
+
+    def cuda_workspaces(self, attrs, ins, outs):
+        splits, _ = self._split(ins)
+        return (splits * numel(outs[0]) * outs[0].dtype.itemsize,) if splits > 1 else ()
+
+    def cuda_launches(self, attrs, ins, outs):
+        """dw[M,K] = dy[N,M]^T @ x[N,K], split over N into scratch when dw has few tiles and N
+        is long (then gemm_splitk_reduce adds the splits in order); db = dy's column sums."""
+        (n, k), m = ins[0].shape, ins[1].shape[1]
+        dtype = outs[0].dtype
+        splits, chunk = self._split(ins)
+        dst = WS(0) if splits > 1 else OUT(0)
+        launches = [_gemm("gemm_tn", dtype, dst, IN(1), IN(0), m, k, n, splits=splits, k_chunk=chunk)]
+        if splits > 1:
+            total = m * k
+            launches.append(grid_stride(kernel_name("gemm_splitk_reduce", dtype), total,
+                                        (OUT(0), WS(0), WS(0), i64(total), i32(splits), i32(1), i32(0)), OUT(0)))
+        if attrs["has_bias"]:
+            launches.append(grid_stride(kernel_name("sum_rows", dtype), m, (OUT(1), IN(1), i32(n), i32(m)), OUT(1),
+                                        per_thread=1))
+        return launches
 
     def compute(self, attrs, xs, ys):
         x, dy = xs

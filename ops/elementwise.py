@@ -3,7 +3,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cuda_launch import IN, OUT, grid_stride, i32, i64, kernel_name, numel, scalar
 from .registry import Op, OpError, ShapeError, check_attrs, emit, register, require_float, same_dtype
+
+
+def _map_launch(op: Op, ins, outs, *extra) -> list:
+    """One grid-stride launch of op's kernel: (y, inputs..., extra scalars..., n)."""
+    n = numel(outs[0])
+    args = (OUT(0), *(IN(i) for i in range(len(ins))), *extra, i64(n))
+    return [grid_stride(kernel_name(op.cuda_kernels[0], outs[0].dtype), n, args, OUT(0))]
 
 
 def _same_shape(ins):
@@ -25,6 +33,9 @@ class _Unary(Op):
     def gradient(self, g, node, dys, wanted):
         return [emit(g, self.grad_op, [node.outputs[0], dys[0]])]
 
+    def cuda_launches(self, attrs, ins, outs):
+        return _map_launch(self, ins, outs)
+
 
 class _UnaryGrad(Op):
     arity = 2
@@ -33,6 +44,9 @@ class _UnaryGrad(Op):
     def infer(self, attrs, ins):
         shape = _same_shape(ins)
         return [(shape, same_dtype(ins))]
+
+    def cuda_launches(self, attrs, ins, outs):     # (dx, y, dy, n)
+        return _map_launch(self, ins, outs)
 
 
 @register
@@ -116,6 +130,9 @@ class Add(Op):
     def compute(self, attrs, xs, ys):
         np.add(xs[0], xs[1], out=ys[0])
 
+    def cuda_launches(self, attrs, ins, outs):
+        return _map_launch(self, ins, outs)
+
 
 @register
 class Mul(Op):
@@ -132,6 +149,9 @@ class Mul(Op):
 
     def compute(self, attrs, xs, ys):
         np.multiply(xs[0], xs[1], out=ys[0])
+
+    def cuda_launches(self, attrs, ins, outs):
+        return _map_launch(self, ins, outs)
 
 
 @register
@@ -153,6 +173,9 @@ class Scale(Op):
 
     def compute(self, attrs, xs, ys):
         np.multiply(xs[0], xs[0].dtype.type(attrs["factor"]), out=ys[0])
+
+    def cuda_launches(self, attrs, ins, outs):
+        return _map_launch(self, ins, outs, scalar(outs[0].dtype, attrs["factor"]))
 
 
 @register
@@ -181,12 +204,27 @@ class SumN(Op):
         for x in xs[2:]:
             y += x
 
+    SLOTS = 8   # operands per launch of sum_n_fwd
+
+    def cuda_launches(self, attrs, ins, outs):
+        """Operands 0..7 in one launch, then y += the next 7 per launch (y passed as x0), so
+        the sum runs left to right as in numpy. Unused pointer slots repeat the first."""
+        n, name = numel(outs[0]), kernel_name(self.cuda_kernels[0], outs[0].dtype)
+        groups = [[IN(i) for i in range(min(len(ins), self.SLOTS))]]
+        for start in range(self.SLOTS, len(ins), self.SLOTS - 1):
+            groups.append([OUT(0)] + [IN(i) for i in range(start, min(len(ins), start + self.SLOTS - 1))])
+        launches = []
+        for ops in groups:
+            slots = ops + [ops[0]] * (self.SLOTS - len(ops))
+            launches.append(grid_stride(name, n, (OUT(0), *slots, i32(len(ops)), i64(n)), OUT(0)))
+        return launches
+
 
 @register
 class Fill(Op):
     """A constant tensor (the loss gradient's seed, zeros for an unused output's gradient)."""
     name, arity, differentiable = "fill", 0, False
-    cuda_kernels = ("fill",)
+    cuda_kernels = ("fill_b32", "fill_b64")
 
     def canon(self, attrs):
         a = check_attrs(attrs, {"shape": None, "dtype": "float32", "value": 0.0}, required=["shape"])
@@ -208,3 +246,15 @@ class Fill(Op):
 
     def compute(self, attrs, xs, ys):
         ys[0].fill(attrs["value"])
+
+    def cuda_launches(self, attrs, ins, outs):
+        """The value's bit pattern, written 4 or 8 bytes at a time whatever the dtype."""
+        dtype = np.dtype(attrs["dtype"])
+        bits_type = {4: np.uint32, 8: np.uint64}.get(dtype.itemsize)
+        if bits_type is None:
+            raise OpError(f"fill has CUDA kernels for 4- and 8-byte dtypes, not {dtype}")
+        value = np.empty((), dtype)
+        value.fill(attrs["value"])
+        n = numel(outs[0])
+        kernel = "fill_b32" if dtype.itemsize == 4 else "fill_b64"
+        return [grid_stride(kernel, n, (OUT(0), value.view(bits_type)[()], i64(n)), OUT(0))]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cuda_launch import IN, OUT, THREADS, WS, Coverage, Launch, grid_stride, i32, kernel_name, per_block
 from .registry import Cost, Op, OpError, ShapeError, emit, nbytes, register, require_float
 
 
@@ -29,13 +30,20 @@ def _check_label_values(labels: np.ndarray, classes: int) -> None:
                          f"({bad.size} of {labels.size} labels are out of range)")
 
 
+def _xent_kernel(base: str, dtype, label_dtype) -> str:
+    suffix = {np.dtype(np.int32): "", np.dtype(np.int64): "_i64"}.get(np.dtype(label_dtype))
+    if suffix is None:
+        raise OpError(f"softmax cross-entropy has CUDA kernels for int32 and int64 labels, not {label_dtype}")
+    return kernel_name(base, dtype) + suffix
+
+
 @register
 class SoftmaxCrossEntropy(Op):
     """(logits[N,C], labels[N]) -> (loss, probs[N,C]), loss = mean over rows of -log probs[label].
 
     probs is kept for the gradient, so logits can be freed after the forward pass."""
     name, arity = "softmax_cross_entropy", 2
-    cuda_kernels = ("softmax_xent_fwd",)
+    cuda_kernels = ("softmax_xent_fwd", "softmax_xent_fwd_i64", "softmax_xent_loss")
 
     def infer(self, attrs, ins):
         shape = _check_logits_labels(ins[0], ins[1], "logits")
@@ -55,6 +63,18 @@ class SoftmaxCrossEntropy(Op):
             return [None, None]
         logits_grad = emit(g, "softmax_cross_entropy_grad", [node.outputs[1], node.inputs[1], dys[0]])
         return [logits_grad, None]
+
+    def cuda_workspaces(self, attrs, ins, outs):
+        return (ins[0].shape[0] * np.dtype(ins[0].dtype).itemsize,)      # each row's loss
+
+    def cuda_launches(self, attrs, ins, outs):
+        """One block per row: probs and the row's loss; then one block sums the rows' losses."""
+        (n, c), dtype = ins[0].shape, np.dtype(ins[0].dtype)
+        rows = per_block(_xent_kernel("softmax_xent_fwd", dtype, ins[1].dtype), n,
+                         (OUT(1), WS(0), IN(0), IN(1), i32(n), i32(c)), OUT(1), elements_per_item=c)
+        total = Launch(kernel_name("softmax_xent_loss", dtype), (1, 1, 1), (THREADS, 1, 1), 0,
+                       (OUT(0), WS(0), i32(n)), Coverage(OUT(0), (1,), (1,)))
+        return [rows, total]
 
     def compute(self, attrs, xs, ys):
         logits, labels = xs
@@ -76,7 +96,7 @@ class SoftmaxCrossEntropy(Op):
 class SoftmaxCrossEntropyGrad(Op):
     """(probs[N,C], labels[N], dloss) -> dlogits = (probs - onehot(labels)) * (dloss / N)."""
     name, arity, differentiable = "softmax_cross_entropy_grad", 3, False
-    cuda_kernels = ("softmax_xent_bwd",)
+    cuda_kernels = ("softmax_xent_bwd", "softmax_xent_bwd_i64")
 
     def infer(self, attrs, ins):
         probs, _, dloss = ins
@@ -86,6 +106,11 @@ class SoftmaxCrossEntropyGrad(Op):
         if np.dtype(dloss.dtype) != np.dtype(probs.dtype):
             raise ShapeError(f"dloss is {np.dtype(dloss.dtype)} but probs is {np.dtype(probs.dtype)}")
         return [(shape, np.dtype(probs.dtype))]
+
+    def cuda_launches(self, attrs, ins, outs):
+        (n, c), dtype = ins[0].shape, np.dtype(ins[0].dtype)
+        return [grid_stride(_xent_kernel("softmax_xent_bwd", dtype, ins[1].dtype), n * c,
+                            (OUT(0), IN(0), IN(1), IN(2), i32(n), i32(c)), OUT(0))]
 
     def compute(self, attrs, xs, ys):
         probs, labels, dloss = xs

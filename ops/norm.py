@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cuda_launch import (IN, OUT, MAX_GRID_YZ, THREADS, WS, Coverage, Launch, cdiv, grid_stride, i32, i64,
+                          kernel_name, scalar)
 from .registry import Cost, Op, OpError, ShapeError, check_attrs, nbytes, numel, register, require_float, same_dtype
 
 
@@ -20,6 +22,27 @@ def _values_per_channel(shape) -> int:
     return numel(shape) // shape[1]
 
 
+def _layout(shape) -> tuple[int, int, int]:
+    """(C, HW, m): channels, values per (sample, channel), values per channel."""
+    c = shape[1]
+    hw = shape[2] * shape[3] if len(shape) == 4 else 1
+    return c, hw, shape[0] * hw
+
+
+def _splits(c: int, m: int) -> int:
+    """Blocks per channel for the statistics: about 512 blocks in all, each at least 4096 values."""
+    return max(1, min(cdiv(512, c), cdiv(m, 4096)))
+
+
+def _partial(dtype, c, hw, m, s, mode, x, dy, mean, invstd) -> Launch:
+    """batch_norm_partial: an (s splits) x (c channels) grid of channel-chunk sums into WS(0)."""
+    if c > MAX_GRID_YZ:
+        raise OpError(f"batch_norm's CUDA kernels handle at most {MAX_GRID_YZ} channels, got {c}")
+    args = (WS(0), x, dy, mean, invstd, i32(c), i32(hw), i64(m), i32(s), i32(mode))
+    return Launch(kernel_name("batch_norm_partial", dtype), (s, c, 1), (THREADS, 1, 1), 0, args,
+                  Coverage(WS(0), (s, c), (1, 1), 2 if mode == 2 else 1))
+
+
 @register
 class BatchNorm(Op):
     """(x, gamma, beta, running_mean, running_var) -> (y, mean, invstd, running_mean', running_var').
@@ -29,7 +52,7 @@ class BatchNorm(Op):
     unbiased variance as MXNet and PyTorch do."""
     name, arity = "batch_norm", 5
     state_outputs = {3: 3, 4: 4}
-    cuda_kernels = ("batch_norm_stats", "batch_norm_fwd")
+    cuda_kernels = ("batch_norm_partial", "batch_norm_mean", "batch_norm_finalize", "batch_norm_fwd")
 
     def canon(self, attrs):
         a = check_attrs(attrs, {"eps": 1e-5, "momentum": 0.9})
@@ -73,6 +96,27 @@ class BatchNorm(Op):
         return [dx if wanted[0] else None, dgamma if wanted[1] else None,
                 dbeta if wanted[2] else None, None, None]
 
+    def cuda_workspaces(self, attrs, ins, outs):
+        c, _, m = _layout(ins[0].shape)
+        return (c * _splits(c, m) * np.dtype(ins[0].dtype).itemsize,)
+
+    def cuda_launches(self, attrs, ins, outs):
+        """Sum of x (two-stage) -> mean; sum of squared deviations -> invstd and running
+        statistics; then y. Outputs: y, mean, invstd, running_mean', running_var'."""
+        dtype = outs[0].dtype
+        c, hw, m = _layout(ins[0].shape)
+        s, total = _splits(c, m), numel(ins[0].shape)
+        return [
+            _partial(dtype, c, hw, m, s, 0, IN(0), IN(0), IN(0), IN(0)),
+            grid_stride(kernel_name("batch_norm_mean", dtype), c, (OUT(1), WS(0), i32(c), i32(s), i64(m)), OUT(1)),
+            _partial(dtype, c, hw, m, s, 1, IN(0), IN(0), OUT(1), IN(0)),
+            grid_stride(kernel_name("batch_norm_finalize", dtype), c,
+                        (OUT(2), OUT(3), OUT(4), WS(0), OUT(1), IN(3), IN(4), i32(c), i32(s), i64(m),
+                         scalar(dtype, attrs["eps"]), scalar(dtype, attrs["momentum"])), OUT(2)),
+            grid_stride(kernel_name("batch_norm_fwd", dtype), total,
+                        (OUT(0), IN(0), OUT(1), OUT(2), IN(1), IN(2), i32(c), i32(hw), i64(total)), OUT(0)),
+        ]
+
     def compute(self, attrs, xs, ys):
         x, gamma, beta, running_mean, running_var = xs
         y, mean, invstd, mean_next, var_next = ys
@@ -94,7 +138,7 @@ class BatchNorm(Op):
 class BatchNormGrad(Op):
     """(x, gamma, mean, invstd, dy) -> (dx, dgamma, dbeta) for training-mode batch_norm."""
     name, arity, differentiable = "batch_norm_grad", 5, False
-    cuda_kernels = ("batch_norm_bwd_reduce", "batch_norm_bwd_data")
+    cuda_kernels = ("batch_norm_partial", "batch_norm_bwd_reduce", "batch_norm_bwd_data")
 
     def infer(self, attrs, ins):
         x, gamma, mean, invstd, dy = ins
@@ -114,6 +158,24 @@ class BatchNormGrad(Op):
         # A reduction pass over (x, dy) and a pass writing dx that reads them again.
         moved = sum(nbytes(t) for t in ins) + sum(nbytes(t) for t in outs) + 2 * nbytes(ins[0])
         return Cost(9.0 * numel(ins[0].shape), float(moved))
+
+    def cuda_workspaces(self, attrs, ins, outs):
+        c, _, m = _layout(ins[0].shape)
+        return (2 * c * _splits(c, m) * np.dtype(ins[0].dtype).itemsize,)
+
+    def cuda_launches(self, attrs, ins, outs):
+        """Sums of dy and dy*xhat (two-stage) -> dbeta, dgamma; then dx."""
+        dtype = outs[0].dtype
+        c, hw, m = _layout(ins[0].shape)
+        s, total = _splits(c, m), numel(ins[0].shape)
+        return [
+            _partial(dtype, c, hw, m, s, 2, IN(0), IN(4), IN(2), IN(3)),
+            grid_stride(kernel_name("batch_norm_bwd_reduce", dtype), c, (OUT(1), OUT(2), WS(0), i32(c), i32(s)),
+                        OUT(1)),
+            grid_stride(kernel_name("batch_norm_bwd_data", dtype), total,
+                        (OUT(0), IN(0), IN(4), IN(2), IN(3), IN(1), OUT(1), OUT(2), i32(c), i32(hw), i64(total),
+                         i64(m)), OUT(0)),
+        ]
 
     def compute(self, attrs, xs, ys):
         x, gamma, mean, invstd, dy = xs

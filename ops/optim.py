@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cuda_launch import IN, OUT, grid_stride, i64, kernel_name, scalar
 from .registry import Cost, Op, OpError, ShapeError, check_attrs, nbytes, numel, register, require_float, same_dtype
 
 
@@ -40,6 +41,12 @@ class SgdUpdate(Op):
 
     def cost(self, attrs, ins, outs):
         return Cost(6.0 * numel(ins[0].shape), float(sum(nbytes(t) for t in ins) + sum(nbytes(t) for t in outs)))
+
+    def cuda_launches(self, attrs, ins, outs):
+        dtype, n = np.dtype(outs[0].dtype), numel(outs[0].shape)
+        args = (OUT(0), OUT(1), IN(0), IN(1), IN(2), scalar(dtype, attrs["lr"]), scalar(dtype, attrs["momentum"]),
+                scalar(dtype, attrs["weight_decay"]), i64(n))
+        return [grid_stride(kernel_name("sgd_momentum_update", dtype), n, args, OUT(0))]
 
     def compute(self, attrs, xs, ys):
         w, grad, m = xs

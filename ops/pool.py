@@ -12,6 +12,7 @@ import itertools
 
 import numpy as np
 
+from .cuda_launch import IN, OUT, STRIDE_BLOCKS, THREADS, Coverage, Launch, cdiv, grid_stride, i32, i64, kernel_name
 from .registry import (Cost, Op, OpError, ShapeError, check_attrs, emit, int_pair, nbytes, numel, register,
                        require_float, same_dtype)
 
@@ -112,6 +113,19 @@ def _first_max_parts(windows, y, dy):
         yield np.where(first, dy, zero)
 
 
+def _pool_dims(x_shape, y_shape, attrs) -> tuple:
+    """pool.cu's POOL_PARAMS: N, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw."""
+    n, c, h, w = x_shape
+    return tuple(i32(v) for v in (n, c, h, w, *y_shape[2:], *attrs["kernel"], *attrs["stride"], *attrs["padding"]))
+
+
+def _pool_launch(base, attrs, x_shape, y_shape, out, args) -> list:
+    """One thread per element of ``out`` (grid-stride), with the pooling geometry appended."""
+    extra = (i32(attrs["count_include_pad"]),) if "count_include_pad" in attrs else ()
+    return [grid_stride(kernel_name(base, out.dtype), numel(out.shape),
+                        (*args, *_pool_dims(x_shape, y_shape, attrs), *extra), OUT(0))]
+
+
 @register
 class MaxPool2d(Op):
     """x[N,C,H,W] -> y[N,C,OH,OW]; padding counts as -inf."""
@@ -130,6 +144,9 @@ class MaxPool2d(Op):
 
     def gradient(self, g, node, dys, wanted):
         return [emit(g, "max_pool2d_grad", [node.inputs[0], node.outputs[0], dys[0]], **node.attrs)]
+
+    def cuda_launches(self, attrs, ins, outs):
+        return _pool_launch("max_pool2d_fwd", attrs, ins[0].shape, outs[0].shape, outs[0], (OUT(0), IN(0)))
 
     def compute(self, attrs, xs, ys):
         y = ys[0]
@@ -160,6 +177,10 @@ class MaxPool2dGrad(Op):
     def cost(self, attrs, ins, outs):
         return _pool_cost(attrs, ins, outs, numel(ins[2].shape))
 
+    def cuda_launches(self, attrs, ins, outs):     # one thread per element of dx
+        return _pool_launch("max_pool2d_bwd", attrs, ins[0].shape, ins[2].shape, outs[0],
+                            (OUT(0), IN(0), IN(1), IN(2)))
+
     def compute(self, attrs, xs, ys):
         x, y, dy = xs
         windows = _offsets(_padded(x, attrs["padding"], -np.inf), attrs, y.shape[2:])
@@ -184,6 +205,9 @@ class AvgPool2d(Op):
 
     def gradient(self, g, node, dys, wanted):
         return [emit(g, "avg_pool2d_grad", [dys[0]], input_hw=g.shape(node.inputs[0])[2:], **node.attrs)]
+
+    def cuda_launches(self, attrs, ins, outs):
+        return _pool_launch("avg_pool2d_fwd", attrs, ins[0].shape, outs[0].shape, outs[0], (OUT(0), IN(0)))
 
     def compute(self, attrs, xs, ys):
         x, y = xs[0], ys[0]
@@ -212,6 +236,9 @@ class AvgPool2dGrad(Op):
     def cost(self, attrs, ins, outs):
         return _pool_cost(attrs, ins, outs, numel(ins[0].shape))
 
+    def cuda_launches(self, attrs, ins, outs):     # one thread per element of dx
+        return _pool_launch("avg_pool2d_bwd", attrs, outs[0].shape, ins[0].shape, outs[0], (OUT(0), IN(0)))
+
     def compute(self, attrs, xs, ys):
         dy, dx = xs[0], ys[0]
         share = dy / _avg_divisor(dx.shape[2:], attrs, dy.shape[2:], dy.dtype)
@@ -235,6 +262,14 @@ class GlobalAvgPool(Op):
 
     def gradient(self, g, node, dys, wanted):
         return [emit(g, "global_avg_pool_grad", [dys[0]], input_hw=g.shape(node.inputs[0])[2:])]
+
+    def cuda_launches(self, attrs, ins, outs):
+        """One warp per (n, c) plane, eight planes per block."""
+        n, c, h, w = ins[0].shape
+        planes, warps = n * c, THREADS // 32
+        blocks = max(1, min(cdiv(planes, warps), STRIDE_BLOCKS))
+        return [Launch(kernel_name("global_avg_pool_fwd", outs[0].dtype), (blocks, 1, 1), (THREADS, 1, 1), 0,
+                       (OUT(0), IN(0), i64(planes), i32(h * w)), Coverage(OUT(0), (planes,), (0,)))]
 
     def compute(self, attrs, xs, ys):
         np.mean(xs[0], axis=(2, 3), out=ys[0])
@@ -261,6 +296,12 @@ class GlobalAvgPoolGrad(Op):
 
     def cost(self, attrs, ins, outs):
         return Cost(float(numel(outs[0].shape)), float(nbytes(ins[0]) + nbytes(outs[0])))
+
+    def cuda_launches(self, attrs, ins, outs):
+        h, w = attrs["input_hw"]
+        planes = numel(ins[0].shape)
+        return [grid_stride(kernel_name("global_avg_pool_bwd", outs[0].dtype), planes * h * w,
+                            (OUT(0), IN(0), i64(planes), i32(h * w)), OUT(0))]
 
     def compute(self, attrs, xs, ys):
         dy = xs[0]

@@ -11,8 +11,10 @@ know about it (as MXNet registers an op once with all its attributes):
   graph builder ``g`` and return one gradient tensor (or None) per input;
 - ``compute(attrs, xs, ys)``: the numpy reference kernel, which writes into the
   output arrays it is given and is deterministic;
-- ``cuda_kernels``: the names of its CUDA C kernels (in a ``.cu`` file beside
-  the op family).
+- ``cuda_kernels``: the names of its float32 CUDA C kernels (in a ``.cu`` file
+  beside the op family; float64 twins add ``_f64``), and ``cuda_launches``: how they
+  are launched for given shapes (``ops/cuda_launch.py``), with ``cuda_workspaces``
+  for any scratch memory they need.
 
 Operators know nothing of graphs: ``ins``/``outs`` are anything with ``shape``
 and ``dtype``, and ``g`` is any builder with ``apply``/``shape``/``dtype``.
@@ -87,9 +89,21 @@ class Op:
     def compute(self, attrs, xs: list[np.ndarray], ys: list[np.ndarray]) -> None:
         raise NotImplementedError
 
-    # Scratch bytes the operator needs on the device beyond its inputs and outputs.
+    # ------------------------------------------------------------------ CUDA
+    # ``cuda_launches`` describes the kernel launches of one application (see
+    # ops/cuda_launch.py); ``cuda_workspaces`` the byte sizes of the scratch regions they
+    # use, referred to as WS(0), WS(1)... in launch arguments.
+
+    def cuda_launches(self, attrs, ins, outs) -> list:
+        raise OpError(f"operator '{self.name}' has no CUDA kernels")
+
+    def cuda_workspaces(self, attrs, ins, outs) -> tuple[int, ...]:
+        return ()
+
     def workspace(self, attrs, ins, outs) -> int:
-        return 0
+        """Scratch bytes the operator needs on the device beyond its inputs and outputs."""
+        from .cuda_launch import workspace_bytes
+        return workspace_bytes(self.cuda_workspaces(attrs, ins, outs))
 
 
 REGISTRY: dict[str, Op] = {}

@@ -5,6 +5,7 @@ import operator
 
 import numpy as np
 
+from .cuda_launch import IN, OUT, copy_rows
 from .registry import Cost, Op, OpError, ShapeError, check_attrs, emit, nbytes, numel, register, same_dtype, zeros_like
 
 
@@ -30,6 +31,11 @@ def _axis(axis: int, shape) -> int:
     return axis % nd
 
 
+def _rows(shape, axis: int) -> tuple[int, int]:
+    """(rows, elements per unit of ``axis``): shape as [rows, shape[axis], inner] row-major."""
+    return numel(shape[:axis]), numel(shape[axis + 1:])
+
+
 def _copy_cost(ins, outs) -> Cost:
     return Cost(0.0, float(sum(nbytes(t) for t in ins) + sum(nbytes(t) for t in outs)))
 
@@ -38,7 +44,7 @@ def _copy_cost(ins, outs) -> Cost:
 class Concat(Op):
     """(x0, x1, ...) -> y, joined along ``axis``; every other dimension must match."""
     name, arity = "concat", None
-    cuda_kernels = ("concat_copy",)
+    cuda_kernels = ("copy_rows",)
 
     def canon(self, attrs):
         a = check_attrs(attrs, {"axis": 1})
@@ -66,6 +72,19 @@ class Concat(Op):
         parts = g.apply("split", [dys[0]], axis=axis, sizes=sizes)
         return [p if w else None for p, w in zip(parts, wanted)]
 
+    def cuda_launches(self, attrs, ins, outs):
+        """One strided row copy per input into its slice of y."""
+        shape = tuple(outs[0].shape)
+        axis = _axis(attrs["axis"], shape)
+        rows, inner = _rows(shape, axis)
+        size, at = np.dtype(outs[0].dtype).itemsize, 0
+        launches = []
+        for i, t in enumerate(ins):
+            width = t.shape[axis] * inner
+            launches.append(copy_rows(OUT(0), IN(i), rows, width, shape[axis] * inner, width, at, 0, size, piece=True))
+            at += width
+        return launches
+
     def compute(self, attrs, xs, ys):
         np.concatenate(xs, axis=attrs["axis"], out=ys[0])
 
@@ -74,7 +93,7 @@ class Concat(Op):
 class Split(Op):
     """x -> len(sizes) pieces along ``axis``, of the given sizes in order."""
     name = "split"
-    cuda_kernels = ("split_copy",)
+    cuda_kernels = ("copy_rows",)
 
     def canon(self, attrs):
         a = check_attrs(attrs, {"axis": 1, "sizes": None}, required=["sizes"])
@@ -103,6 +122,19 @@ class Split(Op):
         parts = [d if d is not None else zeros_like(g, y) for d, y in zip(dys, node.outputs)]
         return [emit(g, "concat", parts, axis=node.attrs["axis"])]
 
+    def cuda_launches(self, attrs, ins, outs):
+        """One strided row copy per piece, from its slice of x."""
+        shape = tuple(ins[0].shape)
+        axis = _axis(attrs["axis"], shape)
+        rows, inner = _rows(shape, axis)
+        size, at = np.dtype(ins[0].dtype).itemsize, 0
+        launches = []
+        for k, s in enumerate(attrs["sizes"]):
+            width = s * inner
+            launches.append(copy_rows(OUT(k), IN(0), rows, width, width, shape[axis] * inner, 0, at, size))
+            at += width
+        return launches
+
     def compute(self, attrs, xs, ys):
         x = xs[0]
         axis = _axis(attrs["axis"], x.shape)
@@ -117,7 +149,7 @@ class Reshape(Op):
     """x -> y with the same elements in row-major order and shape ``shape``; one entry may be
     -1, meaning whatever makes the element counts agree. Attributes keep the -1 as given."""
     name = "reshape"
-    cuda_kernels = ("copy",)
+    cuda_kernels = ("copy_rows",)
 
     def canon(self, attrs):
         a = check_attrs(attrs, {"shape": None}, required=["shape"])
@@ -147,6 +179,10 @@ class Reshape(Op):
         if dys[0] is None:
             return [None]
         return [emit(g, "reshape", [dys[0]], shape=tuple(g.shape(node.inputs[0])))]
+
+    def cuda_launches(self, attrs, ins, outs):
+        n = numel(ins[0].shape)
+        return [copy_rows(OUT(0), IN(0), 1, n, n, n, 0, 0, np.dtype(ins[0].dtype).itemsize)]
 
     def compute(self, attrs, xs, ys):
         np.copyto(ys[0], xs[0].reshape(ys[0].shape))

@@ -17,16 +17,18 @@ that every launch descriptor passes arguments of the sizes the kernel expects.
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
 import re
 import struct
 import tempfile
-import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-OPS_DIR = Path(__file__).resolve().parents[2] / "ops"
+import ops
+
+OPS_DIR = Path(ops.__file__).resolve().parent
 FAMILIES = ("elementwise", "dense", "norm", "loss", "shape", "optim", "conv", "pool")
 STD = "c++17"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
@@ -129,7 +131,7 @@ def compile_all(arch: str = "sm_90", families=FAMILIES, cache: bool = True) -> d
             missing.append(f)
     workers = min(len(missing), os.cpu_count() or 1)
     if workers > 1:
-        ctx = multiprocessing.get_context("fork")
+        ctx = multiprocessing.get_context("spawn")     # no CUDA state inherited
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             jobs = [pool.submit(compile_source, sources[f], arch, f"ops/{f}.cu", cache) for f in missing]
             cubins.update(zip(missing, (j.result() for j in jobs)))

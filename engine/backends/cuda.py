@@ -1,0 +1,447 @@
+"""The CUDA backend: the executor's device layer on one NVIDIA GPU, through cuda-python.
+
+The same calls as the CPU backend (engine/backends/cpu.py), so the executor runs
+unchanged: one device allocation is the arena and ``view`` returns typed windows of it
+(:class:`DeviceArray`); ``host_buffer`` returns numpy arrays in pinned host memory;
+``launch`` runs an operator's kernels, as its ``cuda_launches`` describes them, on the
+compute stream; ``copy_h2d``/``copy_d2h`` are asynchronous copies on the swap streams;
+``record``/``wait`` are CUDA events; ``capture`` records one iteration as a CUDA graph
+that ``replay`` launches. ``timings``, when a list, receives (stream, node id or bytes,
+start s, end s) of every kernel group and copy, timed with CUDA events.
+
+Nothing CUDA is created until ``detect_gpu`` has found a device: without one the
+constructor raises :class:`CudaUnavailable` before touching cuda.core. This module and
+``kernels`` (NVRTC) are the only ones that import cuda.
+
+Scratch memory for operators that declare it (``Op.cuda_workspaces``) is one device
+allocation per stream, outside the arena, grown to the largest need; kernels on one
+stream run in order, so they share it.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ops import registry as op_registry
+from ops.cuda_launch import workspace_bytes, workspace_offsets
+
+from ..program import COMPUTE, SWAP_IN, SWAP_OUT
+from . import kernels as kernel_sources
+from .detect import detect_gpu
+
+POISON = 0xFF
+PINNED_CHUNK = 64 << 20          # pinned host memory is taken from the driver in chunks this big
+HOST_ALIGNMENT = 256
+SCRATCH_GRANULE = 1 << 20
+
+
+def _cuda_api():
+    """(cuda.bindings.driver, cuda.core), imported only once detect_gpu has found a device."""
+    import cuda.core
+    from cuda.bindings import driver
+    return driver, cuda.core
+
+
+class CudaUnavailable(RuntimeError):
+    """No usable CUDA device (the reason comes from detect_gpu)."""
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed."""
+
+
+@dataclass(frozen=True)
+class DeviceArray:
+    """A typed window of device memory: what ``view`` returns and kernels and copies take."""
+    ptr: int
+    shape: tuple
+    dtype: np.dtype
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __getitem__(self, key):
+        """1-D slices with step 1 (as measure_link takes ``dev[:n]``)."""
+        if self.ndim != 1 or not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError("a DeviceArray takes only 1-D slices with step 1")
+        start, stop, _ = key.indices(self.shape[0])
+        stop = max(start, stop)
+        return DeviceArray(self.ptr + start * self.dtype.itemsize, (stop - start,), self.dtype)
+
+
+class _PinnedView:
+    """The base of a numpy array in pinned memory: keeps the chunk's cuda.core Buffer alive."""
+
+    def __init__(self, chunk, ptr: int, nbytes: int):
+        self.chunk = chunk
+        self.__array_interface__ = {"data": (ptr, False), "shape": (nbytes,), "typestr": "|u1", "version": 3}
+
+
+@dataclass
+class CudaGraph:
+    graph: object            # cuda.core.graph.Graph
+    issue: object            # the captured issue(), re-run eagerly when timing
+    generation: int          # the arena it was captured against
+
+
+class CudaBackend:
+    name = "cuda"
+
+    def __init__(self, device: int = 0, graphs: bool = True):
+        """``graphs``: capture each iteration as a CUDA graph (else every instruction is issued
+        from Python every iteration)."""
+        count, reason = detect_gpu()
+        if count == 0:
+            raise CudaUnavailable(f"no CUDA device: {reason}")
+        if not 0 <= device < count:
+            raise CudaUnavailable(f"no CUDA device {device}: {count} found")
+        driver, core = _cuda_api()
+        self._driver, self._launch, self._LaunchConfig, self._ObjectCode = \
+            driver, core.launch, core.LaunchConfig, core.ObjectCode
+        self.dev = core.Device(device)
+        self.dev.set_current()
+        self.arch = f"sm_{self.dev.arch}"
+        self.device_name = self.dev.name
+        self.streams = [self.dev.create_stream() for _ in range(3)]
+        self._handles = [int(s.handle) for s in self.streams]
+        self._timing = core.EventOptions(timing_enabled=True)
+        self._pinned_mr = core.LegacyPinnedMemoryResource()
+        self._cubins = kernel_sources.compile_all(self.arch)      # name -> cubin; cached on disk
+        self._modules: dict[int, object] = {}
+        self._kernels: dict[str, object] = {}
+        self.use_graphs = graphs
+        self._arena_ptr, self._arena_bytes, self._generation = 0, 0, 0
+        self._scratch: dict[int, tuple[int, int]] = {}     # stream -> (pointer, bytes)
+        self._retired: list[int] = []      # outgrown scratch, still referenced by prepared launches
+        self._chunks: list[tuple[int, int, object]] = []         # pinned (start, end, buffer), sorted
+        self._chunk_free = (0, 0)          # (next free address, end) in the newest chunk
+        self._prepared: dict = {}
+        self._dry = False                  # capture's sizing pass: nothing is issued
+        self._capturing = False
+        self._need: dict[int, int] = {}
+        self._timings: list | None = None
+        self._pending: list = []
+        self._ref = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ errors
+    def _check(self, result):
+        err = result[0]
+        if err != self._driver.CUresult.CUDA_SUCCESS:
+            _, name = self._driver.cuGetErrorName(err)
+            raise CudaError(f"CUDA driver call failed: {name.decode() if isinstance(name, bytes) else name}")
+        return result[1:]
+
+    # ------------------------------------------------------------------ memory
+    def _device_alloc(self, nbytes: int) -> int:
+        """cuMemAlloc: synchronous and outside any memory pool, so a freed arena goes back to
+        the device at once and nothing is ever allocated in stream order inside a graph."""
+        (ptr,) = self._check(self._driver.cuMemAlloc(max(int(nbytes), 1)))
+        return int(ptr)
+
+    def _device_free(self, ptr: int) -> None:
+        if ptr:
+            self._check(self._driver.cuMemFree(ptr))
+
+    def allocate_arena(self, nbytes: int) -> None:
+        """The arena: one device allocation of ``nbytes``, filled with 0xFF bytes (NaN for floats)."""
+        self._sync_all()
+        self._device_free(self._arena_ptr)
+        self._arena_ptr, self._arena_bytes = 0, 0
+        self._prepared.clear()
+        self._generation += 1
+        self._arena_ptr = self._device_alloc(nbytes)
+        self._arena_bytes = int(nbytes)
+        self._check(self._driver.cuMemsetD8Async(self._arena_ptr, POISON, max(int(nbytes), 1),
+                                                 self._handles[COMPUTE]))
+        self.streams[COMPUTE].sync()
+
+    def view(self, offset: int, shape, dtype) -> DeviceArray:
+        dtype = np.dtype(dtype)
+        shape = tuple(int(d) for d in shape)
+        end = int(offset) + math.prod(shape) * dtype.itemsize
+        if not self._arena_ptr or offset < 0 or end > self._arena_bytes:
+            raise ValueError(f"view [{offset}, {end}) lies outside the arena of {self._arena_bytes} bytes")
+        return DeviceArray(self._arena_ptr + int(offset), shape, dtype)
+
+    def host_buffer(self, shape, dtype) -> np.ndarray:
+        """A numpy array in pinned (page-locked) host memory, filled with 0xFF bytes."""
+        dtype = np.dtype(dtype)
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes == 0:
+            return np.empty(shape, dtype)
+        start, end = self._chunk_free
+        size = -(-nbytes // HOST_ALIGNMENT) * HOST_ALIGNMENT
+        if end - start < size:
+            chunk_bytes = max(PINNED_CHUNK, size)
+            buf = self._pinned_mr.allocate(chunk_bytes)
+            start = int(buf.handle)
+            end = start + chunk_bytes
+            bisect.insort(self._chunks, (start, end, buf))
+        chunk = self._chunks[bisect.bisect_right(self._chunks, (start, float("inf"))) - 1][2]
+        self._chunk_free = (start + size, end)
+        raw = np.asarray(_PinnedView(chunk, start, nbytes))
+        raw.fill(POISON)
+        return raw.view(dtype).reshape(shape)
+
+    def _is_pinned(self, ptr: int, nbytes: int) -> bool:
+        i = bisect.bisect_right(self._chunks, (ptr, float("inf"))) - 1
+        return i >= 0 and self._chunks[i][0] <= ptr and ptr + nbytes <= self._chunks[i][1]
+
+    def read(self, view: DeviceArray) -> np.ndarray:
+        """A host copy of ``view`` once every stream is idle."""
+        self._sync_all()
+        out = np.empty(view.shape, view.dtype)
+        if view.nbytes:
+            self._check(self._driver.cuMemcpyDtoH(out.ctypes.data, view.ptr, view.nbytes))
+        return out
+
+    def write(self, view: DeviceArray, value) -> None:
+        a = np.ascontiguousarray(value, dtype=view.dtype)
+        if a.size != view.size:
+            raise ValueError(f"cannot write {a.size} elements into a view of {view.size}")
+        self._sync_all()
+        if view.nbytes:
+            self._check(self._driver.cuMemcpyHtoD(view.ptr, a.ctypes.data, view.nbytes))
+
+    def _scratch_ptr(self, stream: int, need: int) -> int:
+        if need == 0:
+            return 0
+        ptr, have = self._scratch.get(stream, (0, 0))
+        if have >= need:
+            return ptr
+        if self._capturing:
+            raise CudaError("operator scratch had to grow during graph capture")
+        if ptr:
+            self._retired.append(ptr)      # prepared launches may still point into it
+        size = -(-need // SCRATCH_GRANULE) * SCRATCH_GRANULE
+        ptr = self._device_alloc(size)
+        self._scratch[stream] = (ptr, size)
+        return ptr
+
+    @property
+    def scratch_bytes(self) -> int:
+        """Device bytes held for operator scratch beside the arena."""
+        return sum(s for _, s in self._scratch.values())
+
+    # ------------------------------------------------------------------ kernels
+    def _kernel(self, name: str):
+        k = self._kernels.get(name)
+        if k is None:
+            cubin = self._cubins.get(name)
+            if cubin is None:
+                raise CudaError(f"no compiled CUDA kernel named '{name}'")
+            module = self._modules.get(id(cubin))
+            if module is None:
+                module = self._modules[id(cubin)] = self._ObjectCode.from_cubin(cubin)
+            k = module.get_kernel(name)
+            k.attributes.num_regs     # loads the module now, not during a graph capture
+            self._kernels[name] = k
+        return k
+
+    def _prepare(self, stream: int, node, inputs, outputs):
+        """[(kernel, LaunchConfig, args)] for one node, its tensors at these addresses."""
+        decl = op_registry.get(node.op)
+        launches = decl.cuda_launches(node.attrs, inputs, outputs)
+        sizes = tuple(decl.cuda_workspaces(node.attrs, inputs, outputs))
+        need = workspace_bytes(sizes)
+        if self._dry:
+            self._need[stream] = max(self._need.get(stream, 0), need)
+            return None
+        base = self._scratch_ptr(stream, need)
+        offsets = workspace_offsets(sizes)
+        refs = {"in": lambda i: inputs[i].ptr, "out": lambda i: outputs[i].ptr,
+                "workspace": lambda i: base + offsets[i]}
+        prepared = []
+        for l in launches:
+            args = []
+            for a in l.args:
+                if isinstance(a, tuple):
+                    args.append(refs[a[0]](a[1]))
+                elif isinstance(a, np.generic):
+                    args.append(a)
+                else:
+                    raise TypeError(f"{node.op}: kernel {l.kernel} argument {a!r} is not a numpy scalar")
+            kernel = self._kernel(l.kernel)
+            if l.shmem > 48 * 1024:
+                attr = self._driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                self._check(self._driver.cuKernelSetAttribute(attr, l.shmem, kernel.handle, self.dev.device_id))
+            prepared.append((kernel, self._LaunchConfig(grid=l.grid, block=l.block, shmem_size=l.shmem),
+                             tuple(args)))
+        return prepared
+
+    def launch(self, stream: int, node, inputs, outputs) -> None:
+        """Run ``node``'s kernels on ``stream``. Prepared launches (configs and arguments) are
+        cached by operator, node id and tensor addresses."""
+        key = (stream, node.op, node.id, tuple((a.ptr, a.shape, a.dtype) for a in inputs),
+               tuple((a.ptr, a.shape, a.dtype) for a in outputs))
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            prepared = self._prepare(stream, node, inputs, outputs)
+            if prepared is None:
+                return
+            self._prepared[key] = prepared
+        if self._dry:
+            return
+        st, launch = self.streams[stream], self._launch
+
+        def run():
+            for kernel, config, args in prepared:
+                launch(st, config, kernel, *args)
+        self._timed(stream, node.id, run)
+
+    # ------------------------------------------------------------------ copies and events
+    def _copy_args(self, dev: DeviceArray, host: np.ndarray) -> int:
+        if not isinstance(dev, DeviceArray) or not isinstance(host, np.ndarray):
+            raise TypeError("copies go between a DeviceArray and a numpy array from host_buffer")
+        if dev.nbytes != host.nbytes or not host.flags.c_contiguous:
+            raise ValueError(f"copy of {host.nbytes} contiguous host bytes to/from {dev.nbytes} device bytes")
+        if host.nbytes and not self._is_pinned(host.ctypes.data, host.nbytes):
+            raise ValueError("asynchronous copies need host memory from CudaBackend.host_buffer (pinned)")
+        return host.nbytes
+
+    def copy_h2d(self, stream: int, dst: DeviceArray, src: np.ndarray) -> None:
+        n = self._copy_args(dst, src)
+        if n == 0 or self._dry:
+            return
+        d = self._driver
+        self._timed(stream, n, lambda: self._check(d.cuMemcpyHtoDAsync(dst.ptr, src.ctypes.data, n,
+                                                                      self._handles[stream])))
+
+    def copy_d2h(self, stream: int, dst: np.ndarray, src: DeviceArray) -> None:
+        n = self._copy_args(src, dst)
+        if n == 0 or self._dry:
+            return
+        d = self._driver
+        self._timed(stream, n, lambda: self._check(d.cuMemcpyDtoHAsync(dst.ctypes.data, src.ptr, n,
+                                                                      self._handles[stream])))
+
+    def record(self, stream: int):
+        return None if self._dry else self.streams[stream].record()
+
+    def wait(self, stream: int, ev) -> None:
+        if not self._dry:
+            self.streams[stream].wait(ev)
+
+    # ------------------------------------------------------------------ timing
+    @property
+    def timings(self):
+        return self._timings
+
+    @timings.setter
+    def timings(self, value) -> None:
+        """A list starts timing: every stream drains and a reference event is recorded, so
+        times are seconds after this moment; None stops it."""
+        self._sync_all()
+        self._pending.clear()
+        self._timings = value
+        if value is not None:
+            self._ref = self.streams[COMPUTE].record(options=self._timing)
+            self._ref.sync()
+
+    def _timed(self, stream: int, what: int, issue) -> None:
+        if self._timings is None or self._capturing:
+            issue()
+            return
+        st = self.streams[stream]
+        start = st.record(options=self._timing)
+        issue()
+        self._pending.append((stream, what, start, st.record(options=self._timing)))
+
+    # ------------------------------------------------------------------ graphs
+    def capture(self, issue):
+        """Record what ``issue()`` submits as a CUDA graph, or None when graphs are off or the
+        capture fails (then the executor issues eagerly). A first pass issues nothing and
+        only sizes operator scratch, so no allocation happens while capturing."""
+        if not self.use_graphs:
+            return None
+        self._dry = True
+        try:
+            issue()
+        finally:
+            self._dry = False
+        for stream, need in self._need.items():
+            self._scratch_ptr(stream, need)
+        self._sync_all()
+        compute = self.streams[COMPUTE]
+        builder = compute.create_graph_builder()
+        builder.begin_building("relaxed")
+        self._capturing = True
+        try:
+            fork = compute.record()                      # the swap streams join the capture
+            for s in (SWAP_IN, SWAP_OUT):
+                self.streams[s].wait(fork)
+            issue()
+            for s in (SWAP_IN, SWAP_OUT):                # and rejoin the compute stream
+                compute.wait(self.streams[s])
+            builder.end_building()
+            graph = builder.complete()
+        except (op_registry.OpError, ValueError, TypeError, KeyError):
+            self._abandon_capture(builder)
+            raise
+        except Exception as e:      # a CUDA refusal: run without graphs rather than not at all
+            self._abandon_capture(builder)
+            warnings.warn(f"CUDA graph capture failed ({e}); issuing each instruction instead")
+            return None
+        finally:
+            self._capturing = False
+        return CudaGraph(graph, issue, self._generation)
+
+    def _abandon_capture(self, builder) -> None:
+        self._capturing = False
+        try:
+            builder.close()          # ends the capture if it is still open
+        except Exception:
+            pass
+        self.streams = [self.dev.create_stream() for _ in range(3)]
+        self._handles = [int(s.handle) for s in self.streams]
+        self._prepared.clear()
+
+    def replay(self, graph: CudaGraph) -> None:
+        if graph.generation != self._generation:
+            raise CudaError("this graph was captured against an arena that has since been replaced")
+        if self._timings is not None:
+            graph.issue()            # eagerly, so each kernel and copy is timed
+        else:
+            graph.graph.launch(self.streams[COMPUTE])
+
+    # ------------------------------------------------------------------ sync and teardown
+    def _sync_all(self) -> None:
+        for s in self.streams:
+            s.sync()
+
+    def synchronize(self) -> None:
+        """Wait for every stream; then hand finished timings to ``timings``."""
+        self._sync_all()
+        if self._pending and self._timings is not None:
+            ref = self._ref
+            self._timings.extend((s, what, (e0 - ref) / 1e3, (e1 - ref) / 1e3) for s, what, e0, e1 in self._pending)
+        self._pending.clear()
+
+    def close(self) -> None:
+        """Free the arena and scratch. Host buffers stay valid while numpy arrays use them."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._sync_all()
+        finally:
+            self._prepared.clear()
+            self._pending.clear()
+            for ptr in [self._arena_ptr, *(p for p, _ in self._scratch.values()), *self._retired]:
+                self._device_free(ptr)
+            self._arena_ptr, self._arena_bytes, self._scratch, self._retired = 0, 0, {}, []
+            self._chunks, self._chunk_free = [], (0, 0)

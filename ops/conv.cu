@@ -1,0 +1,235 @@
+// 2-D convolution (ops/conv.py): x [N,C,H,W], w [O,C/G,KH,KW], y [N,O,OH,OW], G groups.
+//
+// Implicit GEMM on the tiled GEMM of gemm.cuh, one GEMM per group (blockIdx.z), no
+// im2col buffer: tile loads gather straight from the tensors.
+//   forward      y[g]  (Og x N*OH*OW)     = w[g] (Og x Cg*KH*KW) . cols(x)[g]
+//   data grad    dx[g] (Cg x N*H*W)       = w[g]^T (Cg x Og*KH*KW) . gathered dy
+//   weight grad  dw[g] (Og x Cg*KH*KW)    = dy[g] (Og x N*OH*OW) . cols(x)[g]^T
+// The weight gradient's k (N*OH*OW) can be long and its output small, so it may be split:
+// blockIdx.z = split * G + g, partial products go to scratch and conv2d_splitk_reduce adds
+// them in split order. Suffix _s: 64x64 tiles. K orders are fixed ((c, r, s) and
+// (n, p, q) ascending), so every result is deterministic.
+//
+// Depthwise and other thin groups (fewer than 16 rows per group) would waste most of a
+// tile, so they use direct kernels: one thread per output element for the forward and
+// data gradient, one block per weight for the weight gradient (a fixed-order tree sum).
+#include "gemm.cuh"
+
+struct ConvDims {
+    int N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, G;
+    __device__ int Cg() const { return C / G; }
+    __device__ int Og() const { return O / G; }
+    __device__ int KK() const { return KH * KW; }
+};
+
+#define CONV_PARAMS int N, int C, int H, int W, int O, int KH, int KW, int OH, int OW, \
+                    int sh, int sw, int ph, int pw, int G
+#define CONV_ARGS ConvDims{N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, G}
+
+template <typename T>
+struct ConvFwd {
+    T* y; const T* x; const T* w; ConvDims d; int g;
+    __device__ T a(int m, int k) const {                       // w[g*Og + m, k]
+        return w[(i64)(g * d.Og() + m) * (d.Cg() * d.KK()) + k];
+    }
+    __device__ T b(int k, int col) const {                     // x at (c, r, s) x (n, p, q)
+        const int c = k / d.KK(), rs = k - c * d.KK(), r = rs / d.KW, s = rs - r * d.KW;
+        const int P = d.OH * d.OW, n = col / P, pq = col - n * P, p = pq / d.OW, q = pq - p * d.OW;
+        const int h = p * d.sh - d.ph + r, wc = q * d.sw - d.pw + s;
+        if ((unsigned)h >= (unsigned)d.H || (unsigned)wc >= (unsigned)d.W) return T(0);
+        return x[(((i64)n * d.C + g * d.Cg() + c) * d.H + h) * d.W + wc];
+    }
+    __device__ void store(int m, int col, T v) const {
+        const int P = d.OH * d.OW, n = col / P, pq = col - n * P;
+        y[((i64)n * d.O + g * d.Og() + m) * P + pq] = v;
+    }
+};
+
+template <typename T>
+struct ConvGradData {
+    T* dx; const T* w; const T* dy; ConvDims d; int g;
+    __device__ T a(int c, int k) const {                       // w[g*Og + o, c, r, s], k = (o, r, s)
+        const int o = k / d.KK(), rs = k - o * d.KK();
+        return w[((i64)(g * d.Og() + o) * d.Cg() + c) * d.KK() + rs];
+    }
+    __device__ T b(int k, int col) const {                     // dy at the output that (r, s) maps to (h, w)
+        const int o = k / d.KK(), rs = k - o * d.KK(), r = rs / d.KW, s = rs - r * d.KW;
+        const int HW = d.H * d.W, n = col / HW, hw = col - n * HW, h = hw / d.W, wc = hw - h * d.W;
+        const int hp = h + d.ph - r, wp = wc + d.pw - s;
+        if (hp < 0 || wp < 0 || hp % d.sh || wp % d.sw) return T(0);
+        const int p = hp / d.sh, q = wp / d.sw;
+        if (p >= d.OH || q >= d.OW) return T(0);
+        return dy[(((i64)n * d.O + g * d.Og() + o) * d.OH + p) * d.OW + q];
+    }
+    __device__ void store(int c, int col, T v) const {
+        const int HW = d.H * d.W, n = col / HW, hw = col - n * HW;
+        dx[((i64)n * d.C + g * d.Cg() + c) * HW + hw] = v;
+    }
+};
+
+template <typename T>
+struct ConvGradWeight {
+    T* dw; const T* x; const T* dy; ConvDims d; int g;
+    __device__ T a(int o, int k) const {                       // dy[n, g*Og + o, p, q], k = (n, p, q)
+        const int P = d.OH * d.OW, n = k / P, pq = k - n * P;
+        return dy[((i64)n * d.O + g * d.Og() + o) * P + pq];
+    }
+    __device__ T b(int k, int col) const {                     // x at (n, p, q) x (c, r, s)
+        const int P = d.OH * d.OW, n = k / P, pq = k - n * P, p = pq / d.OW, q = pq - p * d.OW;
+        const int c = col / d.KK(), rs = col - c * d.KK(), r = rs / d.KW, s = rs - r * d.KW;
+        const int h = p * d.sh - d.ph + r, wc = q * d.sw - d.pw + s;
+        if ((unsigned)h >= (unsigned)d.H || (unsigned)wc >= (unsigned)d.W) return T(0);
+        return x[(((i64)n * d.C + g * d.Cg() + c) * d.H + h) * d.W + wc];
+    }
+    __device__ void store(int o, int col, T v) const {
+        dw[(i64)(g * d.Og() + o) * (d.Cg() * d.KK()) + col] = v;
+    }
+};
+
+template <typename T, class Tile>
+__device__ __forceinline__ void conv_fwd_gemm(T* y, const T* x, const T* w, ConvDims d) {
+    const int g = blockIdx.z;
+    ConvFwd<T> p{y, x, w, d, g};
+    gemm_tile<T, Tile, true, false>(p, d.Og(), d.N * d.OH * d.OW, 0, d.Cg() * d.KK());
+}
+
+template <typename T, class Tile>
+__device__ __forceinline__ void conv_grad_data_gemm(T* dx, const T* w, const T* dy, ConvDims d) {
+    const int g = blockIdx.z;
+    ConvGradData<T> p{dx, w, dy, d, g};
+    gemm_tile<T, Tile, true, false>(p, d.Cg(), d.N * d.H * d.W, 0, d.Og() * d.KK());
+}
+
+// dst is dw (one split) or scratch of splits x O*Cg*KH*KW partial products.
+template <typename T, class Tile>
+__device__ __forceinline__ void conv_grad_weight_gemm(T* dst, const T* x, const T* dy, ConvDims d, int k_chunk) {
+    const int g = blockIdx.z % d.G, split = blockIdx.z / d.G;
+    ConvGradWeight<T> p{dst + (i64)split * d.O * d.Cg() * d.KK(), x, dy, d, g};
+    const int K = d.N * d.OH * d.OW, k_begin = split * k_chunk;
+    gemm_tile<T, Tile, true, true>(p, d.Og(), d.Cg() * d.KK(), k_begin, min(K, k_begin + k_chunk));
+}
+
+#define CONV_GEMM(NAME, IMPL, TILE, A0, A1, A2)                                                          \
+    KERNEL void __launch_bounds__(GEMM_THREADS, 2) NAME(float* A0, const float* A1, const float* A2,     \
+                                                        CONV_PARAMS) {                                   \
+        IMPL<float, TILE>(A0, A1, A2, CONV_ARGS);                                                        \
+    }                                                                                                    \
+    KERNEL void __launch_bounds__(GEMM_THREADS) NAME##_f64(double* A0, const double* A1, const double* A2, \
+                                                           CONV_PARAMS) {                                \
+        IMPL<double, TILE>(A0, A1, A2, CONV_ARGS);                                                       \
+    }
+
+CONV_GEMM(conv2d_fwd_gemm, conv_fwd_gemm, TileLarge, y, x, w)
+CONV_GEMM(conv2d_fwd_gemm_s, conv_fwd_gemm, TileSmall, y, x, w)
+CONV_GEMM(conv2d_grad_data_gemm, conv_grad_data_gemm, TileLarge, dx, w, dy)
+CONV_GEMM(conv2d_grad_data_gemm_s, conv_grad_data_gemm, TileSmall, dx, w, dy)
+
+#define CONV_GRAD_WEIGHT_GEMM(NAME, TILE)                                                                 \
+    KERNEL void __launch_bounds__(GEMM_THREADS, 2) NAME(float* dst, const float* x, const float* dy,     \
+                                                        CONV_PARAMS, int k_chunk) {                      \
+        conv_grad_weight_gemm<float, TILE>(dst, x, dy, CONV_ARGS, k_chunk);                              \
+    }                                                                                                    \
+    KERNEL void __launch_bounds__(GEMM_THREADS) NAME##_f64(double* dst, const double* x, const double* dy, \
+                                                           CONV_PARAMS, int k_chunk) {                   \
+        conv_grad_weight_gemm<double, TILE>(dst, x, dy, CONV_ARGS, k_chunk);                             \
+    }
+
+CONV_GRAD_WEIGHT_GEMM(conv2d_grad_weight_gemm, TileLarge)
+CONV_GRAD_WEIGHT_GEMM(conv2d_grad_weight_gemm_s, TileSmall)
+
+KERNEL void conv2d_splitk_reduce(float* out, const float* part, i64 total, int splits) {
+    splitk_reduce_t(out, part, part, total, splits, 1, 0);
+}
+KERNEL void conv2d_splitk_reduce_f64(double* out, const double* part, i64 total, int splits) {
+    splitk_reduce_t(out, part, part, total, splits, 1, 0);
+}
+
+// ------------------------------------------------------------------ direct kernels (thin groups)
+
+template <typename T>
+__device__ __forceinline__ void conv_fwd_direct_t(T* y, const T* x, const T* w, ConvDims d) {
+    const i64 total = (i64)d.N * d.O * d.OH * d.OW;
+    const int Cg = d.Cg(), Og = d.Og();
+    for (i64 i = global_thread(); i < total; i += global_stride()) {
+        const int q = i % d.OW, p = (i / d.OW) % d.OH, o = (i / ((i64)d.OW * d.OH)) % d.O;
+        const int n = i / ((i64)d.OW * d.OH * d.O), g = o / Og;
+        const T* wo = w + (i64)o * Cg * d.KK();
+        T acc = T(0);
+        for (int c = 0; c < Cg; ++c) {
+            const T* xc = x + ((i64)n * d.C + g * Cg + c) * d.H * d.W;
+            for (int r = 0; r < d.KH; ++r) {
+                const int h = p * d.sh - d.ph + r;
+                if ((unsigned)h >= (unsigned)d.H) continue;
+                for (int s = 0; s < d.KW; ++s) {
+                    const int wc = q * d.sw - d.pw + s;
+                    if ((unsigned)wc >= (unsigned)d.W) continue;
+                    acc = fma(wo[(c * d.KH + r) * d.KW + s], xc[(i64)h * d.W + wc], acc);
+                }
+            }
+        }
+        y[i] = acc;
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void conv_grad_data_direct_t(T* dx, const T* w, const T* dy, ConvDims d) {
+    const i64 total = (i64)d.N * d.C * d.H * d.W;
+    const int Cg = d.Cg(), Og = d.Og();
+    for (i64 i = global_thread(); i < total; i += global_stride()) {
+        const int wc = i % d.W, h = (i / d.W) % d.H, c = (i / ((i64)d.W * d.H)) % d.C;
+        const int n = i / ((i64)d.W * d.H * d.C), g = c / Cg, cl = c - g * Cg;
+        T acc = T(0);
+        for (int ol = 0; ol < Og; ++ol) {
+            const int o = g * Og + ol;
+            const T* dyo = dy + ((i64)n * d.O + o) * d.OH * d.OW;
+            const T* wo = w + ((i64)o * Cg + cl) * d.KK();
+            for (int r = 0; r < d.KH; ++r) {
+                const int hp = h + d.ph - r;
+                if (hp < 0 || hp % d.sh) continue;
+                const int p = hp / d.sh;
+                if (p >= d.OH) continue;
+                for (int s = 0; s < d.KW; ++s) {
+                    const int wp = wc + d.pw - s;
+                    if (wp < 0 || wp % d.sw) continue;
+                    const int q = wp / d.sw;
+                    if (q >= d.OW) continue;
+                    acc = fma(wo[r * d.KW + s], dyo[(i64)p * d.OW + q], acc);
+                }
+            }
+        }
+        dx[i] = acc;
+    }
+}
+
+// One block per weight element (o, c, r, s); the block sums over (n, p, q) in a fixed order.
+template <typename T>
+__device__ __forceinline__ void conv_grad_weight_direct_t(T* dw, const T* x, const T* dy, ConvDims d) {
+    __shared__ T scratch[REDUCE_THREADS];
+    const int Cg = d.Cg(), Og = d.Og(), KK = d.KK(), P = d.OH * d.OW;
+    const i64 weights = (i64)d.O * Cg * KK, K = (i64)d.N * P;
+    for (i64 e = blockIdx.x; e < weights; e += gridDim.x) {
+        const int rs = e % KK, c = (e / KK) % Cg, o = e / ((i64)KK * Cg);
+        const int r = rs / d.KW, s = rs - r * d.KW, g = o / Og;
+        T acc = T(0);
+        for (i64 j = threadIdx.x; j < K; j += REDUCE_THREADS) {
+            const int n = j / P, pq = j - (i64)n * P, p = pq / d.OW, q = pq - p * d.OW;
+            const int h = p * d.sh - d.ph + r, wc = q * d.sw - d.pw + s;
+            if ((unsigned)h >= (unsigned)d.H || (unsigned)wc >= (unsigned)d.W) continue;
+            acc = fma(dy[((i64)n * d.O + o) * P + pq], x[(((i64)n * d.C + g * Cg + c) * d.H + h) * d.W + wc], acc);
+        }
+        acc = block_sum(acc, scratch);
+        if (threadIdx.x == 0) dw[e] = acc;
+    }
+}
+
+#define CONV_DIRECT(NAME, IMPL, A0, A1, A2, BOUNDS)                                                  \
+    KERNEL void BOUNDS NAME(float* A0, const float* A1, const float* A2, CONV_PARAMS) {             \
+        IMPL(A0, A1, A2, CONV_ARGS);                                                                 \
+    }                                                                                                \
+    KERNEL void BOUNDS NAME##_f64(double* A0, const double* A1, const double* A2, CONV_PARAMS) {    \
+        IMPL(A0, A1, A2, CONV_ARGS);                                                                 \
+    }
+
+CONV_DIRECT(conv2d_fwd_direct, conv_fwd_direct_t, y, x, w, )
+CONV_DIRECT(conv2d_grad_data_direct, conv_grad_data_direct_t, dx, w, dy, )
+CONV_DIRECT(conv2d_grad_weight_direct, conv_grad_weight_direct_t, dw, x, dy, __launch_bounds__(REDUCE_THREADS))

@@ -1,0 +1,153 @@
+"""Operator applications for the CUDA tests: every distinct one in the zoo's tiny models, plus
+shapes chosen to reach the paths tiny models miss (128x128 GEMM tiles, split-K, long
+sums, float64, int64 labels, grouped and strided convolutions, axis variants)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from types import SimpleNamespace
+
+import numpy as np
+
+import ops
+import zoo
+from zoo import small
+
+
+@dataclass(frozen=True)
+class Case:
+    op: str
+    attrs: dict
+    ins: tuple        # specs: .shape, .dtype
+    outs: tuple
+
+    @property
+    def id(self) -> str:
+        shapes = ",".join("x".join(map(str, t.shape)) + ("" if t.dtype == np.float32 else f":{t.dtype}")
+                          for t in self.ins)
+        return f"{self.op}({shapes})"
+
+    @property
+    def decl(self):
+        return ops.get(self.op)
+
+
+def spec(shape, dtype="float32"):
+    return SimpleNamespace(shape=tuple(shape), dtype=np.dtype(dtype))
+
+
+def case(op: str, ins, **attrs) -> Case:
+    decl = ops.get(op)
+    attrs = decl.canon(attrs)
+    ins = tuple(t if isinstance(t, SimpleNamespace) else spec(t) for t in ins)
+    outs = tuple(spec(s, d) for s, d in decl.infer(attrs, ins))
+    return Case(op, attrs, ins, outs)
+
+
+def _graph_cases() -> list[Case]:
+    graphs = [zoo.tiny(f) for f in zoo.TINY]
+    graphs += [small.lstm(batch=4, steps=3, features=8, hidden=8, layers=2, classes=3),
+               small.residual_cnn(batch=2, image=8, channels=4, stages=2)]
+    seen, out = set(), []
+    for g in graphs:
+        for n in g.nodes:
+            ins = tuple(spec(g.tensors[t].shape, g.tensors[t].dtype) for t in n.inputs)
+            key = (n.op, json.dumps(n.attrs, sort_keys=True, default=list),
+                   tuple((t.shape, t.dtype.str) for t in ins))
+            if key not in seen:
+                seen.add(key)
+                out.append(case(n.op, ins, **n.attrs))
+    return out
+
+
+def _synthetic_cases() -> list[Case]:
+    f64 = "float64"
+    c = [
+        # dense: 128x128 tiles, split-K weight gradient, float64
+        case("fully_connected", [(512, 256), (640, 256), (640,)]),
+        case("fully_connected_grad_data", [(640, 256), (512, 640)]),
+        case("fully_connected_grad_weight", [(8192, 24), (8192, 40)], has_bias=True),
+        case("fully_connected", [spec((5, 7), f64), spec((3, 7), f64)]),
+        case("fully_connected_grad_weight", [spec((9, 5), f64), spec((9, 4), f64)], has_bias=True),
+        # conv: large tiles, split-K, groups, depthwise with stride, 1x7 kernels
+        case("conv2d", [(32, 32, 16, 16), (128, 32, 3, 3)], padding=1),
+        case("conv2d_grad_data", [(32, 48, 3, 3), (4, 32, 8, 8)], padding=1, input_hw=(8, 8)),
+        case("conv2d_grad_weight", [(16, 32, 16, 16), (16, 32, 16, 16)], padding=1, kernel_hw=(3, 3)),
+        case("conv2d", [(2, 64, 9, 9), (64, 16, 3, 3)], padding=1, groups=4, stride=2),
+        case("conv2d_grad_data", [(64, 16, 3, 3), (2, 64, 5, 5)], padding=1, groups=4, stride=2, input_hw=(9, 9)),
+        case("conv2d_grad_weight", [(2, 64, 9, 9), (2, 64, 5, 5)], padding=1, groups=4, stride=2,
+             kernel_hw=(3, 3)),
+        case("conv2d", [(2, 8, 9, 7), (8, 1, 3, 3)], padding=1, groups=8, stride=2),
+        case("conv2d_grad_data", [(8, 1, 3, 3), (2, 8, 5, 4)], padding=1, groups=8, stride=2, input_hw=(9, 7)),
+        case("conv2d_grad_weight", [(2, 8, 9, 7), (2, 8, 5, 4)], padding=1, groups=8, stride=2, kernel_hw=(3, 3)),
+        case("conv2d", [(2, 3, 6, 11), (20, 3, 1, 7)], padding=(0, 3)),
+        case("conv2d", [spec((1, 2, 5, 5), f64), spec((3, 2, 3, 3), f64)]),
+        # pooling
+        case("max_pool2d", [(2, 3, 9, 9)], kernel=3, stride=2, padding=1),
+        case("max_pool2d_grad", [(2, 3, 9, 9), (2, 3, 5, 5), (2, 3, 5, 5)], kernel=3, stride=2, padding=1),
+        case("avg_pool2d", [(2, 3, 9, 9)], kernel=3, stride=2, padding=1, count_include_pad=False),
+        case("avg_pool2d_grad", [(2, 3, 5, 5)], kernel=3, stride=2, padding=1, count_include_pad=False,
+             input_hw=(9, 9)),
+        case("global_avg_pool", [spec((3, 5, 4, 4), f64)]),
+        # normalisation, loss
+        case("batch_norm", [(64, 24), (24,), (24,), (24,), (24,)]),
+        case("batch_norm", [(8, 3, 64, 64), (3,), (3,), (3,), (3,)]),
+        case("batch_norm_grad", [(8, 3, 64, 64), (3,), (3,), (3,), (8, 3, 64, 64)]),
+        case("softmax_cross_entropy", [(6, 1000), spec((6,), "int64")]),
+        case("softmax_cross_entropy_grad", [(6, 1000), spec((6,), "int64"), ()]),
+        case("softmax_cross_entropy", [spec((3, 4), f64), spec((3,), "int32")]),
+        # element-wise: long and single sums, fills of other dtypes, float64
+        case("sum_n", [(5, 7)] * 9),
+        case("sum_n", [(1001,)] * 16),
+        case("sum_n", [(3, 3)]),
+        case("fill", [], shape=(7, 3), dtype="int32", value=3),
+        case("fill", [], shape=(1000,), dtype=f64, value=-0.5),
+        case("relu", [spec((1003,), f64)]),
+        case("sigmoid_grad", [spec((10,), f64), spec((10,), f64)]),
+        case("sgd_update", [(4099,), (4099,), (4099,)], lr=0.1, momentum=0.9, weight_decay=1e-4),
+        case("relu_grad", [(1003,), (1003,)]),
+        case("sigmoid", [(1003,)]),
+        case("tanh", [(1003,)]),
+        case("tanh_grad", [(1003,), (1003,)]),
+        case("add", [(2, 501), (2, 501)]),
+        case("mul", [(2, 501), (2, 501)]),
+        case("scale", [(2, 501)], factor=0.3),
+        case("global_avg_pool_grad", [(3, 5)], input_hw=(4, 3)),
+        case("softmax_cross_entropy_grad", [(5, 7), spec((5,), "int32"), ()]),
+        # data movement
+        case("concat", [(2, 3, 4), (2, 5, 4), (2, 1, 4)], axis=1),
+        case("concat", [(3, 2), (3, 5)], axis=-1),
+        case("concat", [(1, 3), (2, 3)], axis=0),
+        case("split", [(4, 6, 5)], axis=2, sizes=(1, 3, 1)),
+        case("reshape", [(6, 35)], shape=(-1, 7)),
+        # small ones for the host emulation: split-K, float64 twins
+        case("conv2d_grad_weight", [(1, 1, 64, 64), (1, 16, 64, 64)], kernel_hw=(1, 1)),
+        case("fully_connected_grad_weight", [(4096, 4), (4096, 16)], has_bias=True),
+        case("fully_connected_grad_data", [(3, 7), (5, 3)]),
+        case("batch_norm_grad", [(4, 3, 5, 5), (3,), (3,), (3,), (4, 3, 5, 5)]),
+        case("conv2d_grad_weight", [(1, 2, 5, 5), (1, 2, 3, 3)], groups=2, kernel_hw=(3, 3)),
+        # big enough for the 128x128 GEMM tiles (>= 256 tiles)
+        case("fully_connected", [(2048, 256), (2048, 256)]),
+        case("fully_connected_grad_data", [(256, 2048), (2048, 256)]),
+        case("fully_connected_grad_weight", [(64, 2048), (64, 2048)]),
+        case("conv2d", [(64, 32, 16, 16), (256, 32, 3, 3)], padding=1),
+        case("conv2d_grad_data", [(32, 256, 3, 3), (64, 32, 16, 16)], padding=1, input_hw=(16, 16)),
+        case("conv2d_grad_weight", [(1, 1024, 8, 8), (1, 1024, 8, 8)], padding=1, kernel_hw=(3, 3)),
+    ]
+    return c + [with_dtype(x, "float64") for x in c]
+
+
+def with_dtype(c: Case, dtype) -> Case:
+    """The same application with every float32 tensor in ``dtype`` (fill's dtype attribute too)."""
+    def conv(t):
+        return spec(t.shape, dtype) if np.dtype(t.dtype) == np.float32 else t
+    attrs = dict(c.attrs)
+    if c.op == "fill" and np.dtype(attrs["dtype"]) == np.float32:
+        attrs["dtype"] = np.dtype(dtype).name
+    return case(c.op, [conv(t) for t in c.ins], **attrs)
+
+
+@lru_cache(maxsize=1)
+def all_cases() -> tuple[Case, ...]:
+    return tuple(_graph_cases() + _synthetic_cases())
