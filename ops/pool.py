@@ -126,14 +126,8 @@ def _pool_launch(base, attrs, x_shape, y_shape, out, args) -> list:
                         (*args, *_pool_dims(x_shape, y_shape, attrs), *extra), OUT(0))]
 
 
-@register
-class MaxPool2d(Op):
-    """x[N,C,H,W] -> y[N,C,OH,OW]; padding counts as -inf."""
-    name = "max_pool2d"
-    cuda_kernels = ("max_pool2d_fwd",)
-
-    def canon(self, attrs):
-        return _canon_pool(attrs)
+class _WindowPool(Op):
+    """Max and average pooling share their shape rule and cost."""
 
     def infer(self, attrs, ins):
         require_float(ins[0].dtype)
@@ -141,6 +135,16 @@ class MaxPool2d(Op):
 
     def cost(self, attrs, ins, outs):
         return _pool_cost(attrs, ins, outs, numel(outs[0].shape))
+
+
+@register
+class MaxPool2d(_WindowPool):
+    """x[N,C,H,W] -> y[N,C,OH,OW]; padding counts as -inf."""
+    name = "max_pool2d"
+    cuda_kernels = ("max_pool2d_fwd",)
+
+    def canon(self, attrs):
+        return _canon_pool(attrs)
 
     def gradient(self, g, node, dys, wanted):
         return [emit(g, "max_pool2d_grad", [node.inputs[0], node.outputs[0], dys[0]], **node.attrs)]
@@ -188,20 +192,13 @@ class MaxPool2dGrad(Op):
 
 
 @register
-class AvgPool2d(Op):
+class AvgPool2d(_WindowPool):
     """x[N,C,H,W] -> y[N,C,OH,OW]; padding counts as 0, and in the divisor if count_include_pad."""
     name = "avg_pool2d"
     cuda_kernels = ("avg_pool2d_fwd",)
 
     def canon(self, attrs):
         return _canon_pool(attrs, avg=True)
-
-    def infer(self, attrs, ins):
-        require_float(ins[0].dtype)
-        return [(_pooled_shape(ins[0].shape, attrs), np.dtype(ins[0].dtype))]
-
-    def cost(self, attrs, ins, outs):
-        return _pool_cost(attrs, ins, outs, numel(outs[0].shape))
 
     def gradient(self, g, node, dys, wanted):
         return [emit(g, "avg_pool2d_grad", [dys[0]], input_hw=g.shape(node.inputs[0])[2:], **node.attrs)]
