@@ -56,6 +56,25 @@ __device__ __forceinline__ void max_pool_fwd_t(T* y, const T* x, PoolDims d) {
 KERNEL void max_pool2d_fwd(float* y, const float* x, POOL_PARAMS) { max_pool_fwd_t(y, x, POOL_ARGS); }
 KERNEL void max_pool2d_fwd_f64(double* y, const double* x, POOL_PARAMS) { max_pool_fwd_t(y, x, POOL_ARGS); }
 
+// Calls f(i, j, p, q) for every output window (p, q) that covers input pixel (h, w) at kernel
+// offset (i, j), in row-major offset order: the gradients add in one fixed order.
+template <typename F>
+__device__ __forceinline__ void for_each_window_over(int h, int w, const PoolDims& d, F f) {
+    for (int i = 0; i < d.KH; ++i) {
+        const int hp = h + d.ph - i;
+        if (hp < 0 || hp % d.sh) continue;
+        const int p = hp / d.sh;
+        if (p >= d.OH) continue;
+        for (int j = 0; j < d.KW; ++j) {
+            const int wp = w + d.pw - j;
+            if (wp < 0 || wp % d.sw) continue;
+            const int q = wp / d.sw;
+            if (q >= d.OW) continue;
+            f(i, j, p, q);
+        }
+    }
+}
+
 template <typename T>
 __device__ __forceinline__ void max_pool_bwd_t(T* dx, const T* x, const T* y, const T* dy, PoolDims d) {
     const i64 total = (i64)d.N * d.C * d.H * d.W;
@@ -66,20 +85,10 @@ __device__ __forceinline__ void max_pool_bwd_t(T* dx, const T* x, const T* y, co
         const T* yc = y + plane * d.OH * d.OW;
         const T* dyc = dy + plane * d.OH * d.OW;
         T acc = T(0);
-        for (int i = 0; i < d.KH; ++i) {
-            const int hp = h + d.ph - i;
-            if (hp < 0 || hp % d.sh) continue;
-            const int p = hp / d.sh;
-            if (p >= d.OH) continue;
-            for (int j = 0; j < d.KW; ++j) {
-                const int wp = w + d.pw - j;
-                if (wp < 0 || wp % d.sw) continue;
-                const int q = wp / d.sw;
-                if (q >= d.OW) continue;
-                const i64 o = (i64)p * d.OW + q;
-                acc = add_rn(acc, window_first_max(xc, yc[o], p, q, d) == i * d.KW + j ? dyc[o] : T(0));
-            }
-        }
+        for_each_window_over(h, w, d, [&](int i, int j, int p, int q) {
+            const i64 o = (i64)p * d.OW + q;
+            acc = add_rn(acc, window_first_max(xc, yc[o], p, q, d) == i * d.KW + j ? dyc[o] : T(0));
+        });
         dx[idx] = acc;
     }
 }
@@ -132,19 +141,9 @@ __device__ __forceinline__ void avg_pool_bwd_t(T* dx, const T* dy, PoolDims d, i
         const int w = idx % d.W, h = (idx / d.W) % d.H;
         const T* dyc = dy + (idx / ((i64)d.W * d.H)) * d.OH * d.OW;
         T acc = T(0);
-        for (int i = 0; i < d.KH; ++i) {
-            const int hp = h + d.ph - i;
-            if (hp < 0 || hp % d.sh) continue;
-            const int p = hp / d.sh;
-            if (p >= d.OH) continue;
-            for (int j = 0; j < d.KW; ++j) {
-                const int wp = w + d.pw - j;
-                if (wp < 0 || wp % d.sw) continue;
-                const int q = wp / d.sw;
-                if (q >= d.OW) continue;
-                acc = add_rn(acc, dyc[(i64)p * d.OW + q] / avg_divisor<T>(p, q, d, include_pad));
-            }
-        }
+        for_each_window_over(h, w, d, [&](int, int, int p, int q) {
+            acc = add_rn(acc, dyc[(i64)p * d.OW + q] / avg_divisor<T>(p, q, d, include_pad));
+        });
         dx[idx] = acc;
     }
 }
