@@ -30,7 +30,6 @@ class ProgramExecutor:
         # Events only for instructions that another stream waits on.
         kinds = [ins.kind for ins in program.instrs]
         self.signals = {d for ins in program.instrs for d in ins.deps if kinds[d] != ins.kind}
-        self.next_of = dict(g.state_pairs)
         self.loss_location = self._final_location(g.loss) if g.loss is not None else None
         # Backends that can capture an iteration (a CUDA graph; the CPU backend's work lists)
         # build it once and replay it; the host then does no per-instruction work.

@@ -222,7 +222,7 @@ class _Scan:
 
     def finish(self, resident: dict[int, int]) -> list[int]:
         """Write back state leaving the device; return resident state whose next value strayed."""
-        s, g = self.s, self.s.g
+        g = self.s.g
         strayed = []
         for cur, nxt in g.state_pairs:
             home = resident.get(cur)

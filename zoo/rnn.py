@@ -22,7 +22,7 @@ from __future__ import annotations
 from engine.autodiff import SGD, build_training_graph
 from engine.ir import Graph
 
-from .layers import concat, cross_entropy, logits
+from .layers import concat, cross_entropy
 
 DEFAULT_STEPS = 35     # the usual truncated-BPTT length of LSTM language models (PTB)
 DEFAULT_CLASSES = 256    # byte-level characters

@@ -2,7 +2,6 @@ import json
 import time
 import tracemalloc
 
-import numpy as np
 import pytest
 
 from engine.ir import Graph, GraphError, Kind

@@ -1,4 +1,3 @@
-import numpy as np
 
 from engine.ir import Graph
 from engine.liveness import lifetimes, live_bytes_per_step, peak_bytes

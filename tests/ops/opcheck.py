@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-import ops
+import ops  # noqa: F401  (registers every operator)
 from ops import registry
 
 

@@ -66,7 +66,7 @@ def tiles(request, monkeypatch):
 
 
 def test_kernels_match_numpy_on_the_host(tiles):
-    failures, launched = [], set()
+    failures = []
     for c in small_cases(tiles):
         arrays = make_inputs(c, np.random.default_rng(zlib.crc32(c.id.encode())))
         try:

@@ -3,7 +3,7 @@ import pytest
 
 from allocator import Allocation
 from engine.ir import Graph, Kind
-from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
+from engine.program import SWAP_IN, SWAP_OUT
 from engine.schedules import random_order
 from planner.allocation import simple_allocation, size_demand, smallest_budget, unlimited_allocation
 from planner.swap_planner import PlanError, PlanOptions, plan
