@@ -21,7 +21,7 @@ from .program import COMPUTE, SWAP_IN, SWAP_OUT, Program
 class ProgramExecutor:
     def __init__(self, program: Program, g: Graph, backend):
         self.p, self.g, self.backend = program, g, backend
-        backend.allocate_arena(int(program.pool.arena_bytes))
+        backend.allocate_arena(int(program.pool.arena_bytes), int(program.pool.scratch_bytes))
         self.host: dict[int, np.ndarray] = {}
         for t in self._host_tensors():
             x = g.tensors[t]

@@ -12,7 +12,10 @@ sequential execution. Each instruction runs on one of three in-order streams:
 
 ``deps[i]`` lists instructions that must finish before i starts (data, control
 and memory-reuse edges); order within a stream is implied. The pool is a table
-of objects (byte offset, byte size, size class) inside one arena.
+of objects (byte offset, byte size, size class) inside one arena, followed by
+``scratch_bytes`` of operator scratch at the arena's end (kernels that declare
+``Op.workspace`` use it, one operator at a time on the compute stream); the arena,
+scratch included, is what a budget bounds.
 
 Persistent state: ``initial_resident`` maps parameter/state tensors to the
 object holding them when an iteration starts; the program leaves each one's
@@ -22,7 +25,8 @@ writes every other next value to its host copy.
 JSON schema (``to_dict``): {"format": "swapengine.program/1", "graph": name,
 "graph_fingerprint": Graph.fingerprint(),
 "schedule": [node ids], "pool": {"object_offset", "object_bytes",
-"object_class": [ints], "arena_bytes": int, "sizes", "cls", "cnt": [ints]},
+"object_class": [ints], "arena_bytes": int, "scratch_bytes": int, "sizes", "cls",
+"cnt": [ints]},
 "initial_resident": [[tensor, object]], "instructions": [{"kind":
 "compute"|"swap_in"|"swap_out", "target": int, "obj": int, "objects": [ints],
 "copy": bool, "deps": [ints]}], "policy": str}.
@@ -45,7 +49,8 @@ class ProgramFormatError(ValueError):
 
 @dataclass
 class Pool:
-    """Objects in one arena. ``sizes``/``cls``/``cnt`` are the allocation (TS, CLS, CNT)."""
+    """Objects in one arena, then operator scratch in its last ``scratch_bytes``.
+    ``sizes``/``cls``/``cnt`` are the allocation (TS, CLS, CNT)."""
     object_offset: np.ndarray
     object_bytes: np.ndarray
     object_class: np.ndarray
@@ -53,6 +58,11 @@ class Pool:
     sizes: np.ndarray
     cls: np.ndarray
     cnt: np.ndarray
+    scratch_bytes: int = 0
+
+    @property
+    def scratch_offset(self) -> int:
+        return self.arena_bytes - self.scratch_bytes
 
     def class_of_size(self, nbytes: int) -> int:
         i = int(np.searchsorted(self.sizes, nbytes))
@@ -103,6 +113,7 @@ class Program:
             "schedule": [int(n) for n in self.schedule],
             "pool": {"object_offset": p.object_offset.tolist(), "object_bytes": p.object_bytes.tolist(),
                      "object_class": p.object_class.tolist(), "arena_bytes": int(p.arena_bytes),
+                     "scratch_bytes": int(p.scratch_bytes),
                      "sizes": p.sizes.tolist(), "cls": p.cls.tolist(), "cnt": p.cnt.tolist()},
             "initial_resident": [[int(t), int(o)] for t, o in self.initial_resident.items()],
             "instructions": [{"kind": STREAM_NAMES[i.kind], "target": int(i.target), "obj": int(i.obj),
@@ -122,7 +133,8 @@ class Program:
             pool = Pool(*(np.asarray(p[k], dtype=np.int64) for k in ("object_offset", "object_bytes",
                                                                       "object_class")),
                         int(p["arena_bytes"]),
-                        *(np.asarray(p[k], dtype=np.int64) for k in ("sizes", "cls", "cnt")))
+                        *(np.asarray(p[k], dtype=np.int64) for k in ("sizes", "cls", "cnt")),
+                        int(p.get("scratch_bytes", 0)))
             kinds = {name: k for k, name in enumerate(STREAM_NAMES)}
             instrs = [Instr(kinds[i["kind"]], int(i["target"]), int(i["obj"]),
                             tuple(int(o) for o in i["objects"]), bool(i["copy"]),

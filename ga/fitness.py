@@ -1,6 +1,6 @@
 """Fitness: plan + simulate, in seconds per iteration; and evaluation in worker processes.
 
-- ``Evaluator(graph, profile, budget)``: ``time(schedule, allocation)`` runs the swap planner
+- ``Evaluator(graph, profile, pool_budget)``: ``time(schedule, allocation)`` runs the swap planner
   and the simulator and returns the simulated iteration time; ``inf`` for an allocation over
   the budget or one the planner cannot run (``PlanError``).
 - ``WorkerPool(make_state, state_args, workers)``: a process pool in which every worker
@@ -31,8 +31,9 @@ from planner.swap_planner import PlanError, plan
 class Evaluator:
     """Per-graph inputs of plan + simulate, computed once."""
 
-    def __init__(self, graph: Graph, profile: Profile, budget: int, node_seconds: np.ndarray | None = None):
-        self.graph, self.profile, self.budget = graph, profile, int(budget)
+    def __init__(self, graph: Graph, profile: Profile, pool_budget: int, node_seconds: np.ndarray | None = None):
+        """``pool_budget``: bytes for the allocation's objects; plan() adds operator scratch."""
+        self.graph, self.profile, self.budget = graph, profile, int(pool_budget)
         self.node_seconds = profile.node_seconds(graph) if node_seconds is None else node_seconds
         self.link = profile.link.h2d_bytes_per_s
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from allocator import Allocation
+from allocator import Allocation, aligned_bytes
 from engine.ir import Graph
 from engine.profile import Profile
 from engine.units import format_bytes
@@ -99,17 +99,20 @@ class SearchResult:
         return plot_history(self.history, path, title)
 
 
-def make_breeder(ctx: GraphContext, graph: Graph, profile: Profile, budget: int, node_seconds: np.ndarray,
+def make_breeder(ctx: GraphContext, graph: Graph, profile: Profile, pool_budget: int, node_seconds: np.ndarray,
                  variation: Variation, seed: int, simple: Allocation | None) -> Breeder:
-    """A worker's state: built once per process by the pool's initializer."""
-    return Breeder(ctx, Evaluator(graph, profile, budget, node_seconds), variation, seed, simple)
+    """A worker's state: built once per process by the pool's initializer. ``pool_budget``:
+    bytes for the allocation's objects (the device budget less operator scratch)."""
+    return Breeder(ctx, Evaluator(graph, profile, pool_budget, node_seconds), variation, seed, simple)
 
 
-def check_budget(ctx: GraphContext, budget: int) -> None:
-    """PlanError naming the operator whose own tensors exceed the budget (no allocation helps)."""
-    if ctx.heaviest_bytes > budget:
+def check_budget(ctx: GraphContext, budget: int, scratch: int = 0) -> None:
+    """PlanError naming the operator whose own tensors (plus operator scratch) exceed the
+    budget: no allocation helps."""
+    if ctx.heaviest_bytes + scratch > budget:
+        extra = f", plus {format_bytes(scratch)} of operator scratch" if scratch else ""
         raise PlanError(f"a budget of {format_bytes(budget)} cannot run {ctx.heaviest_node} (its inputs "
-                        f"and outputs alone need {format_bytes(ctx.heaviest_bytes)}); no allocation can")
+                        f"and outputs alone need {format_bytes(ctx.heaviest_bytes)}{extra}); no allocation can")
 
 
 def ideal_time(graph: Graph, profile: Profile, node_seconds: np.ndarray) -> float:
@@ -180,7 +183,9 @@ def search(graph: Graph, budget: int, profile: Profile, options: SearchOptions |
     """
     opts = options or SearchOptions()
     ctx = GraphContext.from_graph(graph)
-    check_budget(ctx, budget)
+    scratch = int(aligned_bytes(graph.scratch_bytes()[0]))
+    check_budget(ctx, budget, scratch)
+    pool_budget = budget - scratch        # what allocations may use; plan() adds the scratch
     node_seconds = profile.node_seconds(graph)
     try:
         simple = simple_allocation(graph, graph.default_order(), budget)
@@ -207,7 +212,7 @@ def search(graph: Graph, budget: int, profile: Profile, options: SearchOptions |
     per_generation = opts.children or n_pop
     crossovers = -(-per_generation // variation.children_per_crossover)
     stopped = "generations"
-    args = (ctx, graph, profile, budget, node_seconds, variation, opts.seed, simple)
+    args = (ctx, graph, profile, pool_budget, node_seconds, variation, opts.seed, simple)
     bar = tqdm(total=max_generations, initial=run.generation, desc=f"ga {graph.name}", unit="gen",
                disable=not opts.progress, leave=False)
 

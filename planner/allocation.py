@@ -33,6 +33,11 @@ class SizeDemand:
     per_node: np.ndarray      # [node, size]: how many objects of that size the node needs at once
     heaviest_node: int        # the node whose inputs and outputs need the most bytes
     heaviest_bytes: int
+    scratch: int = 0          # operator scratch reserved at the arena's end (Graph.scratch_bytes)
+
+    def pool_budget(self, budget: int) -> int:
+        """What a device budget leaves for the pool's objects once scratch is reserved."""
+        return int(budget) - self.scratch
 
 
 def size_demand(g: Graph, order: Sequence[int]) -> SizeDemand:
@@ -58,7 +63,8 @@ def size_demand(g: Graph, order: Sequence[int]) -> SizeDemand:
         if b > heaviest_bytes:
             heaviest, heaviest_bytes = n.id, b
     minimum = per_node.max(axis=0).astype(np.int64) if len(g.nodes) else np.zeros(len(sizes), np.int64)
-    return SizeDemand(sizes, size_index, np.maximum(peak, minimum), minimum, per_node, heaviest, heaviest_bytes)
+    return SizeDemand(sizes, size_index, np.maximum(peak, minimum), minimum, per_node, heaviest, heaviest_bytes,
+                      int(aligned_bytes(g.scratch_bytes()[0])))
 
 
 def minimal_allocation(d: SizeDemand) -> Allocation:
@@ -89,8 +95,9 @@ def minimal_allocation(d: SizeDemand) -> Allocation:
 
 
 def smallest_budget(d: SizeDemand) -> int:
-    """Bytes of the minimal allocation: no budget below it can run every operator."""
-    return int(minimal_allocation(d).pool_bytes)
+    """Device bytes of the minimal allocation plus operator scratch: no budget below it can
+    run every operator."""
+    return int(minimal_allocation(d).pool_bytes) + d.scratch
 
 
 def check_budget(g: Graph, d: SizeDemand, budget: int) -> None:
@@ -98,17 +105,20 @@ def check_budget(g: Graph, d: SizeDemand, budget: int) -> None:
     need = smallest_budget(d)
     if budget < need:
         node = g.nodes[d.heaviest_node]
+        scratch = f", plus {format_bytes(d.scratch)} of operator scratch" if d.scratch else ""
         raise PlanError(f"a budget of {format_bytes(budget)} cannot run {node.name} ({node.op}; its inputs "
-                        f"and outputs alone need {format_bytes(d.heaviest_bytes)}); the smallest budget "
-                        f"that runs this model is {format_bytes(need)}")
+                        f"and outputs alone need {format_bytes(d.heaviest_bytes)}{scratch}); the smallest "
+                        f"budget that runs this model is {format_bytes(need)}")
 
 
 def simple_allocation(g: Graph, order: Sequence[int], budget: int) -> Allocation:
     """One class per distinct size if each size's per-operator minimum fits the budget (else
     the minimal allocation's classes); each class gets its minimum, then a common fraction
-    of the objects it would need for no swapping at all, as far as the budget allows."""
+    of the objects it would need for no swapping at all, as far as the budget allows.
+    ``budget`` is device bytes: the objects get what operator scratch leaves."""
     d = size_demand(g, order)
     check_budget(g, d, budget)
+    budget = d.pool_budget(budget)
     slot = aligned_bytes(d.sizes)
     if int((slot * d.minimum).sum()) > budget:
         return _grow(minimal_allocation(d), d, budget)

@@ -24,6 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
+from allocator import aligned_bytes
 from allocator.pool import PoolLayout
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Instr, Pool, Program
@@ -243,7 +244,8 @@ def plan(g: Graph, schedule: Sequence[int], allocation, op_seconds: np.ndarray |
     """Inputs: the training graph, a topological order of its nodes, an allocation
     (sizes, cls, cnt: allocator.Allocation), per-node compute seconds and the link's
     one-way bandwidth (both optional: they set the recency threshold).
-    Output: a Program that runs one iteration within the allocation's pool.
+    Output: a Program that runs one iteration within the allocation's pool, with the
+    graph's operator scratch after the objects in the arena.
     Raises PlanError when the allocation cannot hold some operator's tensors."""
     layout = PoolLayout.from_allocation(allocation)
     s = _Static(g, schedule, layout, allocation.sizes, allocation.cls, op_seconds, link_bytes_per_s)
@@ -266,7 +268,8 @@ def plan(g: Graph, schedule: Sequence[int], allocation, op_seconds: np.ndarray |
             break
     else:
         raise PlanError(f"the double pass did not settle in {options.max_passes} passes")
-    pool = Pool(layout.object_offset, layout.object_bytes, layout.object_class, int(layout.arena_bytes),
+    scratch = int(aligned_bytes(g.scratch_bytes()[0]))
+    pool = Pool(layout.object_offset, layout.object_bytes, layout.object_class, int(layout.arena_bytes) + scratch,
                 np.asarray(allocation.sizes, dtype=np.int64), np.asarray(allocation.cls, dtype=np.int64),
-                np.asarray(allocation.cnt, dtype=np.int64))
+                np.asarray(allocation.cnt, dtype=np.int64), scratch)
     return Program(g.name, list(schedule), pool, scan.instrs, dict(resident), policy, g.fingerprint())

@@ -5,8 +5,9 @@ streams, vector clocks of length 3 decide it exactly: a happens before b iff
 b's clock has seen a's position in a's stream.
 
 Checked, naming the first violation:
-- the pool: objects inside the arena and disjoint, no class with more objects
-  than its count, the arena within the budget;
+- the pool: objects inside the arena, before its scratch region, and disjoint;
+  no class with more objects than its count; scratch for the most demanding
+  operator; the arena (scratch included) within the budget;
 - every read (a compute input, a swap-out) finds the tensor in its object, and
   the write that put it there happens before the read;
 - every write into an object happens after all reads and the write of the
@@ -34,22 +35,28 @@ class VerificationError(ValueError):
 def verify(program: Program, graph: Graph, budget: int | None = None) -> None:
     """Inputs: a Program, the Graph it was planned for, the device budget in bytes.
     Output: None, or VerificationError naming the first violation."""
-    _check_pool(program, budget)
+    _check_pool(program, graph, budget)
     _Checker(program, graph).run()
 
 
-def _check_pool(program: Program, budget: int | None) -> None:
+def _check_pool(program: Program, graph: Graph, budget: int | None) -> None:
     p = program.pool
     if budget is not None and p.arena_bytes > budget:
         raise VerificationError(f"the pool's arena needs {p.arena_bytes} bytes, over the budget of {budget}")
+    need, nid = graph.scratch_bytes()
+    if not 0 <= p.scratch_bytes <= p.arena_bytes:
+        raise VerificationError(f"the arena of {p.arena_bytes} bytes cannot hold {p.scratch_bytes} bytes of scratch")
+    if p.scratch_bytes < need:
+        raise VerificationError(f"the arena reserves {p.scratch_bytes} bytes of operator scratch but "
+                                f"'{graph.nodes[nid].name}' ({graph.nodes[nid].op}) needs {need}")
     per_class = np.bincount(p.object_class, minlength=len(p.cnt))
     for k, (have, cap) in enumerate(zip(per_class, p.cnt)):
         if have > cap:
             raise VerificationError(f"size class {k} has {have} objects but its count is {cap} (over-full class)")
     order = np.argsort(p.object_offset, kind="stable")
     ends = p.object_offset[order] + p.object_bytes[order]
-    if len(order) and (p.object_offset.min() < 0 or ends.max() > p.arena_bytes):
-        raise VerificationError("a pool object lies outside the arena")
+    if len(order) and (p.object_offset.min() < 0 or ends.max() > p.scratch_offset):
+        raise VerificationError("a pool object lies outside the arena or in its scratch region")
     clash = np.nonzero(ends[:-1] > p.object_offset[order][1:])[0]
     if len(clash):
         a, b = order[clash[0]], order[clash[0] + 1]

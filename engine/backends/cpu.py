@@ -168,7 +168,9 @@ class CpuBackend:
         self.timings: list[tuple[int, int, float, float]] | None = None
 
     # ------------------------------------------------------------------ memory
-    def allocate_arena(self, nbytes: int) -> None:
+    def allocate_arena(self, nbytes: int, scratch_bytes: int = 0) -> None:
+        """The arena, poisoned. Its last ``scratch_bytes`` are operator scratch, which only
+        CUDA kernels use: numpy operators need none."""
         self.arena = aligned_empty((nbytes,), np.uint8, alignment=256)
         self.arena.fill(POISON)
 

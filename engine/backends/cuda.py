@@ -13,9 +13,10 @@ Nothing CUDA is created until ``detect_gpu`` has found a device: without one the
 constructor raises :class:`CudaUnavailable` before touching cuda.core. This module and
 ``kernels`` (NVRTC) are the only ones that import cuda.
 
-Scratch memory for operators that declare it (``Op.cuda_workspaces``) is one device
-allocation per stream, outside the arena, grown to the largest need; kernels on one
-stream run in order, so they share it.
+Scratch memory for operators that declare it (``Op.cuda_workspaces``) is the arena's
+last ``scratch_bytes`` (``Pool.scratch_bytes``, sized by the planner and counted in the
+budget): kernels run in order on the compute stream, so they share it, and nothing is
+ever allocated beside the arena.
 """
 from __future__ import annotations
 
@@ -36,7 +37,6 @@ from .detect import detect_gpu
 POISON = 0xFF
 PINNED_CHUNK = 64 << 20          # pinned host memory is taken from the driver in chunks this big
 HOST_ALIGNMENT = 256
-SCRATCH_GRANULE = 1 << 20
 
 
 def _cuda_api():
@@ -124,14 +124,12 @@ class CudaBackend:
         self._kernels: dict[str, object] = {}
         self.use_graphs = graphs
         self._arena_ptr, self._arena_bytes, self._generation = 0, 0, 0
-        self._scratch: dict[int, tuple[int, int]] = {}     # stream -> (pointer, bytes)
-        self._retired: list[int] = []      # outgrown scratch, still referenced by prepared launches
+        self._scratch_ptr, self._scratch_bytes = 0, 0     # the arena's tail, for the compute stream
         self._chunks: list[tuple[int, int, object]] = []         # pinned (start, end, buffer), sorted
         self._chunk_free = (0, 0)          # (next free address, end) in the newest chunk
         self._prepared: dict = {}
-        self._dry = False                  # capture's sizing pass: nothing is issued
+        self._dry = False                  # capture's first pass: launches prepared, nothing issued
         self._capturing = False
-        self._need: dict[int, int] = {}
         self._timings: list | None = None
         self._pending: list = []
         self._ref = None
@@ -156,8 +154,11 @@ class CudaBackend:
         if ptr:
             self._check(self._driver.cuMemFree(ptr))
 
-    def allocate_arena(self, nbytes: int) -> None:
-        """The arena: one device allocation of ``nbytes``, filled with 0xFF bytes (NaN for floats)."""
+    def allocate_arena(self, nbytes: int, scratch_bytes: int = 0) -> None:
+        """The arena: one device allocation of ``nbytes``, filled with 0xFF bytes (NaN for
+        floats); its last ``scratch_bytes`` are operator scratch for the compute stream."""
+        if not 0 <= scratch_bytes <= nbytes:
+            raise ValueError(f"scratch of {scratch_bytes} bytes does not fit an arena of {nbytes}")
         self._sync_all()
         self._device_free(self._arena_ptr)
         self._arena_ptr, self._arena_bytes = 0, 0
@@ -165,6 +166,8 @@ class CudaBackend:
         self._generation += 1
         self._arena_ptr = self._device_alloc(nbytes)
         self._arena_bytes = int(nbytes)
+        self._scratch_ptr = self._arena_ptr + int(nbytes) - int(scratch_bytes)
+        self._scratch_bytes = int(scratch_bytes)
         self._check(self._driver.cuMemsetD8Async(self._arena_ptr, POISON, max(int(nbytes), 1),
                                                  self._handles[COMPUTE]))
         self.streams[COMPUTE].sync()
@@ -217,25 +220,17 @@ class CudaBackend:
         if view.nbytes:
             self._check(self._driver.cuMemcpyHtoD(view.ptr, a.ctypes.data, view.nbytes))
 
-    def _scratch_ptr(self, stream: int, need: int) -> int:
+    def _scratch_for(self, stream: int, node, need: int) -> int:
+        """The scratch region's address for a node needing ``need`` bytes (0 if none)."""
         if need == 0:
             return 0
-        ptr, have = self._scratch.get(stream, (0, 0))
-        if have >= need:
-            return ptr
-        if self._capturing:
-            raise CudaError("operator scratch had to grow during graph capture")
-        if ptr:
-            self._retired.append(ptr)      # prepared launches may still point into it
-        size = -(-need // SCRATCH_GRANULE) * SCRATCH_GRANULE
-        ptr = self._device_alloc(size)
-        self._scratch[stream] = (ptr, size)
-        return ptr
-
-    @property
-    def scratch_bytes(self) -> int:
-        """Device bytes held for operator scratch beside the arena."""
-        return sum(s for _, s in self._scratch.values())
+        if stream != COMPUTE:
+            raise CudaError(f"'{node.op}' needs scratch, which only kernels on the compute stream may use")
+        if need > self._scratch_bytes:
+            raise CudaError(f"'{node.op}' (node {node.id}) needs {need} bytes of operator scratch but the "
+                            f"arena reserves {self._scratch_bytes}; plan the program for this graph "
+                            "(Pool.scratch_bytes comes from Graph.scratch_bytes)")
+        return self._scratch_ptr
 
     # ------------------------------------------------------------------ kernels
     def _kernel(self, name: str):
@@ -257,11 +252,7 @@ class CudaBackend:
         decl = op_registry.get(node.op)
         launches = decl.cuda_launches(node.attrs, inputs, outputs)
         sizes = tuple(decl.cuda_workspaces(node.attrs, inputs, outputs))
-        need = workspace_bytes(sizes)
-        if self._dry:
-            self._need[stream] = max(self._need.get(stream, 0), need)
-            return None
-        base = self._scratch_ptr(stream, need)
+        base = self._scratch_for(stream, node, workspace_bytes(sizes))
         offsets = workspace_offsets(sizes)
         refs = {"in": lambda i: inputs[i].ptr, "out": lambda i: outputs[i].ptr,
                 "workspace": lambda i: base + offsets[i]}
@@ -290,10 +281,7 @@ class CudaBackend:
                tuple((a.ptr, a.shape, a.dtype) for a in outputs))
         prepared = self._prepared.get(key)
         if prepared is None:
-            prepared = self._prepare(stream, node, inputs, outputs)
-            if prepared is None:
-                return
-            self._prepared[key] = prepared
+            prepared = self._prepared[key] = self._prepare(stream, node, inputs, outputs)
         if self._dry:
             return
         st, launch = self.streams[stream], self._launch
@@ -364,8 +352,8 @@ class CudaBackend:
     # ------------------------------------------------------------------ graphs
     def capture(self, issue):
         """Record what ``issue()`` submits as a CUDA graph, or None when graphs are off or the
-        capture fails (then the executor issues eagerly). A first pass issues nothing and
-        only sizes operator scratch, so no allocation happens while capturing."""
+        capture fails (then the executor issues eagerly). A first pass issues nothing: it
+        prepares every launch, so modules load and operator errors surface before capturing."""
         if not self.use_graphs:
             return None
         self._dry = True
@@ -373,8 +361,6 @@ class CudaBackend:
             issue()
         finally:
             self._dry = False
-        for stream, need in self._need.items():
-            self._scratch_ptr(stream, need)
         self._sync_all()
         compute = self.streams[COMPUTE]
         builder = compute.create_graph_builder()
@@ -441,7 +427,6 @@ class CudaBackend:
         finally:
             self._prepared.clear()
             self._pending.clear()
-            for ptr in [self._arena_ptr, *(p for p, _ in self._scratch.values()), *self._retired]:
-                self._device_free(ptr)
-            self._arena_ptr, self._arena_bytes, self._scratch, self._retired = 0, 0, {}, []
+            self._device_free(self._arena_ptr)
+            self._arena_ptr, self._arena_bytes, self._scratch_ptr, self._scratch_bytes = 0, 0, 0, 0
             self._chunks, self._chunk_free = [], (0, 0)

@@ -10,6 +10,7 @@ def test_json_round_trip_keeps_every_field(tight_program):
     q = Program.from_dict(json.loads(json.dumps(p.to_dict())))
     assert q.to_dict() == p.to_dict()
     assert q.count(COMPUTE) == len(p.schedule)
+    assert q.pool.scratch_bytes == p.pool.scratch_bytes > 0
 
 
 def test_malformed_descriptions_are_one_line_errors(tight_program):

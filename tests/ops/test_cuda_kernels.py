@@ -76,7 +76,8 @@ def run_on_gpu(be, c, arrays, shift_elements: int = 0, alias: dict | None = None
     for t in specs:
         offsets.append(at + shift_elements * np.dtype(t.dtype).itemsize)
         at += -(-(int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize + 64) // 256) * 256
-    be.allocate_arena(at + 256)
+    scratch = c.decl.workspace(c.attrs, c.ins, c.outs)
+    be.allocate_arena(at + 256 + scratch, scratch)
     views = [be.view(o, t.shape, t.dtype) for o, t in zip(offsets, specs)]
     ins = views[:len(c.ins)]
     rest = iter(views[len(c.ins):])

@@ -22,7 +22,7 @@ def test_simple_allocation_fits_and_holds_every_operator(lstm_graph):
     d = size_demand(g, order)
     for budget in (smallest_budget(d), 2 * smallest_budget(d)):
         a = simple_allocation(g, order, budget)
-        assert a.pool_bytes <= budget
+        assert a.pool_bytes <= budget - d.scratch
         assert (a.cnt >= d.minimum).all()
     u = unlimited_allocation(g, order)
     assert (u.cnt == np.maximum(d.peak, 1)).all()
@@ -53,8 +53,12 @@ def test_minimal_allocation_is_the_cheapest_valid_grouping(lstm_graph):
         b = Allocation(d.sizes, cls, cnt).pool_bytes
         best = b if best is None else min(best, b)
     m = minimal_allocation(d)
-    assert m.pool_bytes == best == smallest_budget(d)
-    # and the planner really runs at that budget
+    assert m.pool_bytes == best == smallest_budget(d) - d.scratch
+    # and the planner really runs at that budget, with the operator scratch after the objects
     from planner.swap_planner import plan
-    from planner.verify import verify
-    verify(plan(g, g.default_order(), m), g, best)
+    from planner.verify import VerificationError, verify
+    program = plan(g, g.default_order(), m)
+    assert d.scratch > 0 and program.pool.scratch_bytes == d.scratch
+    verify(program, g, smallest_budget(d))
+    with pytest.raises(VerificationError, match="over the budget"):
+        verify(program, g, smallest_budget(d) - 1)

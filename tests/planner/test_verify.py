@@ -82,6 +82,25 @@ def test_rejects_an_arena_over_budget(lstm_graph, tight_program):
         verify(program, lstm_graph, budget=program.pool.arena_bytes - 1)
 
 
+def test_rejects_too_little_operator_scratch(lstm_graph, tight_program):
+    p = copy.deepcopy(tight_program[0])
+    need, nid = lstm_graph.scratch_bytes()
+    assert need > 0 and p.pool.scratch_bytes >= need
+    p.pool.scratch_bytes = need - 1
+    with pytest.raises(VerificationError, match=f"reserves {need - 1} bytes of operator scratch but "
+                                                f"'{lstm_graph.nodes[nid].name}' .* needs {need}"):
+        verify(p, lstm_graph)
+
+
+def test_rejects_an_object_inside_the_scratch_region(lstm_graph, tight_program):
+    p = copy.deepcopy(tight_program[0])
+    last = int(np.argmax(p.pool.object_offset))
+    p.pool.object_offset = p.pool.object_offset.copy()
+    p.pool.object_offset[last] += 256         # its tail now overlaps the scratch after it
+    with pytest.raises(VerificationError, match="lies outside the arena or in its scratch region"):
+        verify(p, lstm_graph)
+
+
 def test_rejects_lost_state(lstm_graph, tight_program):
     p = copy.deepcopy(tight_program[0])
     g = lstm_graph

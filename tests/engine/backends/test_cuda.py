@@ -87,10 +87,13 @@ def fake_backend(fake):
     be.close()
 
 
-def _views(be, c):
-    """Views for c's inputs then outputs, 256-byte aligned, in a fresh arena."""
+def _views(be, c, scratch=None):
+    """Views for c's inputs then outputs, 256-byte aligned, in a fresh arena that ends with
+    ``scratch`` bytes of operator scratch (default: what c's operator declares)."""
+    if scratch is None:
+        scratch = ops.get(c.op).workspace(c.attrs, c.ins, c.outs)
     sizes = [-(-int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize // 256) * 256 + 256 for t in (*c.ins, *c.outs)]
-    be.allocate_arena(sum(sizes))
+    be.allocate_arena(sum(sizes) + scratch, scratch)
     offsets = np.cumsum([0] + sizes[:-1])
     views = [be.view(int(o), t.shape, t.dtype) for o, t in zip(offsets, (*c.ins, *c.outs))]
     return views[:len(c.ins)], views[len(c.ins):]
@@ -148,10 +151,11 @@ def test_fake_launch_binds_tensors_scalars_and_scratch(fake, fake_backend):
     assert len(be._prepared) == 1                          # prepared once, launched twice
     (gemm, _, _, gemm_args), (reduce, _, _, reduce_args) = fake.launches[:2]
     assert (gemm, reduce) == ("conv2d_grad_weight_gemm_s", "conv2d_splitk_reduce")
-    scratch = be._scratch[COMPUTE][0]
+    need = ops.get(c.op).workspace(c.attrs, c.ins, c.outs)
+    scratch = be._arena_ptr + be._arena_bytes - need       # the arena's tail
+    assert need > 0 and scratch >= outs[-1].ptr + outs[-1].nbytes
     assert gemm_args[:3] == (scratch, ins[0].ptr, ins[1].ptr)
     assert reduce_args[:2] == (outs[0].ptr, scratch)
-    assert be.scratch_bytes >= ops.get(c.op).workspace(c.attrs, c.ins, c.outs)
     assert all(isinstance(a, np.int32) for a in gemm_args[3:])
     assert len(fake.launches) == 4
 
@@ -211,13 +215,21 @@ def test_fake_capture_records_and_replay_runs(fake, fake_backend):
         be.replay(graph)
 
 
-def test_fake_capture_sizes_scratch_first(fake, fake_backend):
+def test_fake_scratch_beyond_the_arenas_reservation_is_refused_before_capture(fake, fake_backend):
+    """Scratch is the arena's tail, never a separate allocation: a launch needing more than
+    the arena reserves fails with one line, and in capture's first pass, not mid-capture."""
     be = fake_backend
     c = case("fully_connected_grad_weight", [(8192, 24), (8192, 40)], has_bias=True)
-    ins, outs = _views(be, c)
+    need = ops.get(c.op).workspace(c.attrs, c.ins, c.outs)
+    ins, outs = _views(be, c, scratch=need - 256)
     node = SimpleNamespace(op=c.op, attrs=c.attrs, id=1)
+    allocations = set(fake.memory)
+    with pytest.raises(cuda_backend.CudaError, match=f"needs {need} bytes of operator scratch but the arena "
+                                                     f"reserves {need - 256}"):
+        be.capture(lambda: be.launch(COMPUTE, node, ins, outs))
+    assert fake.capture is None and set(fake.memory) == allocations
+    ins, outs = _views(be, c)
     graph = be.capture(lambda: be.launch(COMPUTE, node, ins, outs))
-    assert graph is not None and be.scratch_bytes >= ops.get(c.op).workspace(c.attrs, c.ins, c.outs) > 0
     be.replay(graph)
     assert [l[0] for l in fake.launches] == ["gemm_tn_s", "gemm_splitk_reduce", "sum_rows"]
 
