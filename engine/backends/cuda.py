@@ -9,6 +9,12 @@ compute stream; ``copy_h2d``/``copy_d2h`` are asynchronous copies on the swap st
 that ``replay`` launches. ``timings``, when a list, receives (stream, node id or bytes,
 start s, end s) of every kernel group and copy, timed with CUDA events.
 
+The sanitizer (``sanitize=True``), as on the CPU backend: before each instruction a
+random delay on its stream (a spinning kernel, engine/backends/sanitizer.cu), and the
+memory an instruction is about to overwrite is poisoned first (0xFF, NaN for floats), so
+a read that no edge orders before the overwrite sees garbage instead of, by luck, the old
+value. It issues every iteration afresh (no CUDA graph), so each draws new delays.
+
 Nothing CUDA is created until ``detect_gpu`` has found a device: without one the
 constructor raises :class:`CudaUnavailable` before touching cuda.core. This module and
 ``kernels`` (NVRTC) are the only ones that import cuda.
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import random
 import warnings
 from dataclasses import dataclass
 
@@ -82,6 +89,10 @@ class DeviceArray:
         return DeviceArray(self.ptr + start * self.dtype.itemsize, (stop - start,), self.dtype)
 
 
+def _overlap(a: DeviceArray, b: DeviceArray) -> bool:
+    return a.ptr < b.ptr + b.nbytes and b.ptr < a.ptr + a.nbytes
+
+
 class _PinnedView:
     """The base of a numpy array in pinned memory: keeps the chunk's cuda.core Buffer alive."""
 
@@ -100,9 +111,12 @@ class CudaGraph:
 class CudaBackend:
     name = "cuda"
 
-    def __init__(self, device: int = 0, graphs: bool = True):
+    def __init__(self, device: int = 0, graphs: bool = True, sanitize: bool = False, seed: int = 0,
+                 jitter_s: float | tuple[float, float, float] = 100e-6):
         """``graphs``: capture each iteration as a CUDA graph (else every instruction is issued
-        from Python every iteration)."""
+        from Python every iteration). ``sanitize``: a random delay of up to ``jitter_s`` (for
+        all streams, or per stream: compute, swap-in, swap-out) before each instruction,
+        drawn from ``seed``, and poisoned destinations; no graphs."""
         count, reason = detect_gpu()
         if count == 0:
             raise CudaUnavailable(f"no CUDA device: {reason}")
@@ -122,7 +136,14 @@ class CudaBackend:
         self._cubins = kernel_sources.compile_all(self.arch)      # name -> cubin; cached on disk
         self._modules: dict[int, object] = {}
         self._kernels: dict[str, object] = {}
-        self.use_graphs = graphs
+        self.use_graphs = graphs and not sanitize
+        self.sanitize = sanitize
+        self._rng = random.Random(seed)
+        self._jitter_ns = [int(j * 1e9) for j in (jitter_s if isinstance(jitter_s, tuple) else (jitter_s,) * 3)]
+        self._delay = None
+        if sanitize:
+            module = self._ObjectCode.from_cubin(kernel_sources.compile_sanitizer(self.arch))
+            self._delay = (module.get_kernel("sanitizer_delay"), self._LaunchConfig(grid=1, block=1))
         self._arena_ptr, self._arena_bytes, self._generation = 0, 0, 0
         self._scratch_ptr, self._scratch_bytes = 0, 0     # the arena's tail, for the compute stream
         self._chunks: list[tuple[int, int, object]] = []         # pinned (start, end, buffer), sorted
@@ -285,6 +306,11 @@ class CudaBackend:
         if self._dry:
             return
         st, launch = self.streams[stream], self._launch
+        if self.sanitize:
+            self._jitter(stream)
+            for y in outputs:
+                if not any(_overlap(y, x) for x in inputs):     # in-place updates keep their input
+                    self._poison(stream, y)
 
         def run():
             for kernel, config, args in prepared:
@@ -305,6 +331,9 @@ class CudaBackend:
         n = self._copy_args(dst, src)
         if n == 0 or self._dry:
             return
+        if self.sanitize:
+            self._jitter(stream)
+            self._poison(stream, dst)
         d = self._driver
         self._timed(stream, n, lambda: self._check(d.cuMemcpyHtoDAsync(dst.ptr, src.ctypes.data, n,
                                                                       self._handles[stream])))
@@ -313,6 +342,8 @@ class CudaBackend:
         n = self._copy_args(src, dst)
         if n == 0 or self._dry:
             return
+        if self.sanitize:
+            self._jitter(stream)
         d = self._driver
         self._timed(stream, n, lambda: self._check(d.cuMemcpyDtoHAsync(dst.ctypes.data, src.ptr, n,
                                                                       self._handles[stream])))
@@ -323,6 +354,18 @@ class CudaBackend:
     def wait(self, stream: int, ev) -> None:
         if not self._dry:
             self.streams[stream].wait(ev)
+
+    # ------------------------------------------------------------------ sanitizer
+    def _jitter(self, stream: int) -> None:
+        """Hold ``stream`` back for a random time of up to its jitter."""
+        if self._jitter_ns[stream]:
+            kernel, config = self._delay
+            ns = np.uint64(self._rng.randrange(self._jitter_ns[stream] + 1))
+            self._launch(self.streams[stream], config, kernel, ns)
+
+    def _poison(self, stream: int, view: DeviceArray) -> None:
+        if view.nbytes:
+            self._check(self._driver.cuMemsetD8Async(view.ptr, POISON, view.nbytes, self._handles[stream]))
 
     # ------------------------------------------------------------------ timing
     @property

@@ -110,6 +110,14 @@ def _write_atomically(path: Path, data: bytes) -> None:
         pass                        # a cache that cannot be written only costs time
 
 
+SANITIZER_SOURCE = Path(__file__).resolve().parent / "sanitizer.cu"
+
+
+def compile_sanitizer(arch: str = "sm_90", cache: bool = True) -> bytes:
+    """cubin of the CUDA sanitizer's delay kernel (``sanitizer_delay``)."""
+    return compile_source(SANITIZER_SOURCE.read_text(), arch, "engine/backends/sanitizer.cu", cache)
+
+
 def compile_family(family: str, arch: str = "sm_90", cache: bool = True) -> bytes:
     return compile_source(family_source(family), arch, f"ops/{family}.cu", cache)
 

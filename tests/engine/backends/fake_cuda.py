@@ -31,6 +31,16 @@ def install(monkeypatch, emulate: bool = False) -> "Api":
     monkeypatch.setattr(cuda_backend, "detect_gpu", lambda: (1, ""))
     monkeypatch.setattr(cuda_backend, "_cuda_api", lambda: (api.driver, api.core))
     monkeypatch.setattr(cuda_backend.kernel_sources, "compile_all", lambda arch: AnyKernel())
+    monkeypatch.setattr(cuda_backend.kernel_sources, "compile_sanitizer", lambda arch: b"cubin")
+    return api
+
+
+def install_detected(monkeypatch, emulate: bool = False) -> "Api":
+    """``install``, and make ``engine.backends.detect.detect_gpu`` report the fake device too,
+    for callers that ask detection first (``python -m engine.train --backend auto|cuda``)."""
+    from engine.backends import detect
+    api = install(monkeypatch, emulate)
+    monkeypatch.setattr(detect, "detect_gpu", lambda: (1, ""))
     return api
 
 
@@ -41,6 +51,7 @@ class Api:
         self.emulate = emulate
         self.memory: dict[int, np.ndarray] = {}          # pointer -> backing array
         self.launches: list = []                           # (kernel name, grid, block, args) as run
+        self.memsets: list = []                            # (pointer, bytes) of each cuMemsetD8Async issued
         self.now = 0.0                                     # the fake device clock, ms
         self.capture: list | None = None                   # work recorded while a graph is built
         self.fail_capture = False
@@ -73,6 +84,7 @@ class Api:
             return (ok,)
 
         def memset(dst, value, n, stream):
+            api.memsets.append((int(dst), int(n)))
             api.run(lambda: ctypes.memset(dst, value, n))
             return (ok,)
 
@@ -187,7 +199,9 @@ class Api:
             for a in args:        # the real launcher's rule: Python ints are pointers, floats doubles
                 assert isinstance(a, (int, np.generic)) and not isinstance(a, (bool, float)), a
             api.run(lambda: api.launches.append((kernel.name, config.grid, config.block, args)))
-            if api.emulate:
+            if kernel.name == "sanitizer_delay":          # the sanitizer's spin: only time passes
+                api.run(lambda: setattr(api, "now", api.now + int(args[0]) / 1e6))
+            elif api.emulate:
                 from tests.ops import cuda_emulator
                 api.run(lambda: cuda_emulator.launch(kernel.name, config.grid, config.block, args))
 

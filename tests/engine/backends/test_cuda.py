@@ -311,6 +311,49 @@ def test_fake_training_with_host_emulated_kernels_is_bit_identical_at_a_quarter_
         np.testing.assert_allclose(ref[t], a, rtol=1e-5, atol=1e-6)
 
 
+def test_fake_sanitizer_delays_and_poisons_before_each_instruction(fake):
+    be = CudaBackend(sanitize=True, seed=3, jitter_s=(1e-4, 2e-4, 0.0))
+    try:
+        assert not be.use_graphs                             # fresh delays every iteration
+        be.allocate_arena(1 << 16)
+        x, y = be.view(0, (100,), np.float32), be.view(1024, (100,), np.float32)
+        host_in, host_out = be.host_buffer((100,), np.float32), be.host_buffer((100,), np.float32)
+        host_in[:] = 1
+        be.write(y, np.full(100, 7, np.float32))
+        assert be.capture(lambda: None) is None
+        be.copy_h2d(SWAP_IN, x, host_in)
+        be.launch(COMPUTE, _scale_node(), [x], [y])
+        be.launch(COMPUTE, SimpleNamespace(op="relu", attrs={}, id=1), [y], [y])   # in place: not poisoned
+        be.copy_d2h(SWAP_OUT, host_out, y)
+        be.synchronize()
+    finally:
+        be.close()
+    delays = [int(l[3][0]) for l in fake.launches if l[0] == "sanitizer_delay"]
+    assert len(delays) == 3 and all(0 <= d <= 2e5 for d in delays)    # none on swap-out (jitter 0)
+    assert [l[0] for l in fake.launches if l[0] != "sanitizer_delay"] == ["scale_fwd", "relu_fwd"]
+    # the fresh arena, then the swap-in's and scale's destinations
+    assert fake.memsets == [(x.ptr, 1 << 16), (x.ptr, 400), (y.ptr, 400)]
+
+
+@pytest.mark.skipif(not cuda_emulator.available(), reason="g++ is needed to build the host emulation")
+def test_fake_sanitized_training_with_host_emulated_kernels_is_bit_identical(monkeypatch):
+    fake_cuda.install(monkeypatch, emulate=True)
+    g = small.lstm(batch=2, steps=3, features=4, hidden=4, layers=1, classes=3)
+    budget = max(peak_bytes(g) // 4, smallest_budget(size_demand(g, g.default_order())))
+
+    def train(program, sanitize):
+        be = CudaBackend(sanitize=sanitize, seed=5)
+        try:
+            tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, be))
+            tr.step()
+            tr.step()
+            return tr.state
+        finally:
+            be.close()
+    ref, state = train(make_program("ideal", g, None), False), train(make_program("swapadvisor", g, budget), True)
+    assert all(np.array_equal(a, state[t]) for t, a in ref.items())
+
+
 # ---------------------------------------------------------------------- GPU
 
 @pytest.fixture
@@ -405,3 +448,46 @@ def test_quarter_budget_training_is_bit_identical_on_the_gpu(family):
         bad = [g.tensors[t].name for t, a in ref_state.items() if not np.array_equal(a, state[t])]
         assert not bad, f"{family} {policy} (graphs {graphs}) at {budget} bytes: {bad[:3]} differ"
         assert losses == ref_losses
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("family", ["rnn", "wresnet"])
+def test_sanitized_quarter_budget_training_is_bit_identical_on_the_gpu(family):
+    """Random delays of up to 200 us before each instruction, destinations poisoned."""
+    g = zoo.tiny(family)
+    budget = peak_bytes(g) // 4
+    ref_state, ref_losses = _train(g, make_program("ideal", g, None))
+    program = make_program("swapadvisor", g, budget)
+    be = CudaBackend(sanitize=True, seed=1, jitter_s=2e-4)
+    try:
+        tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, be))
+        losses = [tr.step() for _ in range(ITERATIONS)]
+        state = tr.state
+    finally:
+        be.close()
+    bad = [g.tensors[t].name for t, a in ref_state.items() if not np.array_equal(a, state[t])]
+    assert not bad and losses == ref_losses, f"{family}: {bad[:3]} differ"
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_cuda_sanitizer_turns_a_missing_edge_into_a_wrong_answer():
+    """Without its edges to swap-ins, a compute runs while its input is still poisoned or
+    arriving (swap-ins held back up to 2 ms each): the run must not match the reference."""
+    g = zoo.tiny("rnn")
+    budget = peak_bytes(g) // 4
+    ref_state, _ = _train(g, make_program("ideal", g, None))
+    broken = make_program("swapadvisor", g, budget)
+    for ins in broken.instrs:
+        if ins.kind == COMPUTE:
+            ins.deps = [d for d in ins.deps if broken.instrs[d].kind != SWAP_IN]
+    be = CudaBackend(sanitize=True, seed=2, jitter_s=(0.0, 2e-3, 0.0))
+    try:
+        tr = Trainer(g, seed=0, runner=ProgramExecutor(broken, g, be))
+        for _ in range(ITERATIONS):
+            tr.step()
+        state = tr.state
+    finally:
+        be.close()
+    assert any(not np.array_equal(a, state[t]) for t, a in ref_state.items())

@@ -37,6 +37,12 @@ def test_every_family_compiles_and_defines_kernels(compiled):
         assert any(c == kernels.compile_family(family, ARCH) for c in cubins.values()), family
 
 
+def test_the_sanitizers_delay_kernel_compiles():
+    _nvrtc_or_skip()
+    sigs = kernels.kernel_signatures(kernels.compile_sanitizer(ARCH))
+    assert sigs["sanitizer_delay"].param_sizes == (8,)       # an unsigned long long of nanoseconds
+
+
 def test_every_declared_kernel_exists_in_both_precisions(compiled):
     _, sigs = compiled
     for name, op in ops.REGISTRY.items():
