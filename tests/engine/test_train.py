@@ -8,7 +8,10 @@ import pytest
 
 from engine.train import main
 
-TINY_LSTM = ["--model", "small-lstm", "--batch", "4", "--size", "3", "--quiet", "--search-seconds", "0"]
+# The cpu backend on every machine (engine.train picks cuda where a GPU is found): the sanitizer
+# and the emulated link are its own; tests/engine/test_train_backend.py covers the choice.
+TINY_LSTM = ["--model", "small-lstm", "--batch", "4", "--size", "3", "--quiet", "--search-seconds", "0",
+             "--backend", "cpu"]
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -18,6 +21,8 @@ TINY_LSTM = ["--model", "small-lstm", "--batch", "4", "--size", "3", "--quiet", 
     (["--memory", "abc"], "is not a size"),
     (["--policy", "magic"], "unknown policy 'magic'"),
     (["--iterations", "-3"], "must be positive"),
+    (["--backend", "tpu"], "argument --backend: invalid choice: 'tpu'"),
+    (["--device", "-1"], "must be 0 or more"),
     (["--resume", "/nonexistent/ck.npz"], "does not exist"),
     (["--memory", "1KiB"] + TINY_LSTM, "cannot run .* the smallest budget that runs this model is"),
 ])
@@ -33,7 +38,8 @@ def test_help_documents_every_flag():
     out = subprocess.run([sys.executable, "-m", "engine.train", "--help"], capture_output=True, text=True)
     assert out.returncode == 0
     for flag in ("--model", "--batch", "--size", "--iterations", "--seed", "--memory", "--policy",
-                 "--checkpoint", "--resume", "--simulate-only", "--profile", "--sanitize", "--json"):
+                 "--checkpoint", "--resume", "--simulate-only", "--profile", "--sanitize", "--json", "--backend",
+                 "--device", "--link-gbps"):
         assert flag in out.stdout
 
 

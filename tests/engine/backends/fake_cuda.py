@@ -35,7 +35,7 @@ def install(monkeypatch, emulate: bool = False) -> "Api":
     return api
 
 
-def install_detected(monkeypatch, emulate: bool = False) -> "Api":
+def install_detected(monkeypatch, emulate: bool = False) -> Api:
     """``install``, and make ``engine.backends.detect.detect_gpu`` report the fake device too,
     for callers that ask detection first (``python -m engine.train --backend auto|cuda``)."""
     from engine.backends import detect

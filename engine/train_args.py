@@ -1,0 +1,152 @@
+"""The flags of `python -m engine.train`, and how a bad one is reported.
+
+Kept apart from the orchestration (engine/train.py) so the whole command line can be
+read in one place; every flag type raises argparse's error, which becomes a
+:class:`UsageError`: one line on stderr, exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+
+from planner.baselines import POLICIES
+
+from .units import parse_bytes
+
+PROG = "engine.train"
+BACKENDS = ("auto", "cpu", "cuda")
+DEFAULT_LINK_GBPS = 2.0
+
+
+class UsageError(Exception):
+    """A bad flag or value: reported as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{message} (see --help)")
+
+
+def _number(kind, text: str, what: str):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not {what}") from None
+
+
+def positive_int(text: str) -> int:
+    v = _number(int, text, "an integer")
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {v}")
+    return v
+
+
+def nonnegative_int(text: str) -> int:
+    v = _number(int, text, "an integer")
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {v}")
+    return v
+
+
+def positive_float(text: str) -> float:
+    v = _number(float, text, "a number")
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return v
+
+
+def nonnegative_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a non-negative number, got '{text}'")
+    return v
+
+
+def size(text: str) -> int:
+    try:
+        return parse_bytes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def policies(text: str) -> list[str]:
+    names = [x.strip().lower() for x in text.split(",") if x.strip()]
+    bad = [x for x in names if x not in POLICIES + ("reference",)]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown policy '{bad[0] if bad else text}' "
+                                         f"(choose from {', '.join(POLICIES)}, reference)")
+    return names
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=f"python -m {PROG}", description="Train a model on synthetic data and report throughput.")
+    p.add_argument("--model", default="small-cnn",
+                   help="small-cnn, small-lstm, or a zoo model: wresnet-D-X, inception-X, nasnet-R, "
+                        "rnn-L-XK, brnn-L-XK, resnet-D (default: small-cnn)")
+    p.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the model's own)")
+    p.add_argument("--size", type=positive_int, default=None,
+                   help="image side for CNNs, sequence length for RNNs (default: the model's own)")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="tensor dtype")
+    p.add_argument("--iterations", type=positive_int, default=150, help="training iterations (default 150)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the data (default 0)")
+    p.add_argument("--lr", type=positive_float, default=0.05, help="SGD learning rate (default 0.05)")
+    p.add_argument("--momentum", type=nonnegative_float, default=0.9, help="SGD momentum (default 0.9)")
+    p.add_argument("--weight-decay", type=nonnegative_float, default=1e-4, help="weight decay (default 1e-4)")
+    p.add_argument("--checkpoint", metavar="FILE", help="save parameters and optimizer state here (npz)")
+    p.add_argument("--checkpoint-every", type=positive_int, default=50, metavar="N",
+                   help="with --checkpoint: save every N iterations, and always at exit (default 50)")
+    p.add_argument("--resume", metavar="FILE", help="continue from this checkpoint, bit-identically")
+    p.add_argument("--memory", metavar="SIZE", type=size, default=None,
+                   help="device memory budget for the tensor pool, in binary units (e.g. 64MiB, 16GiB); "
+                        "default: 0.3 of the unlimited-memory peak, or the smallest budget that runs")
+    p.add_argument("--policy", type=policies, default=list(POLICIES), metavar="P[,P...]",
+                   help=f"swap policies to compare, from {', '.join(POLICIES)} and reference (numpy, no "
+                        "budget); the last one trains for --iterations, the others are timed on "
+                        "--measure-iterations (default: all three)")
+    p.add_argument("--measure-iterations", type=positive_int, default=3, metavar="N",
+                   help="timed iterations for each policy but the last (default 3)")
+    p.add_argument("--backend", choices=BACKENDS, default="auto",
+                   help="where the policies run: cuda (a GPU), cpu (numpy kernels, an emulated link), or "
+                        "auto: cuda when a GPU is found, else cpu (default auto)")
+    p.add_argument("--device", type=nonnegative_int, default=0, metavar="N",
+                   help="CUDA device number for the cuda backend (default 0)")
+    p.add_argument("--profile", metavar="DEVICE|FILE",
+                   help="profile driving the planner and simulator: a device name (v100, h100) for an "
+                        "analytic one, or a profile JSON file; default: measured on the backend that runs "
+                        "(v100 with --simulate-only)")
+    p.add_argument("--save-profile", metavar="FILE",
+                   help="write the profile used (measured or analytic) as JSON, for --profile FILE later")
+    p.add_argument("--search-seconds", type=nonnegative_float, default=10.0, metavar="S",
+                   help="genetic search for the swapadvisor policy: seconds to search schedules and "
+                        "allocations (default 10; 0: no search, the default order and a simple allocation)")
+    p.add_argument("--search-generations", type=positive_int, default=None, metavar="N",
+                   help="stop the search after N generations (with or without --search-seconds)")
+    p.add_argument("--population", type=positive_int, default=144, help="search population (default 144)")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help="search worker processes (default: all cores)")
+    p.add_argument("--search-checkpoint", metavar="FILE",
+                   help="save the search's population here every generation; with --resume-search, "
+                        "continue from it")
+    p.add_argument("--resume-search", action="store_true", help="continue the search from --search-checkpoint")
+    p.add_argument("--save-plan", metavar="FILE", help="also save the swapadvisor Program (JSON) here")
+    p.add_argument("--load-plan", metavar="FILE",
+                   help="run this saved swapadvisor Program instead of planning (it is verified first)")
+    p.add_argument("--simulate-only", action="store_true",
+                   help="plan and simulate without executing (graphs of any size, no data allocated, "
+                        "no backend)")
+    p.add_argument("--link-gbps", type=positive_float, default=None,
+                   help=f"emulated host-device link of the cpu backend, GB/s one way (default "
+                        f"{DEFAULT_LINK_GBPS:g}; both ways together get 1.6x that); not for the cuda backend, "
+                        "whose link is real")
+    p.add_argument("--sanitize", action="store_true",
+                   help="poison freed memory and add random delays to every stream (catches races; "
+                        "cpu backend only for now)")
+    p.add_argument("--no-check", action="store_true",
+                   help="skip comparing the trained parameters with an unlimited-memory run on the same "
+                        "backend")
+    p.add_argument("--out", metavar="DIR", help="where plan.json and trace.json go (default runs/<model>)")
+    p.add_argument("--json", metavar="FILE", help="also write the report's figures to this JSON file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
