@@ -141,8 +141,8 @@ def parser() -> argparse.ArgumentParser:
                         f"{DEFAULT_LINK_GBPS:g}; both ways together get 1.6x that); not for the cuda backend, "
                         "whose link is real")
     p.add_argument("--sanitize", action="store_true",
-                   help="poison freed memory and add random delays to every stream (catches races; "
-                        "cpu backend only for now)")
+                   help="poison memory about to be overwritten and add random delays to every stream "
+                        "(catches races; on cuda, no CUDA graphs)")
     p.add_argument("--no-check", action="store_true",
                    help="skip comparing the trained parameters with an unlimited-memory run on the same "
                         "backend")

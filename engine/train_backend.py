@@ -82,8 +82,6 @@ def check_flags(args, choice: BackendChoice) -> None:
     """Refuse flags the chosen backend cannot honour (the one place to change when it can)."""
     if choice.name != "cuda":
         return
-    if args.sanitize:
-        raise UsageError("the sanitizer runs on the cpu backend for now; use --backend cpu")
     if args.link_gbps is not None:
         raise UsageError(f"--link-gbps sets the cpu backend's emulated link, and the cuda backend "
                          f"({choice.why}) copies over the real one; drop it or use --backend cpu")
@@ -92,7 +90,7 @@ def check_flags(args, choice: BackendChoice) -> None:
 def make_backend(choice: BackendChoice, sanitize: bool = False, seed: int = 0):
     if choice.name == "cpu":
         return CpuBackend(choice.link, sanitize=sanitize, seed=seed)
-    backend = CudaBackend(choice.device)
+    backend = CudaBackend(choice.device, sanitize=sanitize, seed=seed)
     choice.device_name = backend.device_name
     return backend
 

@@ -75,7 +75,6 @@ def test_backend_cuda_without_a_gpu_is_one_line_and_status_2(no_gpu, capsys):
 
 @pytest.mark.parametrize("backend", ["cuda", "auto"])
 @pytest.mark.parametrize("flags,message", [
-    (["--sanitize"], "engine.train: the sanitizer runs on the cpu backend for now; use --backend cpu$"),
     (["--link-gbps", "4"], "--link-gbps sets the cpu backend's emulated link.*use --backend cpu$"),
     (["--device", "1"], "--device 1: 1 CUDA device found, numbered from 0$"),
 ])
@@ -117,17 +116,18 @@ def test_auto_with_a_gpu_measures_the_profile_on_it(monkeypatch, tmp_path, capsy
 
 @pytest.mark.skipif(not cuda_emulator.available(), reason="g++ is needed to build the host emulation")
 def test_a_whole_run_on_the_cuda_backend_with_host_emulated_kernels(monkeypatch, tmp_path, capsys):
-    """Planning, the cuda backend on the fake CUDA with our kernels run on the host, swaps
-    under the default budget, and the check against the unlimited run on the same backend."""
+    """Planning, the cuda backend on the fake CUDA with our kernels run on the host and the
+    sanitizer on, swaps under the default budget, and the check against the unlimited run
+    on the same backend."""
     fake = fake_cuda.install_detected(monkeypatch, emulate=True)
     report = tmp_path / "r.json"
     assert main(TINY + ["--backend", "cuda", "--profile", "v100", "--iterations", "2", "--measure-iterations", "1",
-                        "--policy", "ideal,swapadvisor", "--json", str(report), "--out", str(tmp_path)]) == 0
+                        "--policy", "ideal,swapadvisor", "--sanitize", "--json", str(report), "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "engine: --backend cuda given; running on the cuda backend, device 0"
     assert "backend cuda (Fake GPU, device 0)" in out
     assert "parameters identical to the unlimited run: yes (bit for bit)" in out
-    assert fake.launches
+    assert any(name == "sanitizer_delay" for name, *_ in fake.launches)
     r = json.loads(report.read_text())
     assert (r["backend"], r["device_name"], r["identical"]) == ("cuda", "Fake GPU", True)
     assert r["policies"][1]["h2d_bytes"] > 0                 # it did swap
