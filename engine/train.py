@@ -45,6 +45,13 @@ def smoothed(losses: list[float]) -> float:
     return float(np.mean(losses))
 
 
+def loss_ends(losses: list[float]) -> tuple[float, float, int]:
+    """(mean of the first k, mean of the last k, k): k is 10, or half the run when shorter,
+    so the two means never share an iteration (k = 1 for a single iteration)."""
+    k = max(1, min(10, len(losses) // 2))
+    return smoothed(losses[:k]), smoothed(losses[-k:]), k
+
+
 def time_policy(policy, programs, g, args, choice: BackendChoice) -> float:
     """Median seconds per iteration over --measure-iterations, after one warm-up iteration."""
     runner, backend = make_runner(policy, programs, g, choice, args.sanitize, args.seed)
@@ -169,9 +176,9 @@ def train(args) -> int:
     if rows:
         print(f"backend {choice.describe()}")
         print(policy_table(rows))
-    print(f"train  {len(losses)} iterations with {last}: loss {smoothed(losses[:10]):.3f} -> "
-          f"{smoothed(losses[-10:]):.3f} (means of the first and last 10), "
-          f"{statistics.median(times):.4f} s/iter")
+    first, final, k = loss_ends(losses)
+    print(f"train  {len(losses)} iterations with {last}: loss {first:.3f} -> {final:.3f} (means of the "
+          f"first and last {k}), {statistics.median(times):.4f} s/iter")
     same = None
     if not args.no_check and last != "reference":
         same = identical_to_unlimited(g, args, choice, programs, final_state)
@@ -180,7 +187,7 @@ def train(args) -> int:
         print(f"checkpoint saved to {args.checkpoint} (iteration {trainer.iteration})")
     save_artifacts(args, g, programs, out_dir)
     status = write_json(args, {**figures, **choice.to_json(), "iterations": len(losses),
-                               "loss_first": smoothed(losses[:10]), "loss_last": smoothed(losses[-10:]),
+                               "loss_first": first, "loss_last": final,
                                "identical": same, "policies": rows_to_json(rows)})
     return 1 if same is False else status
 

@@ -126,3 +126,12 @@ def test_search_then_save_and_load_the_plan(tmp_path, capsys):
     other = TINY_LSTM[:3] + ["5"] + TINY_LSTM[4:]          # a different batch: a different graph
     assert main(other + ["--policy", "swapadvisor", "--load-plan", plan, "--out", str(tmp_path)]) == 2
     assert "was made for another graph" in capsys.readouterr().err
+
+
+def test_reported_loss_means_never_share_an_iteration():
+    from engine.train import loss_ends
+    assert loss_ends([4.0]) == (4.0, 4.0, 1)
+    assert loss_ends([4.0, 2.0, 1.0]) == (4.0, 1.0, 1)
+    assert loss_ends([4.0, 2.0, 1.0, 0.0]) == (3.0, 0.5, 2)
+    first, last, k = loss_ends(list(range(30)))
+    assert (first, last, k) == (4.5, 24.5, 10)
