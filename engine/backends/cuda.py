@@ -239,7 +239,11 @@ class CudaBackend:
             raise ValueError(f"cannot write {a.size} elements into a view of {view.size}")
         self._sync_all()
         if view.nbytes:
-            self._check(self._driver.cuMemcpyHtoD(view.ptr, a.ctypes.data, view.nbytes))
+            # Not cuMemcpyHtoD: from pageable memory it may return before the bytes land, on the
+            # legacy stream that our non-blocking streams do not wait for.
+            self._check(self._driver.cuMemcpyHtoDAsync(view.ptr, a.ctypes.data, view.nbytes,
+                                                       self._handles[COMPUTE]))
+            self.streams[COMPUTE].sync()
 
     def _scratch_for(self, stream: int, node, need: int) -> int:
         """The scratch region's address for a node needing ``need`` bytes (0 if none)."""

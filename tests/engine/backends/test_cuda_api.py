@@ -1115,14 +1115,6 @@ def test_every_operator_launch_passes_the_real_launch_config_and_argument_marsha
     assert len(ledger.launched) >= len(all_cases())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "CudaBackend.write copies from pageable memory with cuMemcpyHtoD on the legacy stream and "
-    "returns; the driver only promises the data is staged ('the DMA to final destination may not "
-    "have completed', CUDA driver API, API synchronization behavior), and our streams are "
-    "non-blocking (StreamOptions.nonblocking=True), so a kernel issued next may read the old bytes. "
-    "Fix in engine/backends/cuda.py write(): cuMemcpyHtoDAsync(view.ptr, a.ctypes.data, view.nbytes, "
-    "self._handles[COMPUTE]) then self.streams[COMPUTE].sync() (or cuCtxSynchronize() after the "
-    "cuMemcpyHtoD)."))
 def test_write_leaves_no_host_to_device_copy_in_flight(ledger):
     be = CudaBackend()
     try:
@@ -1225,7 +1217,6 @@ KNOWN_FAKE_GAPS = {
 
 # What fake_cuda.py refuses although the installed library accepts it.
 KNOWN_FAKE_REFUSALS = {
-    "launch with a np.float64 argument",            # a float subclass: the fake's assert rejects it
     "launch with a Python float argument",          # by design: our descriptors never pass one
     "LaunchConfig(...).shmem_size",                 # the fake's config calls it .shmem
     "LaunchConfig(grid=1, block=1) normalised to 3-tuples",   # the fake keeps the ints
