@@ -2,16 +2,16 @@
 
 Backward computations are ordinary operators emitted by each operator's
 ``gradient`` declaration, so the planner and executor treat them like forward
-ones. Contributions to one tensor's gradient are combined by ``sum_n`` nodes
-whose operand order is the order in which the contributions were emitted
-(reverse insertion order of the consumers): fixed for a given graph, whatever
-schedule later runs it. Up to ``MAX_FAN_IN`` contributions take one node;
-more take a left-to-right chain of ``sum_n`` nodes (the running sum first,
-emitted as soon as ``MAX_FAN_IN`` operands are waiting), which adds in exactly
-the same order, so the result is bit-identical to one n-ary node, but no
-operator needs every contribution resident at once, and each dies soon after
-it is made (an unrolled RNN's weight gets one contribution per time step: 35
-of 1 GiB each would not fit a 16 GiB device as operands of a single node).
+ones. Contributions to one tensor's gradient are summed in the order in which
+they were emitted (reverse insertion order of the consumers): fixed for a given
+graph, whatever schedule later runs it. The first two make a running sum
+(``sum_n``), and each later one is added into it as soon as it is emitted
+(``accumulate``, which writes over the running sum, MXNet's gradient "add-to"),
+so the bits are those of one left-to-right n-ary sum, yet each contribution
+dies right after it is made and the sum takes one object however many there
+are. (An unrolled RNN's weight gets one contribution of 1 GiB per time step:
+as operands of one node, 35 would not fit a 16 GiB device; as a chain of
+fresh sums they would keep three such objects busy and force swaps.)
 """
 from __future__ import annotations
 
@@ -21,9 +21,6 @@ from ops import registry as op_registry
 from ops.registry import OpError
 
 from .ir import Graph, GraphError, Kind
-
-
-MAX_FAN_IN = 4
 
 
 @dataclass(frozen=True)
@@ -61,26 +58,30 @@ def gradients(g: Graph, loss: int) -> dict[int, int]:
                 reaches[t] = True
     wanted = [a and b for a, b in zip(needs, reaches)]
 
-    contributions: dict[int, list[int]] = {}
-    sums_made: dict[int, int] = {}
+    first: dict[int, int] = {}          # tensor -> its only contribution so far
+    running: dict[int, int] = {}        # tensor -> the running sum of its contributions
+    added: dict[int, int] = {}          # tensor -> contributions accumulated into the sum
+
+    def contribute(t: int, gt: int) -> None:
+        name = g.tensors[t].name
+        if t in running:
+            k = added[t] = added[t] + 1
+            (running[t],) = g.apply("accumulate", [running[t], gt], name=f"{name}.grad_acc{k}")
+        elif t in first:
+            (running[t],) = g.apply("sum_n", [first.pop(t), gt], name=f"{name}.grad_sum")
+            added[t] = 2
+        else:
+            first[t] = gt
 
     def total(t: int) -> int | None:
-        parts = contributions.get(t)
-        if not parts:
-            return None
-        if len(parts) == 1:
-            return parts[0]
-        k = sums_made[t] = sums_made.get(t, 0) + 1
-        (s,) = g.apply("sum_n", parts, name=f"{g.tensors[t].name}.grad_sum{'' if k == 1 else k}")
-        contributions[t] = [s]
-        return s
+        return running.get(t, first.get(t))
 
     with g.default_kind(Kind.GRADIENT):
         (seed,) = g.apply("fill", [], name=f"{lt.name}.grad_seed", shape=(), dtype=lt.dtype.name, value=1.0)
-        contributions[loss] = [seed]
+        contribute(loss, seed)
         for node in reversed(g.nodes[:n_forward]):
             want = [wanted[t] for t in node.inputs]
-            if not any(want) or not any(t in contributions for t in node.outputs):
+            if not any(want) or all(total(t) is None for t in node.outputs):
                 continue
             decl = op_registry.get(node.op)
             if not decl.differentiable:
@@ -94,12 +95,7 @@ def gradients(g: Graph, loss: int) -> dict[int, int]:
                 raise GraphError(f"node '{node.name}' ({node.op}): {e}") from None
             for t, gt, w in zip(node.inputs, grads, want):
                 if w and gt is not None:
-                    parts = contributions.setdefault(t, [])
-                    parts.append(gt)
-                    if len(parts) == MAX_FAN_IN:
-                        # A running sum as soon as MAX_FAN_IN are waiting, so contributions die
-                        # early (an RNN weight gets one per step); the order stays the same.
-                        total(t)
+                    contribute(t, gt)
         result = {}
         for p in params:
             gp = total(p)

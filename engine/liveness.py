@@ -1,11 +1,11 @@
 """Tensor lifetimes under a schedule, and the peak memory of an unlimited run.
 
 A tensor is live from the step that produces it (leaves: from the start) to the
-step that last reads it. Persistent state is special: the next value of a
-parameter or optimizer state lives to the end of the iteration, and when it is
-produced by the step where its current value dies (an SGD update), it takes
-over the current value's storage (MXNet's in-place update), so the pair counts
-once.
+step that last reads it. The next value of a parameter or optimizer state lives
+to the end of the iteration. An output that an operator may write over one of
+its inputs (``Op.state_outputs``: an SGD update, a gradient accumulation) takes
+over that input's storage when the input dies at that step and is read there
+once (MXNet's in-place update), so the pair counts once, as the planner places it.
 """
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+
+from ops import registry as op_registry
 
 from .ir import Graph
 
@@ -24,6 +26,19 @@ class Lifetimes:
     start: np.ndarray
     end: np.ndarray
     inplace_of: np.ndarray
+
+    def storage(self) -> tuple[np.ndarray, np.ndarray]:
+        """(owns, end): ``owns[t]`` when t needs storage of its own (it is not written over
+        another tensor); ``end[t]``, for those, the last step of anything kept in that
+        storage, following chains of in-place writes (a running gradient sum)."""
+        owns = self.inplace_of < 0
+        end = self.end.copy()
+        root = np.arange(len(end))
+        merged = np.nonzero(~owns)[0]
+        for t in merged[np.argsort(self.start[merged], kind="stable")]:   # chains in production order
+            root[t] = root[self.inplace_of[t]]
+        np.maximum.at(end, root[merged], self.end[merged])
+        return owns, end
 
 
 def positions(g: Graph, order: Sequence[int]) -> np.ndarray:
@@ -44,11 +59,15 @@ def lifetimes(g: Graph, order: Sequence[int]) -> Lifetimes:
             end[t] = p      # order is ascending, so the last write is the last use
     if g.loss is not None:
         end[g.loss] = n_steps - 1     # read back after the iteration
-    inplace_of = np.full(len(g.tensors), -1, dtype=np.int64)
-    for cur, nxt in g.state_pairs:
+    for _, nxt in g.state_pairs:
         end[nxt] = n_steps - 1
-        if end[cur] == start[nxt]:
-            inplace_of[nxt] = cur
+    inplace_of = np.full(len(g.tensors), -1, dtype=np.int64)
+    kept = {g.loss} | {nxt for _, nxt in g.state_pairs}
+    for n in g.nodes:
+        for out_i, in_i in op_registry.get(n.op).state_outputs.items():
+            cur = n.inputs[in_i]
+            if end[cur] == pos[n.id] and n.inputs.count(cur) == 1 and cur not in kept:
+                inplace_of[n.outputs[out_i]] = cur
     return Lifetimes(start, end, inplace_of)
 
 
@@ -56,13 +75,9 @@ def live_bytes_per_step(g: Graph, order: Sequence[int]) -> np.ndarray:
     """Bytes of tensors live while each step runs (its inputs and outputs included)."""
     lt = lifetimes(g, order)
     sizes = np.array([t.nbytes for t in g.tensors], dtype=np.int64)
-    counted = lt.inplace_of < 0
+    counted, end = lt.storage()     # an in-place chain is one allocation
     diff = np.zeros(len(order) + 1, dtype=np.int64)
     np.add.at(diff, lt.start[counted], sizes[counted])
-    # An in-place pair is one allocation: the current value's interval runs to the next's end.
-    end = lt.end.copy()
-    merged = np.nonzero(~counted)[0]
-    end[lt.inplace_of[merged]] = np.maximum(end[lt.inplace_of[merged]], end[merged])
     np.add.at(diff, end[counted] + 1, -sizes[counted])
     return np.cumsum(diff[:-1])
 

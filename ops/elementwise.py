@@ -1,4 +1,5 @@
-"""Element-wise operators: activations and their gradients, add, multiply, scale, n-ary sum, fill."""
+"""Element-wise operators: activations and their gradients, add, multiply, scale, n-ary sum,
+in-place accumulation, fill."""
 from __future__ import annotations
 
 import numpy as np
@@ -218,6 +219,25 @@ class SumN(Op):
             slots = ops + [ops[0]] * (self.SLOTS - len(ops))
             launches.append(grid_stride(name, n, (OUT(0), *slots, i32(len(ops)), i64(n)), OUT(0)))
         return launches
+
+
+@register
+class Accumulate(Op):
+    """acc' = acc + c, written over acc when acc dies here (as an SGD update overwrites its
+    parameter): the running sum of a tensor's gradient contributions takes no new memory
+    per contribution. Same bits as ``add`` and as ``sum_n`` taken left to right."""
+    name, arity, differentiable = "accumulate", 2, False
+    cuda_kernels = ("add_fwd",)       # element by element, so safe when y is a
+    state_outputs = {0: 0}
+
+    def infer(self, attrs, ins):
+        return [(_same_shape(ins), same_dtype(ins))]
+
+    def compute(self, attrs, xs, ys):
+        np.add(xs[0], xs[1], out=ys[0])
+
+    def cuda_launches(self, attrs, ins, outs):
+        return _map_launch(self, ins, outs)
 
 
 @register

@@ -46,11 +46,8 @@ def size_demand(g: Graph, order: Sequence[int]) -> SizeDemand:
     lt = lifetimes(g, order)
     n_steps = max(1, len(order))
     live = np.zeros((len(sizes), n_steps + 1), dtype=np.int64)
-    counted = lt.inplace_of < 0
+    counted, end = lt.storage()     # an in-place chain is one object
     np.add.at(live, (size_index[counted], lt.start[counted]), 1)
-    end = lt.end.copy()
-    merged = np.nonzero(~counted)[0]
-    end[lt.inplace_of[merged]] = np.maximum(end[lt.inplace_of[merged]], end[merged])
     np.add.at(live, (size_index[counted], end[counted] + 1), -1)
     peak = np.cumsum(live, axis=1)[:, :n_steps].max(axis=1)
     per_node = np.zeros((len(g.nodes), len(sizes)), dtype=np.int32)

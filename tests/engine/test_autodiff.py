@@ -41,17 +41,18 @@ def test_whole_graph_gradient_matches_finite_differences():
             assert abs(out[gp][idx] - numeric) < 1e-6 * max(1, abs(numeric)), g.tensors[p].name
 
 
-def test_contributions_are_summed_by_one_n_ary_node_in_a_fixed_order():
+def test_contributions_are_summed_in_a_fixed_order():
     g, loss = mlp()
     gradients(g, loss)
-    sums = [n for n in g.nodes if n.op == "sum_n"]
-    (s,) = [n for n in sums if n.name.startswith("act.grad_sum")]
-    assert len(s.inputs) == 3               # from square (twice: a*a) and from skip
-    assert all(g.tensors[t].kind == Kind.GRADIENT for t in s.inputs)
+    (s,) = [n for n in g.nodes if n.name == "act.grad_sum"]
+    (a,) = [n for n in g.nodes if n.name.startswith("act.grad_acc")]
+    assert s.op == "sum_n" and a.op == "accumulate" and a.inputs[0] == s.outputs[0]
+    # three contributions: from square (twice: a*a) and from skip
+    assert all(g.tensors[t].kind == Kind.GRADIENT for t in (*s.inputs, *a.inputs, *a.outputs))
     g2, loss2 = mlp()
     gradients(g2, loss2)
     assert g.dump() == g2.dump()            # the same graph, operand order included
-    (reader,) = [g.nodes[u] for u in g.users[s.outputs[0]]]
+    (reader,) = [g.nodes[u] for u in g.users[a.outputs[0]]]
     assert reader.op == "tanh_grad"       # the summed gradient flows on into tanh's backward
 
 
@@ -91,25 +92,29 @@ def test_unused_parameter_is_reported():
         gradients(g, loss)
 
 
-def test_many_contributions_chain_in_the_same_order_bit_identically():
-    from engine.autodiff import MAX_FAN_IN
+def test_many_contributions_accumulate_in_place_in_the_same_order_bit_identically():
     from ops import registry
+    from planner.allocation import simple_allocation, size_demand
+    from planner.swap_planner import plan
     from zoo import small
 
     g = small.lstm(batch=2, steps=10, features=4, hidden=4, layers=1, classes=3)
-    sums = [n for n in g.nodes if n.op == "sum_n"]
-    assert sums and max(len(n.inputs) for n in sums) <= MAX_FAN_IN
-    chained = [n for n in sums if g.nodes[g.producer[n.inputs[0]]].op == "sum_n"]
-    assert chained                                  # 10 step contributions to w_x: a chain
-    # a chain adds in the same order as one n-ary node: the same bits
+    chain = [n for n in g.nodes if n.name.startswith("lstm0/w_x.grad_")]
+    assert [n.op for n in chain] == ["sum_n"] + ["accumulate"] * 8    # 10 step contributions to w_x
+    assert len(chain[0].inputs) == 2
+    for a, b in zip(chain, chain[1:]):
+        assert b.inputs[0] == a.outputs[0] and g.users[a.outputs[0]] == [b.id]   # the sum's only reader
+    # each accumulation writes over the running sum: one object however many steps
+    order = g.default_order()
+    program = plan(g, order, simple_allocation(g, order, 1 << 30))
+    objects = {ins.target: ins.objects for ins in program.instrs if ins.kind == 0}
+    assert len({objects[n.id][-1] for n in chain}) == 1
+    # a left-to-right chain adds in the same order as one n-ary node: the same bits
     rng = np.random.default_rng(0)
     parts = [rng.standard_normal(7).astype(np.float32) for _ in range(10)]
     one, acc = np.empty(7, np.float32), np.empty(7, np.float32)
     registry.get("sum_n").compute({}, parts, [one])
-    registry.get("sum_n").compute({}, parts[:MAX_FAN_IN], [acc])
-    rest = parts[MAX_FAN_IN:]
-    while rest:
-        nxt = np.empty(7, np.float32)
-        registry.get("sum_n").compute({}, [acc] + rest[:MAX_FAN_IN - 1], [nxt])
-        acc, rest = nxt, rest[MAX_FAN_IN - 1:]
+    registry.get("sum_n").compute({}, parts[:2], [acc])
+    for c in parts[2:]:
+        registry.get("accumulate").compute({}, [acc, c], [acc])
     assert np.array_equal(one, acc)

@@ -41,3 +41,22 @@ def test_updated_state_reuses_its_storage_when_its_old_value_dies():
     assert lt.inplace_of[w_next] == w and lt.inplace_of[m_next] == m
     # w, grad, m, relu's output: the update's outputs reuse w's and m's storage
     assert peak_bytes(g, [0, 1]) == 4 * 1024
+
+
+def test_a_chain_of_in_place_accumulations_is_one_allocation():
+    g = Graph()
+    x = g.input("x", (256,))                                     # 1 KiB each
+    parts = [g.apply("relu", [x], name=f"p{i}")[0] for i in range(4)]
+    (s,) = g.apply("sum_n", parts[:2], name="s")
+    (s2,) = g.apply("accumulate", [s, parts[2]], name="s2")
+    (s3,) = g.apply("accumulate", [s2, parts[3]], name="s3")
+    (y,) = g.apply("tanh", [s3], name="y")
+    order = g.default_order()
+    lt = lifetimes(g, order)
+    assert lt.inplace_of[s2] == s and lt.inplace_of[s3] == s2
+    owns, end = lt.storage()
+    assert owns[s] and not owns[s2] and not owns[s3]
+    assert end[s] == lt.end[s3] == order.index(g.producer[y])   # the sum's storage lives until y
+    # steps: p0..p3, s, s2, s3, y. At s2: the sum's storage, p2 and p3 (s2 adds none); at y:
+    # the sum's storage and y.
+    assert live_bytes_per_step(g, order).tolist() == [2048, 3072, 4096, 5120, 5120, 3072, 2048, 2048]

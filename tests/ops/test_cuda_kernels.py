@@ -21,7 +21,7 @@ GPUS, WHY = detect_gpu()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPUS == 0, reason=f"no GPU ({WHY})")]
 
 # Kernels written in numpy's evaluation order with no FMA contraction: bit-identical.
-EXACT = {"relu", "relu_grad", "sigmoid_grad", "tanh_grad", "add", "mul", "scale", "sum_n", "fill", "sgd_update",
+EXACT = {"relu", "relu_grad", "sigmoid_grad", "tanh_grad", "add", "accumulate", "mul", "scale", "sum_n", "fill", "sgd_update",
          "concat", "split", "reshape", "max_pool2d", "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad",
          "global_avg_pool_grad", "softmax_cross_entropy_grad"}
 TOLERANCE = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12}
@@ -127,6 +127,9 @@ def test_in_place_updates(backend):
     c = case("batch_norm", [(8, 3, 5, 5), (3,), (3,), (3,), (3,)])
     arrays = make_inputs(c, np.random.default_rng(3))
     assert_matches(c, run_on_gpu(backend, c, arrays, alias={3: 3, 4: 4}), numpy_outputs(c, arrays))
+    c = case("accumulate", [(4099,), (4099,)])                  # a running gradient sum
+    arrays = make_inputs(c, np.random.default_rng(4))
+    assert_matches(c, run_on_gpu(backend, c, arrays, alias={0: 0}), numpy_outputs(c, arrays))
 
 
 def test_kernels_are_deterministic(backend):
