@@ -282,31 +282,34 @@ def test_fake_link_measurement(fake):
     assert link.latency_s == pytest.approx(5e-6, rel=0.5)
 
 
+ITERATIONS = 3
+
+
+def _train(g, program, **backend_options):
+    """(state, losses) after ITERATIONS steps of ``program`` on a fresh CudaBackend."""
+    be = CudaBackend(**backend_options)
+    try:
+        tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, be))
+        losses = [tr.step() for _ in range(ITERATIONS)]
+        return tr.state, losses
+    finally:
+        be.close()
+
+
 @pytest.mark.skipif(not cuda_emulator.available(), reason="g++ is needed to build the host emulation")
 def test_fake_training_with_host_emulated_kernels_is_bit_identical_at_a_quarter_budget(monkeypatch):
     """The whole path but the GPU: our CUDA kernels (run on the host), this backend (on the
     fake CUDA), the executor, capture and replay, swaps at a quarter of the peak."""
     fake_cuda.install(monkeypatch, emulate=True)
     g = small.lstm(batch=2, steps=3, features=4, hidden=4, layers=1, classes=3)
-
-    def train(program):
-        be = CudaBackend()
-        try:
-            tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, be))
-            tr.step()
-            tr.step()
-            return tr.state
-        finally:
-            be.close()
-
     budget = max(peak_bytes(g) // 4, smallest_budget(size_demand(g, g.default_order())))
     program = make_program("swapadvisor", g, budget)
     assert program.count(SWAP_IN) > 0
-    ref, state = train(make_program("ideal", g, None)), train(program)
+    (ref, _), (state, _) = _train(g, make_program("ideal", g, None)), _train(g, program)
     assert all(np.array_equal(a, state[t]) for t, a in ref.items())
     cpu = Trainer(g, seed=0)
-    cpu.step()
-    cpu.step()
+    for _ in range(ITERATIONS):
+        cpu.step()
     for t, a in cpu.state.items():
         np.testing.assert_allclose(ref[t], a, rtol=1e-5, atol=1e-6)
 
@@ -340,17 +343,8 @@ def test_fake_sanitized_training_with_host_emulated_kernels_is_bit_identical(mon
     fake_cuda.install(monkeypatch, emulate=True)
     g = small.lstm(batch=2, steps=3, features=4, hidden=4, layers=1, classes=3)
     budget = max(peak_bytes(g) // 4, smallest_budget(size_demand(g, g.default_order())))
-
-    def train(program, sanitize):
-        be = CudaBackend(sanitize=sanitize, seed=5)
-        try:
-            tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, be))
-            tr.step()
-            tr.step()
-            return tr.state
-        finally:
-            be.close()
-    ref, state = train(make_program("ideal", g, None), False), train(make_program("swapadvisor", g, budget), True)
+    ref, _ = _train(g, make_program("ideal", g, None))
+    state, _ = _train(g, make_program("swapadvisor", g, budget), sanitize=True, seed=5)
     assert all(np.array_equal(a, state[t]) for t, a in ref.items())
 
 
@@ -415,17 +409,6 @@ def test_link_measurement(backend):
 
 
 FAMILIES = ["wresnet", "inception", "nasnet", "rnn", "brnn"]
-ITERATIONS = 3
-
-
-def _train(g, program, graphs=True):
-    be = CudaBackend(graphs=graphs)
-    try:
-        tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, be))
-        losses = [tr.step() for _ in range(ITERATIONS)]
-        return tr.state, losses
-    finally:
-        be.close()
 
 
 @pytest.mark.gpu
@@ -444,7 +427,7 @@ def test_quarter_budget_training_is_bit_identical_on_the_gpu(family):
     for policy, graphs in (("swapadvisor", True), ("odswap", True), ("swapadvisor", False)):
         program = make_program(policy, g, budget)
         verify(program, g, budget)
-        state, losses = _train(g, program, graphs)
+        state, losses = _train(g, program, graphs=graphs)
         bad = [g.tensors[t].name for t, a in ref_state.items() if not np.array_equal(a, state[t])]
         assert not bad, f"{family} {policy} (graphs {graphs}) at {budget} bytes: {bad[:3]} differ"
         assert losses == ref_losses
@@ -458,14 +441,7 @@ def test_sanitized_quarter_budget_training_is_bit_identical_on_the_gpu(family):
     g = zoo.tiny(family)
     budget = peak_bytes(g) // 4
     ref_state, ref_losses = _train(g, make_program("ideal", g, None))
-    program = make_program("swapadvisor", g, budget)
-    be = CudaBackend(sanitize=True, seed=1, jitter_s=2e-4)
-    try:
-        tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, be))
-        losses = [tr.step() for _ in range(ITERATIONS)]
-        state = tr.state
-    finally:
-        be.close()
+    state, losses = _train(g, make_program("swapadvisor", g, budget), sanitize=True, seed=1, jitter_s=2e-4)
     bad = [g.tensors[t].name for t, a in ref_state.items() if not np.array_equal(a, state[t])]
     assert not bad and losses == ref_losses, f"{family}: {bad[:3]} differ"
 
@@ -482,12 +458,5 @@ def test_cuda_sanitizer_turns_a_missing_edge_into_a_wrong_answer():
     for ins in broken.instrs:
         if ins.kind == COMPUTE:
             ins.deps = [d for d in ins.deps if broken.instrs[d].kind != SWAP_IN]
-    be = CudaBackend(sanitize=True, seed=2, jitter_s=(0.0, 2e-3, 0.0))
-    try:
-        tr = Trainer(g, seed=0, runner=ProgramExecutor(broken, g, be))
-        for _ in range(ITERATIONS):
-            tr.step()
-        state = tr.state
-    finally:
-        be.close()
+    state, _ = _train(g, broken, sanitize=True, seed=2, jitter_s=(0.0, 2e-3, 0.0))
     assert any(not np.array_equal(a, state[t]) for t, a in ref_state.items())
