@@ -2,12 +2,13 @@
 
 Schedules: each node's number of distinct predecessors and its successor list (plain int
 lists, so the dataflow-scheduler loops of ``schedule_ops`` never touch the Graph or networkx).
-Besides the graph's dataflow edges these hold one write-after-read edge from every other
-reader of a state's current value to the operator that updates it in place (an SGD update):
-MXNet's engine orders a variable's write after its reads the same way, and it is what lets
-the update take over its old value's object in every schedule the search makes, so the
-update's output needs no object of its own (the per-operator minima below rely on it).
-Insertion order (the default order) already satisfies these edges.
+Besides the graph's dataflow edges these hold the write-after-read edges of
+``engine.schedules``: from every other reader of a value to the operator that writes over it
+in place (an SGD update, a gradient accumulation). MXNet's engine orders a variable's write
+after its reads the same way, and it is what lets the update take over its old value's object
+in every schedule the search makes, so the update's output needs no object of its own (the
+per-operator minima below rely on it). Insertion order (the default order) already satisfies
+these edges.
 
 Allocations: TS (the sorted distinct tensor sizes), the per-operator demand of each size, and
 the peak demand of an unlimited run in the default order. An operator runs only if all of its
@@ -28,18 +29,8 @@ import numpy as np
 
 from allocator import aligned_bytes
 from engine.ir import Graph
-from ops import registry as op_registry
+from engine.schedules import schedule_successors
 from planner.allocation import minimal_allocation, size_demand
-
-
-def write_after_read_edges(g: Graph) -> list[tuple[int, int]]:
-    """(reader, updater) for every node reading a value that another node updates in place."""
-    edges = []
-    for node in g.nodes:
-        for src in op_registry.get(node.op).state_outputs.values():
-            cur = node.inputs[src]
-            edges.extend((r, node.id) for r in g.users[cur] if r != node.id)
-    return edges
 
 
 @dataclass
@@ -61,10 +52,7 @@ class GraphContext:
     @classmethod
     def from_graph(cls, g: Graph) -> GraphContext:
         n = len(g.nodes)
-        successors = [g.successors(v) for v in range(n)]
-        for reader, update in write_after_read_edges(g):
-            if update not in successors[reader]:
-                successors[reader].append(update)
+        successors = schedule_successors(g)
         pred_count = [0] * n
         for succ in successors:
             for s in succ:

@@ -1,14 +1,18 @@
 import numpy as np
 
-from engine.schedules import priority_order, random_order
+from engine.schedules import priority_order, random_order, write_after_read_edges
 from zoo import small
 
 
 def test_random_orders_are_topological_and_differ():
     g = small.lstm(batch=2, steps=3, features=4, hidden=4, layers=2, classes=3)
     orders = [random_order(g, np.random.default_rng(s)) for s in range(3)]
+    edges = write_after_read_edges(g)
+    assert edges                      # SGD updates and gradient accumulations write over inputs
     for o in orders:
         g.check_order(o)
+        pos = {n: i for i, n in enumerate(o)}
+        assert all(pos[reader] < pos[update] for reader, update in edges)
     assert len({tuple(o) for o in orders}) == 3
 
 

@@ -2,7 +2,8 @@ import numpy as np
 
 from allocator import Allocation
 from engine.ir import Graph
-from ga.context import GraphContext, write_after_read_edges
+from engine.schedules import write_after_read_edges
+from ga.context import GraphContext
 from ops import registry as op_registry
 from planner.allocation import minimal_allocation, size_demand
 from planner.swap_planner import PlanError, plan
