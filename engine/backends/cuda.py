@@ -26,7 +26,6 @@ ever allocated beside the arena.
 """
 from __future__ import annotations
 
-import bisect
 import math
 import random
 import warnings
@@ -40,10 +39,9 @@ from ops.cuda_launch import workspace_bytes, workspace_offsets
 from ..program import COMPUTE, SWAP_IN, SWAP_OUT
 from . import kernels as kernel_sources
 from .detect import detect_gpu
+from .pinned import PinnedHostMemory
 
 POISON = 0xFF
-PINNED_CHUNK = 64 << 20          # pinned host memory is taken from the driver in chunks this big
-HOST_ALIGNMENT = 256
 
 
 def _cuda_api():
@@ -93,14 +91,6 @@ def _overlap(a: DeviceArray, b: DeviceArray) -> bool:
     return a.ptr < b.ptr + b.nbytes and b.ptr < a.ptr + a.nbytes
 
 
-class _PinnedView:
-    """The base of a numpy array in pinned memory: keeps the chunk's cuda.core Buffer alive."""
-
-    def __init__(self, chunk, ptr: int, nbytes: int):
-        self.chunk = chunk
-        self.__array_interface__ = {"data": (ptr, False), "shape": (nbytes,), "typestr": "|u1", "version": 3}
-
-
 @dataclass
 class CudaGraph:
     graph: object            # cuda.core.graph.Graph
@@ -132,7 +122,7 @@ class CudaBackend:
         self.streams = [self.dev.create_stream() for _ in range(3)]
         self._handles = [int(s.handle) for s in self.streams]
         self._timing = core.EventOptions(timing_enabled=True)
-        self._pinned_mr = core.LegacyPinnedMemoryResource()
+        self._pinned = PinnedHostMemory(core.LegacyPinnedMemoryResource())
         self._cubins = kernel_sources.compile_all(self.arch)      # name -> cubin; cached on disk
         self._modules: dict[int, object] = {}
         self._kernels: dict[str, object] = {}
@@ -146,8 +136,6 @@ class CudaBackend:
             self._delay = (module.get_kernel("sanitizer_delay"), self._LaunchConfig(grid=1, block=1))
         self._arena_ptr, self._arena_bytes, self._generation = 0, 0, 0
         self._scratch_ptr, self._scratch_bytes = 0, 0     # the arena's tail, for the compute stream
-        self._chunks: list[tuple[int, int, object]] = []         # pinned (start, end, buffer), sorted
-        self._chunk_free = (0, 0)          # (next free address, end) in the newest chunk
         self._prepared: dict = {}
         self._dry = False                  # capture's first pass: launches prepared, nothing issued
         self._capturing = False
@@ -203,27 +191,7 @@ class CudaBackend:
 
     def host_buffer(self, shape, dtype) -> np.ndarray:
         """A numpy array in pinned (page-locked) host memory, filled with 0xFF bytes."""
-        dtype = np.dtype(dtype)
-        nbytes = math.prod(shape) * dtype.itemsize
-        if nbytes == 0:
-            return np.empty(shape, dtype)
-        start, end = self._chunk_free
-        size = -(-nbytes // HOST_ALIGNMENT) * HOST_ALIGNMENT
-        if end - start < size:
-            chunk_bytes = max(PINNED_CHUNK, size)
-            buf = self._pinned_mr.allocate(chunk_bytes)
-            start = int(buf.handle)
-            end = start + chunk_bytes
-            bisect.insort(self._chunks, (start, end, buf))
-        chunk = self._chunks[bisect.bisect_right(self._chunks, (start, float("inf"))) - 1][2]
-        self._chunk_free = (start + size, end)
-        raw = np.asarray(_PinnedView(chunk, start, nbytes))
-        raw.fill(POISON)
-        return raw.view(dtype).reshape(shape)
-
-    def _is_pinned(self, ptr: int, nbytes: int) -> bool:
-        i = bisect.bisect_right(self._chunks, (ptr, float("inf"))) - 1
-        return i >= 0 and self._chunks[i][0] <= ptr and ptr + nbytes <= self._chunks[i][1]
+        return self._pinned.array(shape, dtype, POISON)
 
     def read(self, view: DeviceArray) -> np.ndarray:
         """A host copy of ``view`` once every stream is idle."""
@@ -327,7 +295,7 @@ class CudaBackend:
             raise TypeError("copies go between a DeviceArray and a numpy array from host_buffer")
         if dev.nbytes != host.nbytes or not host.flags.c_contiguous:
             raise ValueError(f"copy of {host.nbytes} contiguous host bytes to/from {dev.nbytes} device bytes")
-        if host.nbytes and not self._is_pinned(host.ctypes.data, host.nbytes):
+        if host.nbytes and not self._pinned.contains(host.ctypes.data, host.nbytes):
             raise ValueError("asynchronous copies need host memory from CudaBackend.host_buffer (pinned)")
         return host.nbytes
 
@@ -476,4 +444,4 @@ class CudaBackend:
             self._pending.clear()
             self._device_free(self._arena_ptr)
             self._arena_ptr, self._arena_bytes, self._scratch_ptr, self._scratch_bytes = 0, 0, 0, 0
-            self._chunks, self._chunk_free = [], (0, 0)
+            self._pinned.forget()
