@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from allocator import Allocation, aligned_bytes
+from allocator import Allocation
 from engine.ir import Graph
 from engine.profile import Profile
 from engine.units import format_bytes
 from planner.allocation import simple_allocation
 from planner.baselines import make_program
 from planner.simulate import simulate
-from planner.swap_planner import PlanError
+from planner.swap_planner import PlanError, reserved_scratch
 
 from . import checkpoint as ckpt
 from .allocation_ops import DEFAULT_SIGMA
@@ -183,7 +183,7 @@ def search(graph: Graph, budget: int, profile: Profile, options: SearchOptions |
     """
     opts = options or SearchOptions()
     ctx = GraphContext.from_graph(graph)
-    scratch = int(aligned_bytes(graph.scratch_bytes()[0]))
+    scratch = reserved_scratch(graph)
     check_budget(ctx, budget, scratch)
     pool_budget = budget - scratch        # what allocations may use; plan() adds the scratch
     node_seconds = profile.node_seconds(graph)

@@ -21,7 +21,7 @@ from engine.liveness import lifetimes
 from engine.units import format_bytes
 from ops import registry as op_registry
 
-from .swap_planner import PlanError
+from .swap_planner import PlanError, reserved_scratch
 
 
 @dataclass
@@ -61,7 +61,7 @@ def size_demand(g: Graph, order: Sequence[int]) -> SizeDemand:
             heaviest, heaviest_bytes = n.id, b
     minimum = per_node.max(axis=0).astype(np.int64) if len(g.nodes) else np.zeros(len(sizes), np.int64)
     return SizeDemand(sizes, size_index, np.maximum(peak, minimum), minimum, per_node, heaviest, heaviest_bytes,
-                      int(aligned_bytes(g.scratch_bytes()[0])))
+                      reserved_scratch(g))
 
 
 def minimal_allocation(d: SizeDemand) -> Allocation:

@@ -35,6 +35,13 @@ class PlanError(ValueError):
     """The budget or allocation cannot run the graph; the message names the operator."""
 
 
+def reserved_scratch(g: Graph) -> int:
+    """Bytes every Program of ``g`` reserves at its arena's end for operator scratch: the
+    largest any one operator declares (``Graph.scratch_bytes``), aligned like pool objects.
+    A device budget covers it; the allocation's objects get the rest."""
+    return int(aligned_bytes(g.scratch_bytes()[0]))
+
+
 @dataclass(frozen=True)
 class PlanOptions:
     victim: str = "belady"            # "belady" (SwapAdvisor) or "lru" (on-demand swapping)
@@ -268,7 +275,7 @@ def plan(g: Graph, schedule: Sequence[int], allocation, op_seconds: np.ndarray |
             break
     else:
         raise PlanError(f"the double pass did not settle in {options.max_passes} passes")
-    scratch = int(aligned_bytes(g.scratch_bytes()[0]))
+    scratch = reserved_scratch(g)
     pool = Pool(layout.object_offset, layout.object_bytes, layout.object_class, int(layout.arena_bytes) + scratch,
                 np.asarray(allocation.sizes, dtype=np.int64), np.asarray(allocation.cls, dtype=np.int64),
                 np.asarray(allocation.cnt, dtype=np.int64), scratch)
