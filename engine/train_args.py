@@ -99,8 +99,9 @@ def parser() -> argparse.ArgumentParser:
                    help="with --checkpoint: save every N iterations, and always at exit (default 50)")
     p.add_argument("--resume", metavar="FILE", help="continue from this checkpoint, bit-identically")
     p.add_argument("--memory", metavar="SIZE", type=size, default=None,
-                   help="device memory budget: the tensor pool and operator scratch, in one arena; binary units (e.g. 64MiB, 16GiB); "
-                        "default: 0.3 of the unlimited-memory peak, or the smallest budget that runs")
+                   help="device memory budget, for the tensor pool and operator scratch in one arena, in "
+                        "binary units (e.g. 64MiB, 16GiB); default: 0.3 of the unlimited-memory peak, or "
+                        "the smallest budget that runs")
     p.add_argument("--policy", type=policies, default=list(POLICIES), metavar="P[,P...]",
                    help=f"swap policies to compare, from {', '.join(POLICIES)} and reference (numpy, no "
                         "budget); the last one trains for --iterations, the others are timed on "
