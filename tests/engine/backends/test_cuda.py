@@ -190,15 +190,21 @@ def _round_trip(be, host_in, host_out, x, y):
     be.copy_d2h(SWAP_OUT, host_out, y)
 
 
+def _round_trip_buffers(be, n: int, arena: int):
+    """A fresh arena of ``arena`` bytes with float32 views x at 0 and y at 4096 bytes, and
+    pinned host buffers host_in, host_out: what ``_round_trip`` moves between."""
+    be.allocate_arena(arena)
+    x, y = be.view(0, (n,), np.float32), be.view(4096, (n,), np.float32)
+    return x, y, be.host_buffer((n,), np.float32), be.host_buffer((n,), np.float32)
+
+
 def _scale_node(nid=0):
     return SimpleNamespace(op="scale", attrs={"factor": 2.0}, id=nid)
 
 
 def test_fake_capture_records_and_replay_runs(fake, fake_backend):
     be = fake_backend
-    be.allocate_arena(1 << 16)
-    x, y = be.view(0, (100,), np.float32), be.view(1024, (100,), np.float32)
-    host_in, host_out = be.host_buffer((100,), np.float32), be.host_buffer((100,), np.float32)
+    x, y, host_in, host_out = _round_trip_buffers(be, 100, 1 << 16)
     graph = be.capture(lambda: _round_trip(be, host_in, host_out, x, y))
     assert graph is not None and fake.launches == []       # captured, not run
     for k in range(2):
@@ -320,9 +326,7 @@ def test_fake_sanitizer_delays_and_poisons_before_each_instruction(fake):
     be = CudaBackend(sanitize=True, seed=3, jitter_s=(1e-4, 2e-4, 0.0))
     try:
         assert not be.use_graphs                             # fresh delays every iteration
-        be.allocate_arena(1 << 16)
-        x, y = be.view(0, (100,), np.float32), be.view(1024, (100,), np.float32)
-        host_in, host_out = be.host_buffer((100,), np.float32), be.host_buffer((100,), np.float32)
+        x, y, host_in, host_out = _round_trip_buffers(be, 100, 1 << 16)
         host_in[:] = 1
         be.write(y, np.full(100, 7, np.float32))
         assert be.capture(lambda: None) is None
@@ -363,10 +367,8 @@ def backend():
 @needs_gpu
 def test_streams_events_and_pinned_copies(backend):
     be = backend
-    be.allocate_arena(1 << 20)
-    x, y = be.view(0, (1000,), np.float32), be.view(4096, (1000,), np.float32)
+    x, y, host_in, host_out = _round_trip_buffers(be, 1000, 1 << 20)
     assert np.isnan(be.read(x)).all()                      # a fresh arena is poisoned
-    host_in, host_out = be.host_buffer((1000,), np.float32), be.host_buffer((1000,), np.float32)
     host_in[:] = np.arange(1000, dtype=np.float32)
     _round_trip(be, host_in, host_out, x, y)
     be.synchronize()
@@ -383,9 +385,7 @@ def test_streams_events_and_pinned_copies(backend):
 @needs_gpu
 def test_capture_and_replay_read_host_buffers_at_replay(backend):
     be = backend
-    be.allocate_arena(1 << 20)
-    x, y = be.view(0, (1000,), np.float32), be.view(4096, (1000,), np.float32)
-    host_in, host_out = be.host_buffer((1000,), np.float32), be.host_buffer((1000,), np.float32)
+    x, y, host_in, host_out = _round_trip_buffers(be, 1000, 1 << 20)
     graph = be.capture(lambda: _round_trip(be, host_in, host_out, x, y))
     assert graph is not None
     for k in range(3):
