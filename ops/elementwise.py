@@ -227,7 +227,7 @@ class Accumulate(Op):
     parameter): the running sum of a tensor's gradient contributions takes no new memory
     per contribution. Same bits as ``add`` and as ``sum_n`` taken left to right."""
     name, arity, differentiable = "accumulate", 2, False
-    cuda_kernels = ("add_fwd",)       # element by element, so safe when y is a
+    cuda_kernels = ("add_fwd",)       # element by element: safe when y is acc's own memory
     state_outputs = {0: 0}
 
     def infer(self, attrs, ins):

@@ -45,7 +45,8 @@ def _check_pool(program: Program, graph: Graph, budget: int | None) -> None:
         raise VerificationError(f"the pool's arena needs {p.arena_bytes} bytes, over the budget of {budget}")
     need, nid = graph.scratch_bytes()
     if not 0 <= p.scratch_bytes <= p.arena_bytes:
-        raise VerificationError(f"the arena of {p.arena_bytes} bytes cannot hold {p.scratch_bytes} bytes of scratch")
+        raise VerificationError(f"the arena of {p.arena_bytes} bytes cannot hold "
+                                f"{p.scratch_bytes} bytes of scratch")
     if p.scratch_bytes < need:
         raise VerificationError(f"the arena reserves {p.scratch_bytes} bytes of operator scratch but "
                                 f"'{graph.nodes[nid].name}' ({graph.nodes[nid].op}) needs {need}")
