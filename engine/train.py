@@ -23,7 +23,7 @@ from .backends.cuda import CudaUnavailable
 from .data import TeacherData
 from .ir import Graph, GraphError, Kind
 from .liveness import peak_bytes
-from .profile import ProfileError
+from .profile import DEVICES, ProfileError
 from .program import SWAP_IN, SWAP_OUT, ProgramFormatError
 from .report import PolicyRow, policy_table, rows_to_json
 from .train_args import PROG, UsageError, parser
@@ -131,9 +131,19 @@ def policy_rows(args, g: Graph, programs: dict, measured: dict | None = None) ->
             for p in args.policy if p in programs]
 
 
-def train(args) -> int:
+def check_input_files(args) -> None:
+    """Files the run will read must exist before anything is built, planned or measured."""
     if args.resume and not os.path.isfile(args.resume):
         raise UsageError(f"checkpoint '{args.resume}' does not exist")
+    if args.load_plan and not os.path.isfile(args.load_plan):
+        raise UsageError(f"plan file '{args.load_plan}' does not exist")
+    if args.profile and args.profile.lower() not in DEVICES and not os.path.isfile(args.profile):
+        raise UsageError(f"--profile {args.profile}: neither a device with an analytic profile "
+                         f"({', '.join(DEVICES)}) nor a profile file")
+
+
+def train(args) -> int:
+    check_input_files(args)
     choice = None if args.simulate_only else choose_backend(args)      # nothing runs when simulating
     if choice:
         print(choice.announcement())

@@ -24,6 +24,8 @@ TINY_LSTM = ["--model", "small-lstm", "--batch", "4", "--size", "3", "--quiet", 
     (["--backend", "tpu"], "argument --backend: invalid choice: 'tpu'"),
     (["--device", "-1"], "must be 0 or more"),
     (["--resume", "/nonexistent/ck.npz"], "does not exist"),
+    (["--load-plan", "/nonexistent/plan.json"], "plan file '/nonexistent/plan.json' does not exist"),
+    (["--profile", "h900"], r"--profile h900: neither a device with an analytic profile \(v100, .*\) nor a profile"),
     (["--memory", "1KiB"] + TINY_LSTM, "cannot run .* the smallest budget that runs this model is"),
 ])
 def test_bad_input_is_one_line_and_status_2(argv, message, capsys):
@@ -32,6 +34,13 @@ def test_bad_input_is_one_line_and_status_2(argv, message, capsys):
     assert err.startswith("engine.train: ") and "\n" not in err and "Traceback" not in err
     import re
     assert re.search(message, err), err
+
+
+@pytest.mark.parametrize("argv", [["--load-plan", "/nonexistent/plan.json"], ["--profile", "/nonexistent/p.json"],
+                                  ["--resume", "/nonexistent/ck.npz"]])
+def test_missing_input_files_are_refused_before_any_work(argv, capsys):
+    assert main(TINY_LSTM + argv) == 2
+    assert capsys.readouterr().out == ""       # no backend chosen, no graph built, nothing planned
 
 
 def test_help_documents_every_flag():
