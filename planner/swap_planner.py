@@ -93,7 +93,8 @@ class _Scan:
         lay = s.layout
         n_obj = len(lay.object_offset)
         self.tenant = np.full(n_obj, -1, dtype=np.int64)
-        self.obj_of = np.full(len(s.g.tensors), -1, dtype=np.int64)
+        # Scalar per-tensor state is in Python lists: numpy scalar indexing is slow in this loop.
+        self.obj_of = [-1] * len(s.g.tensors)
         self.free: list[list[int]] = []
         taken = set(resident.values())
         for k in range(len(lay.class_first_object) - 1):
@@ -101,26 +102,30 @@ class _Scan:
             self.free.append([o for o in reversed(objs) if o not in taken])
         # Instructions that must finish before an object is written again, one per stream.
         self.release = [[-1, -1, -1] for _ in range(n_obj)]
-        self.writer = np.full(len(s.g.tensors), -1, dtype=np.int64)     # instr that made it resident
+        self.writer = [-1] * len(s.g.tensors)        # instr that made it resident
         self.host_writer: dict[int, int] = {t: -1 for t in s.initial_host if t not in resident}
-        self.read_ptr = np.zeros(len(s.g.tensors), dtype=np.int64)
+        self.read_ptr = [0] * len(s.g.tensors)
         self.next_read = s.first_read.copy()       # step of each tensor's next read (see _Static)
         self.busy = np.zeros(len(s.g.tensors), dtype=bool)   # the current operator's tensors
         self.last_touch = np.full(len(s.g.tensors), -1, dtype=np.int64)  # step of last read or write
         self.instrs: list[Instr] = []
+        self.kinds: list[int] = []                 # instrs[i].kind, read by emit
         for t, o in resident.items():
             self.tenant[o], self.obj_of[t] = t, o
 
     # ------------------------------------------------------------------ helpers
     def emit(self, ins: Instr) -> int:
         # Same-stream order is implied; keep only edges that cross streams.
-        ins.deps = sorted(set(d for d in ins.deps if d >= 0 and self.instrs[d].kind != ins.kind))
+        kinds, kind = self.kinds, ins.kind
+        ins.deps = sorted({d for d in ins.deps if d >= 0 and kinds[d] != kind})
         self.instrs.append(ins)
+        kinds.append(kind)
         return len(self.instrs) - 1
 
     def advance_read(self, t: int) -> None:
         r = self.s.reads[t]
-        p = self.read_ptr[t] = self.read_ptr[t] + 1
+        p = self.read_ptr[t] + 1
+        self.read_ptr[t] = p
         self.next_read[t] = r[p] if p < len(r) else self.s.after_reads[t]
 
     def place(self, t: int, o: int, writer: int) -> None:
@@ -150,7 +155,7 @@ class _Scan:
             raise PlanError(f"operator '{node.name}' ({node.op}) needs {need} objects of size class {k} "
                             f"at once; the allocation has {last - first}")
         victim = self.choose_victim(cands, t, pos)
-        o = int(self.obj_of[victim])
+        o = self.obj_of[victim]
         if not self.host_current(victim):
             i = self.emit(Instr(SWAP_OUT, victim, o, copy=True, deps=[self.writer[victim]]))
             self.host_writer[victim] = i
@@ -164,17 +169,17 @@ class _Scan:
     def choose_victim(self, cands: np.ndarray, incoming: int, pos: int) -> int:
         """Vectorised over the class's resident tensors; ties go to the lowest tensor id."""
         s = self.s
-        cands = np.sort(cands)
         touched = self.last_touch[cands]
         if self.opts.victim == "lru":
-            return int(cands[np.argmin(touched)])
+            return int(cands[touched == touched.min()].min())
         threshold = self.opts.threshold_s
         if threshold is None:
             threshold = s.nbytes[incoming] / s.link if s.link else 0.0
         now = s.step_end[pos - 1] if pos > 0 else 0.0
         idle = (touched < 0) | (now - s.step_end[np.maximum(touched, 0)] >= threshold)
         pool = cands[idle] if idle.any() else cands
-        return int(pool[np.argmax(self.next_read[pool])])
+        nxt = self.next_read[pool]
+        return int(pool[nxt == nxt.max()].min())
 
     # ------------------------------------------------------------------ the pass
     def run(self) -> None:
@@ -186,7 +191,7 @@ class _Scan:
             for t in dict.fromkeys(node.inputs):
                 if self.obj_of[t] < 0:
                     self.swap_in(t, pos, busy)
-            in_objs = [int(self.obj_of[t]) for t in node.inputs]
+            in_objs = [self.obj_of[t] for t in node.inputs]
             dying = {t for t in node.inputs if self.read_ptr[t] + 1 >= len(s.reads[t]) and t not in s.kept}
             out_objs = []
             for k, t in enumerate(node.outputs):
@@ -212,10 +217,10 @@ class _Scan:
                 self.release[o] = [i, -1, -1]
                 self.last_touch[t] = pos
             for t in dying:
-                self.free_object(int(self.obj_of[t]))
+                self.free_object(self.obj_of[t])
             for t in node.outputs:
                 if not s.reads[t] and t not in s.kept:
-                    self.free_object(int(self.obj_of[t]))
+                    self.free_object(self.obj_of[t])
             self.busy[list(busy)] = False
 
     def swap_in(self, t: int, pos: int, busy: set[int]) -> None:
@@ -239,7 +244,7 @@ class _Scan:
             if home is not None:
                 strayed.append(cur)
             if not self.host_current(nxt):
-                o = int(self.obj_of[nxt])
+                o = self.obj_of[nxt]
                 i = self.emit(Instr(SWAP_OUT, nxt, o, copy=True, deps=[self.writer[nxt]]))
                 self.host_writer[nxt] = i
         return strayed
