@@ -18,6 +18,13 @@
 # device machine pass "$OUT" so the file comes back), and exits with the test/benchmark's
 # status. The kernel cache lives in /tmp, so the first part of a fresh machine compiles
 # every kernel (NVRTC, in parallel: well under a minute on 16 cores).
+#
+# The backend is written for cuda.core 1.x (cuda-bindings 13). The part stops at once, with
+# status 3, if the machine's cuda.core is another major version. Wheels carried in .whl/
+# (see the device tool's README: pip download --no-deps ... cuda-core==1.2.2
+# cuda-bindings==13.4.4 cuda-pathfinder) are installed into /tmp/site first when present.
+# compute-sanitizer (memcheck) works on the Firecracker machines (the H100s seen so far),
+# not under gVisor (the H200s), where it answers "Device not supported".
 set -uo pipefail
 part=${1:?usage: bash bench/gpu_session.sh tests|bench|quick|memcheck [OUT_DIR]}
 out=${2:-bench/results}
@@ -25,14 +32,36 @@ case $part in tests|bench|quick|memcheck) ;; *) echo "unknown part '$part' (test
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 SWAPENGINE_KERNEL_CACHE=${SWAPENGINE_KERNEL_CACHE:-/tmp/swapengine-kernels}
 py=$(command -v python3 || command -v python)
+if compgen -G ".whl/*.whl" >/dev/null; then
+  $py -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "could not install the wheels in .whl/" >&2; exit 3; }
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
 device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr -c 'A-Za-z0-9.\n' '-' | tr -s '-')
 file="$out/${part}_${device:-no-gpu}_$(date +%F).txt"
 {
   echo "# bash bench/gpu_session.sh $part   $(date -u +%FT%TZ)   ${device:-no GPU found}   $($py --version 2>&1)"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null
+  $py - <<'PY'
+from importlib import metadata
+names = ("cuda-core", "cuda-bindings", "cuda-pathfinder", "nvidia-cuda-nvrtc", "numpy", "torch")
+def version(name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "absent"
+print("# packages: " + ", ".join(f"{n} {version(n)}" for n in names))
+PY
 } >"$file"
+if ! $py -c "import sys, cuda.core; sys.exit(int(cuda.core.__version__.split('.')[0]) != 1)" 2>>"$file"; then
+  echo "# cuda.core 1.x is needed (see the packages line); carry cuda-core 1.2.2, cuda-bindings 13.4.4 and" \
+       "cuda-pathfinder as wheels in .whl/ (status 3)" | tee -a "$file" >&2
+  exit 3
+fi
+# One hung test must not take the whole device call with it (pytest-timeout is in the image).
+timeout_flag=$($py -c "import pytest_timeout" 2>/dev/null && echo "--timeout=240")
 case $part in
-  tests)    $py -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee -a "$file" ;;
+  tests)    $py -m pytest -q -m gpu -p no:cacheprovider -rfE --durations=15 $timeout_flag tests 2>&1 | tee -a "$file" ;;
   bench)    $py -m bench.cuda_vs_torch 2>&1 | tee -a "$file" ;;
   quick)    $py -m bench.cuda_vs_torch --quick --iterations 5 2>&1 | tee -a "$file" ;;
   memcheck) compute-sanitizer --tool memcheck --error-exitcode 9 \
