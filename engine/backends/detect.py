@@ -2,7 +2,8 @@
 
 Without libcuda, the first driver call raises a RuntimeError, and creating
 cuda.core objects afterwards has been seen to hang; so nothing else may touch
-CUDA until this says a device exists.
+CUDA until this says a device exists. A device counts only when the installed
+cuda.core is the major version the backend is written for.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import functools
 
 @functools.lru_cache(maxsize=1)
 def detect_gpu() -> tuple[int, str]:
-    """(number of CUDA devices, a short reason when there are none)."""
+    """(number of usable CUDA devices, a short reason when there are none)."""
     try:
         from cuda.bindings import driver
     except ImportError as e:
@@ -25,4 +26,29 @@ def detect_gpu() -> tuple[int, str]:
     err, count = driver.cuDeviceGetCount()
     if err != driver.CUresult.CUDA_SUCCESS or count == 0:
         return 0, "no CUDA device"
+    problem = cuda_core_problem()
+    if problem:
+        return 0, problem
     return int(count), ""
+
+
+SUPPORTED_CUDA_CORE_MAJOR = 1
+
+
+def cuda_core_problem() -> str:
+    """Why the installed cuda.core cannot run the backend ('' when it can). The backend is
+    written against cuda.core 1.x; 0.x kept its API in ``cuda.core.experimental``."""
+    from importlib import metadata
+    try:
+        version = metadata.version("cuda-core")
+    except metadata.PackageNotFoundError:
+        try:
+            import cuda.core
+        except ImportError as e:
+            return f"cuda.core is not importable ({e})"
+        version = str(getattr(cuda.core, "__version__", "0"))
+    major = version.split(".")[0]
+    if not major.isdigit() or int(major) != SUPPORTED_CUDA_CORE_MAJOR:
+        return (f"cuda.core {version} is installed, and the cuda backend needs cuda.core "
+                f"{SUPPORTED_CUDA_CORE_MAJOR}.x (pip install 'cuda-python>=13,<14')")
+    return ""
