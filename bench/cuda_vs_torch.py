@@ -109,7 +109,9 @@ class TorchTwin:
                                    weight_decay=sgd["weight_decay"])
         self.feeds = {t: torch.empty(g.tensors[t].shape, dtype=getattr(torch, g.tensors[t].dtype.name),
                                      device=device) for t in g.leaves(Kind.INPUT, Kind.LABEL)}
-        self.pinned = {t: v.cpu().pin_memory() for t, v in self.feeds.items()}
+        # Pinned host copies of the batch, as ours (page-locking needs CUDA: plain on a CPU device).
+        pin = device.type == "cuda"
+        self.pinned = {t: v.cpu().pin_memory() if pin else v.cpu() for t, v in self.feeds.items()}
 
     def _apply(self, n, xs):
         F, torch, a = self.F, self.torch, n.attrs
@@ -153,7 +155,7 @@ class TorchTwin:
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
-        return loss
+        return loss.detach()
 
 
 def time_torch(g, data, iterations, torch) -> tuple[float, float]:

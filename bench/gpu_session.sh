@@ -4,9 +4,10 @@
 #   bash bench/gpu_session.sh PART [OUT_DIR]
 #
 # PART:
-#   tests     every gpu-marked test: each kernel against numpy, streams and pinned copies,
+#   tests     every gpu- and torch-marked test: each kernel against numpy, streams and pinned copies,
 #             graph capture and replay, the link, bit-identical training at 1/4 of the peak
-#             (plain and sanitized), the sanitizer catching a removed edge
+#             (plain and sanitized), the sanitizer catching a removed edge; and our float64
+#             training beside PyTorch's on every zoo family (the benchmark's twin models)
 #   bench     python -m bench.cuda_vs_torch: our time per iteration beside PyTorch's; under
 #             a budget that forces swapping, simulated beside measured; the pinned link
 #             beside the swap copies' rate while compute runs
@@ -61,7 +62,7 @@ fi
 # One hung test must not take the whole device call with it (pytest-timeout is in the image).
 timeout_flag=$($py -c "import pytest_timeout" 2>/dev/null && echo "--timeout=240")
 case $part in
-  tests)    $py -m pytest -q -m gpu -p no:cacheprovider -rfE --durations=15 $timeout_flag tests 2>&1 | tee -a "$file" ;;
+  tests)    $py -m pytest -q -m "gpu or torch" -p no:cacheprovider -rfE --durations=15 $timeout_flag tests 2>&1 | tee -a "$file" ;;
   bench)    $py -m bench.cuda_vs_torch 2>&1 | tee -a "$file" ;;
   quick)    $py -m bench.cuda_vs_torch --quick --iterations 5 2>&1 | tee -a "$file" ;;
   memcheck) compute-sanitizer --tool memcheck --error-exitcode 9 \
