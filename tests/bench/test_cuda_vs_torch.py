@@ -1,26 +1,29 @@
-"""bench/cuda_vs_torch.py's PyTorch twin, checked on the CPU: for every zoo family, a few
-float64 training iterations of our numpy reference and of PyTorch (autograd and
-torch.optim.SGD on the translated forward pass, same parameters, same batches) give the
-same losses and parameters. In float64 rounding stays near 1e-13, so any difference in an
-operator's forward or backward rule, in the SGD update or in the translation shows up.
+"""bench/cuda_vs_torch.py, checked without a GPU.
 
-(float32 is not used: some tiny CNNs are chaotic over several SGD steps, so rounding alone
-makes float32 runs part; a batch norm over 2 values, for one, has a gradient that is zero
-in exact arithmetic and pure rounding noise in either implementation.)
+Its PyTorch twin: for every zoo family, a few float64 training iterations of our numpy
+reference and of PyTorch (autograd and torch.optim.SGD on the translated forward pass,
+same parameters, same batches) give the same losses and parameters. In float64 rounding
+stays near 1e-13, so any difference in an operator's forward or backward rule, in the SGD
+update or in the translation shows up. (float32 is not used: some tiny CNNs are chaotic
+over several SGD steps, so rounding alone makes float32 runs part; a batch norm over 2
+values, for one, has a gradient that is zero in exact arithmetic and pure rounding noise
+in either implementation.) Marked ``torch``: skipped where PyTorch is not importable (CI),
+run by bench/gpu_session.sh on the GPU machine, whose image has it. PyTorch is never a
+dependency of the engine.
 
-Marked ``torch``: skipped where PyTorch is not importable (CI), run by bench/gpu_session.sh
-on the GPU machine, whose image has it. PyTorch is never a dependency of the engine."""
+Its timing of our engine: on the fake CUDA of tests/engine/backends/fake_cuda.py, whose
+copies move at 1 GB/s, the swap-copy rates it reports must be that rate."""
 import numpy as np
 import pytest
 
 import zoo
+from bench.cuda_vs_torch import RandomData, TorchTwin, time_ours
 from engine.ir import Kind
+from engine.liveness import peak_bytes
+from engine.program import SWAP_IN, SWAP_OUT
 from engine.training import ReferenceRunner, Trainer
-
-torch = pytest.importorskip("torch")
-from bench.cuda_vs_torch import RandomData, TorchTwin  # noqa: E402
-
-pytestmark = pytest.mark.torch
+from planner.baselines import make_program
+from tests.engine.backends import fake_cuda
 
 # Batches and images large enough that no batch norm normalises fewer than ~16 values.
 FAMILIES = {"wresnet": dict(batch=8, size=64), "inception": dict(batch=8, size=139),
@@ -28,8 +31,10 @@ FAMILIES = {"wresnet": dict(batch=8, size=64), "inception": dict(batch=8, size=1
 STEPS = 3
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("family", FAMILIES)
 def test_pytorch_twin_trains_like_our_reference(family):
+    torch = pytest.importorskip("torch")
     g = zoo.tiny(family, dtype="float64", **FAMILIES[family])
     data = RandomData(g)
     ours = Trainer(g, seed=0, runner=ReferenceRunner(g), data=data)
@@ -44,3 +49,14 @@ def test_pytorch_twin_trains_like_our_reference(family):
         expected = twin.values[t].detach().numpy()
         scale = max(float(np.max(np.abs(expected))), 1e-12)
         assert np.max(np.abs(state[t] - expected)) <= 1e-9 * scale, g.tensors[t].name
+
+
+def test_swap_copy_rates_are_the_copies_bytes_over_their_time(monkeypatch):
+    fake_cuda.install(monkeypatch)            # kernels only logged: the numbers are not checked
+    g = zoo.build("rnn-1-1k", batch=8, size=3)
+    program = make_program("swapadvisor", g, peak_bytes(g) // 2)
+    moved = [program.bytes_moved(g, kind) for kind in (SWAP_IN, SWAP_OUT)]
+    assert all(n >= 1 << 20 for n in moved)   # copies the rate counts (>= 1 MiB each) exist
+    seconds, _, rates = time_ours(g, program, RandomData(g), iterations=1, copy_rates=True)
+    assert seconds > 0
+    assert rates == pytest.approx([1e9, 1e9], rel=0.01)     # the fake link: 1 GB/s after 5 us
