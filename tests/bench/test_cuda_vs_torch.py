@@ -60,3 +60,31 @@ def test_swap_copy_rates_are_the_copies_bytes_over_their_time(monkeypatch):
     seconds, _, rates = time_ours(g, program, RandomData(g), iterations=1, copy_rates=True)
     assert seconds > 0
     assert rates == pytest.approx([1e9, 1e9], rel=0.01)     # the fake link: 1 GB/s after 5 us
+
+
+def test_the_benchmark_prints_its_three_tables(monkeypatch, capsys):
+    """main() end to end on the fake CUDA, PyTorch's side stood in by a fixed time: the
+    tables' plumbing, including the swap copies beside the link (both 1 GB/s here)."""
+    import sys
+    from types import SimpleNamespace
+
+    import bench.cuda_vs_torch as bench
+
+    fake_cuda.install(monkeypatch)
+    monkeypatch.setattr(bench, "detect_gpu", lambda: (1, ""))
+    flags = SimpleNamespace(allow_tf32=True)
+    fake_torch = SimpleNamespace(
+        __version__="0.0-fake",
+        backends=SimpleNamespace(cuda=SimpleNamespace(matmul=flags), cudnn=SimpleNamespace(allow_tf32=True)),
+        cuda=SimpleNamespace(get_device_name=lambda: "Fake GPU", empty_cache=lambda: None))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setattr(bench, "time_torch", lambda g, data, iterations, torch: (0.5, 1.0))
+    monkeypatch.setattr(bench, "CONFIGS", {"rnn": ("rnn-1-1k", 8, 3)})
+    assert bench.main(["--models", "rnn", "--iterations", "1"]) == 0
+    out = capsys.readouterr().out
+    assert not flags.allow_tf32 and not fake_torch.backends.cudnn.allow_tf32      # fp32 on PyTorch's side
+    speed, swap, link = out.split("\n\n")[1:4]
+    assert "rnn-1-1k" in speed and "500.0" in speed                            # PyTorch's 0.5 s
+    assert "Under a budget of 0.5 x the unlimited peak" in swap and "rnn-1-1k" in swap
+    row = link.splitlines()[-1].split()
+    assert row[0] == "rnn-1-1k" and row[3] == "100%" and row[6] == "100%"    # swaps at the link's rate
