@@ -24,8 +24,8 @@
 # status 3, if the machine's cuda.core is another major version. Wheels carried in .whl/
 # (see the device tool's README: pip download --no-deps ... cuda-core==1.2.2
 # cuda-bindings==13.4.4 cuda-pathfinder) are installed into /tmp/site first when present.
-# compute-sanitizer (memcheck) works on the Firecracker machines (the H100s seen so far),
-# not under gVisor (the H200s), where it answers "Device not supported".
+# compute-sanitizer (memcheck) works on Firecracker machines, not under gVisor (uname -r
+# says 4.4.0 there), where it answers "Device not supported" (the device tool's KINDS.md).
 set -uo pipefail
 part=${1:?usage: bash bench/gpu_session.sh tests|bench|quick|memcheck [OUT_DIR]}
 out=${2:-bench/results}

@@ -12,10 +12,15 @@ run by bench/gpu_session.sh on the GPU machine, whose image has it. PyTorch is n
 dependency of the engine.
 
 Its timing of our engine: on the fake CUDA of tests/engine/backends/fake_cuda.py, whose
-copies move at 1 GB/s, the swap-copy rates it reports must be that rate."""
+copies move at 1 GB/s, the swap-copy rates it reports must be that rate, and main() must
+print its three tables."""
+import sys
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
+import bench.cuda_vs_torch as bench
 import zoo
 from bench.cuda_vs_torch import RandomData, TorchTwin, time_ours
 from engine.ir import Kind
@@ -65,11 +70,6 @@ def test_swap_copy_rates_are_the_copies_bytes_over_their_time(monkeypatch):
 def test_the_benchmark_prints_its_three_tables(monkeypatch, capsys):
     """main() end to end on the fake CUDA, PyTorch's side stood in by a fixed time: the
     tables' plumbing, including the swap copies beside the link (both 1 GB/s here)."""
-    import sys
-    from types import SimpleNamespace
-
-    import bench.cuda_vs_torch as bench
-
     fake_cuda.install(monkeypatch)
     monkeypatch.setattr(bench, "detect_gpu", lambda: (1, ""))
     flags = SimpleNamespace(allow_tf32=True)
