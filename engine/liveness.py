@@ -3,9 +3,8 @@
 A tensor is live from the step that produces it (leaves: from the start) to the
 step that last reads it. The next value of a parameter or optimizer state lives
 to the end of the iteration. An output that an operator may write over one of
-its inputs (``Op.state_outputs``: an SGD update, a gradient accumulation) takes
-over that input's storage when the input dies at that step and is read there
-once (MXNet's in-place update), so the pair counts once, as the planner places it.
+its inputs takes over that input's storage under the in-place rule
+(``engine.inplace``), so the pair counts once, as the planner places it.
 """
 from __future__ import annotations
 
@@ -14,8 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ops import registry as op_registry
 
+from .inplace import in_place_input
 from .ir import Graph
 
 
@@ -64,10 +63,12 @@ def lifetimes(g: Graph, order: Sequence[int]) -> Lifetimes:
     inplace_of = np.full(len(g.tensors), -1, dtype=np.int64)
     kept = {g.loss} | {nxt for _, nxt in g.state_pairs}
     for n in g.nodes:
-        for out_i, in_i in op_registry.get(n.op).state_outputs.items():
-            cur = n.inputs[in_i]
-            if end[cur] == pos[n.id] and n.inputs.count(cur) == 1 and cur not in kept:
-                inplace_of[n.outputs[out_i]] = cur
+        def dies(t: int, here: int = pos[n.id]) -> bool:
+            return end[t] == here and t not in kept
+        for k, out in enumerate(n.outputs):
+            j = in_place_input(n, k, dies)
+            if j is not None:
+                inplace_of[out] = n.inputs[j]
     return Lifetimes(start, end, inplace_of)
 
 

@@ -1,7 +1,7 @@
 """Topological orders of a graph's nodes (schedules), and the edges every schedule keeps.
 
 Besides its data edges, a schedule keeps write-after-read edges: a node that may write
-an output over one of its inputs (``Op.state_outputs``: an SGD update, a batch norm's
+an output over one of its inputs (``Op.inplace``: an SGD update, a batch norm's
 running statistics, a gradient accumulation) runs after every other reader of that
 input, so the in-place write is always possible. The planner would be correct without
 them (it then gives the output an object of its own), but schedules that break them
@@ -13,8 +13,8 @@ import heapq
 
 import numpy as np
 
-from ops import registry as op_registry
 
+from .inplace import in_place_pairs
 from .ir import Graph, GraphError
 
 
@@ -22,7 +22,7 @@ def write_after_read_edges(g: Graph) -> list[tuple[int, int]]:
     """(reader, updater) for every node reading a value that another node may write over."""
     edges = []
     for node in g.nodes:
-        for src in op_registry.get(node.op).state_outputs.values():
+        for _, src in in_place_pairs(node):
             cur = node.inputs[src]
             edges.extend((r, node.id) for r in g.users[cur] if r != node.id)
     return edges

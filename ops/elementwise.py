@@ -228,7 +228,7 @@ class Accumulate(Op):
     per contribution. Same bits as ``add`` and as ``sum_n`` taken left to right."""
     name, arity, differentiable = "accumulate", 2, False
     cuda_kernels = ("add_fwd",)       # element by element: safe when y is acc's own memory
-    state_outputs = {0: 0}
+    inplace = {0: 0}                  # a running sum, not persisted state
 
     def infer(self, attrs, ins):
         return [(_same_shape(ins), same_dtype(ins))]

@@ -15,6 +15,7 @@ class SgdUpdate(Op):
     backend can reproduce the same bits (a CUDA kernel must not fuse these into FMAs)."""
     name, arity, differentiable = "sgd_update", 3, False
     state_outputs = {0: 0, 1: 2}
+    inplace = {0: 0, 1: 2}
     cuda_kernels = ("sgd_momentum_update",)
 
     def canon(self, attrs):

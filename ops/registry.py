@@ -67,6 +67,9 @@ class Op:
     # Output index -> input index: this output is the next value of that (state) input,
     # e.g. an updated parameter or running statistic. The graph records the pair.
     state_outputs: dict[int, int] = {}
+    # Output index -> input index: the kernel may write this output over that input's
+    # memory (an SGD update, a running sum). Whether a plan does is engine.inplace's rule.
+    inplace: dict[int, int] = {}
     differentiable: bool = True
     cuda_kernels: tuple[str, ...] = ()
 

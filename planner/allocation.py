@@ -16,10 +16,10 @@ from typing import Sequence
 import numpy as np
 
 from allocator import Allocation, aligned_bytes
+from engine.inplace import in_place_pairs
 from engine.ir import Graph
 from engine.liveness import lifetimes
 from engine.units import format_bytes
-from ops import registry as op_registry
 
 from .swap_planner import PlanError, reserved_scratch
 
@@ -53,7 +53,7 @@ def size_demand(g: Graph, order: Sequence[int]) -> SizeDemand:
     per_node = np.zeros((len(g.nodes), len(sizes)), dtype=np.int32)
     heaviest, heaviest_bytes = -1, -1
     for n in g.nodes:
-        in_place = {n.outputs[k] for k in op_registry.get(n.op).state_outputs}
+        in_place = {n.outputs[k] for k, _ in in_place_pairs(n)}
         ts = [t for t in dict.fromkeys(n.inputs + n.outputs) if t not in in_place]
         np.add.at(per_node[n.id], size_index[ts], 1)
         b = int(nbytes[ts].sum())

@@ -26,9 +26,9 @@ import numpy as np
 
 from allocator import aligned_bytes
 from allocator.pool import PoolLayout
+from engine.inplace import in_place_input
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Instr, Pool, Program
-from ops import registry as op_registry
 
 
 class PlanError(ValueError):
@@ -82,7 +82,6 @@ class _Static:
         self.step_end = np.cumsum(step_secs)                    # finish time of each step, compute only
         self.link = link_bytes_per_s
         self.initial_host = set(g.leaves(Kind.INPUT, Kind.LABEL, *PERSISTENT_KINDS))
-        self.inplace = [op_registry.get(g.nodes[n].op).state_outputs for n in range(len(g.nodes))]
 
 
 class _Scan:
@@ -195,8 +194,8 @@ class _Scan:
             dying = {t for t in node.inputs if self.read_ptr[t] + 1 >= len(s.reads[t]) and t not in s.kept}
             out_objs = []
             for k, t in enumerate(node.outputs):
-                src = s.inplace[nid].get(k)
-                if src is not None and node.inputs[src] in dying and node.inputs.count(node.inputs[src]) == 1:
+                src = in_place_input(node, k, dying.__contains__)
+                if src is not None:
                     # An updated state takes over its old value's object (MXNet's in-place update).
                     dying.discard(node.inputs[src])
                     self.vacate(in_objs[src])

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.inplace import in_place_input
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Program
-from ops import registry as op_registry
 
 INITIAL = -1   # pseudo-instruction: state present before the iteration starts
 
@@ -189,10 +189,9 @@ class _Checker:
         in_objs = ins.objects[:len(node.inputs)]
         for t, o in zip(node.inputs, in_objs):
             self.read(t, o, i)
-        inplace = op_registry.get(node.op).state_outputs
         for k, (t, o) in enumerate(zip(node.outputs, ins.objects[len(node.inputs):])):
             shared = [j for j, io in enumerate(in_objs) if io == o]
-            if shared and inplace.get(k) not in shared:
+            if shared and in_place_input(node, k) not in shared:
                 self.fail(f"{self.instr(i)} writes output '{self.name(t)}' over its input "
                           f"'{self.name(node.inputs[shared[0]])}' in object {o}, which the operator "
                           "does not allow")

@@ -19,7 +19,7 @@ def test_successors_hold_the_graph_edges_plus_write_after_read_edges():
     assert extra, "an SGD-trained graph has updates with other readers"
     for reader, update in extra:
         assert update in ctx.successors[reader]
-        assert op_registry.get(g.nodes[update].op).state_outputs
+        assert op_registry.get(g.nodes[update].op).inplace
     assert sum(ctx.pred_count) == sum(len(s) for s in ctx.successors)
     assert ctx.sources == [v for v in range(len(g.nodes)) if ctx.pred_count[v] == 0]
 

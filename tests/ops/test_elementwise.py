@@ -36,7 +36,7 @@ def test_sum_n_gradient_and_order(n):
 def test_accumulate_adds_into_its_first_operand_which_it_may_overwrite():
     from ops import registry
     op = registry.get("accumulate")
-    assert op.state_outputs == {0: 0} and not op.differentiable
+    assert op.inplace == {0: 0} and not op.state_outputs and not op.differentiable
     acc, c = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((4, 3)).astype(np.float32)
     (y,) = run_op("accumulate", [acc, c])
     assert np.array_equal(y, acc + c)
