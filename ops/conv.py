@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .cuda_launch import (IN, OUT, WS, gemm_launch, gemm_tiles, grid_stride, i32, i64, kernel_name, numel,
-                          per_block, split_k)
-from .registry import (Cost, Op, OpError, ShapeError, check_attrs, emit, int_pair, nbytes, register,
+from .cuda_launch import (IN, OUT, WS, gemm_launch, gemm_tiles, grid_stride, i32, i64, kernel_name, per_block,
+                          split_k)
+from .registry import (Cost, Op, OpError, ShapeError, check_attrs, emit, int_pair, nbytes, numel, register,
                        require_float, same_dtype)
 
 

@@ -14,7 +14,6 @@ Kernel names: the float32 kernel has the base name, the float64 one ``<name>_f64
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +24,6 @@ THREADS = 256                    # every kernel here runs 256-thread blocks
 MAX_GRID_X = 2**31 - 1
 MAX_GRID_YZ = 65535
 STRIDE_BLOCKS = 8192             # grid-stride kernels: enough blocks to fill any current GPU
-WORKSPACE_ALIGNMENT = 256
 
 
 def IN(i: int) -> tuple[str, int]:
@@ -89,29 +87,8 @@ def kernel_name(base: str, dtype) -> str:
     raise OpError(f"no CUDA kernel for dtype {dt} (float32 and float64 have kernels)")
 
 
-def numel(t) -> int:
-    """Elements of a tensor (anything with ``shape``) or of a shape tuple."""
-    return math.prod(t.shape if hasattr(t, "shape") else t)
-
-
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-# ---------------------------------------------------------------------- workspaces
-
-def workspace_offsets(sizes) -> list[int]:
-    """Byte offset of each scratch region, each starting on a WORKSPACE_ALIGNMENT boundary."""
-    out, at = [], 0
-    for s in sizes:
-        out.append(at)
-        at += cdiv(int(s), WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT
-    return out
-
-
-def workspace_bytes(sizes) -> int:
-    sizes = list(sizes)
-    return workspace_offsets(sizes + [0])[-1] if sizes else 0
 
 
 # ---------------------------------------------------------------------- common launch shapes

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cuda_launch import (IN, OUT, WS, gemm_launch, gemm_tiles, grid_stride, i32, i64, kernel_name, numel,
-                          split_k)
-from .registry import Cost, Op, OpError, ShapeError, check_attrs, emit, nbytes, register, require_float, same_dtype
+from .cuda_launch import IN, OUT, WS, gemm_launch, gemm_tiles, grid_stride, i32, i64, kernel_name, split_k
+from .registry import (Cost, Op, OpError, ShapeError, check_attrs, emit, nbytes, numel, register, require_float,
+                       same_dtype)
 
 
 def _matrix(t, what: str) -> tuple[int, int]:
@@ -137,7 +137,7 @@ class FullyConnectedGradWeight(Op):
 
     def cuda_workspaces(self, attrs, ins, outs):
         splits, _ = self._split(ins)
-        return (splits * numel(outs[0]) * outs[0].dtype.itemsize,) if splits > 1 else ()
+        return (splits * numel(outs[0].shape) * outs[0].dtype.itemsize,) if splits > 1 else ()
 
     def cuda_launches(self, attrs, ins, outs):
         """dw[M,K] = dy[N,M]^T @ x[N,K], split over N into scratch when dw has few tiles and N

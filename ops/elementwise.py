@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cuda_launch import IN, OUT, grid_stride, i32, i64, kernel_name, numel, scalar
-from .registry import Op, OpError, ShapeError, check_attrs, emit, register, require_float, same_dtype
+from .cuda_launch import IN, OUT, grid_stride, i32, i64, kernel_name, scalar
+from .registry import Op, OpError, ShapeError, check_attrs, emit, numel, register, require_float, same_dtype
 
 
 def _map_launch(op: Op, ins, outs, *extra) -> list:
     """One grid-stride launch of op's kernel: (y, inputs..., extra scalars..., n)."""
-    n = numel(outs[0])
+    n = numel(outs[0].shape)
     args = (OUT(0), *(IN(i) for i in range(len(ins))), *extra, i64(n))
     return [grid_stride(kernel_name(op.cuda_kernels[0], outs[0].dtype), n, args, OUT(0))]
 
@@ -210,7 +210,7 @@ class SumN(Op):
     def cuda_launches(self, attrs, ins, outs):
         """Operands 0..7 in one launch, then y += the next 7 per launch (y passed as x0), so
         the sum runs left to right as in numpy. Unused pointer slots repeat the first."""
-        n, name = numel(outs[0]), kernel_name(self.cuda_kernels[0], outs[0].dtype)
+        n, name = numel(outs[0].shape), kernel_name(self.cuda_kernels[0], outs[0].dtype)
         groups = [[IN(i) for i in range(min(len(ins), self.SLOTS))]]
         for start in range(self.SLOTS, len(ins), self.SLOTS - 1):
             groups.append([OUT(0)] + [IN(i) for i in range(start, min(len(ins), start + self.SLOTS - 1))])
@@ -275,6 +275,6 @@ class Fill(Op):
             raise OpError(f"fill has CUDA kernels for 4- and 8-byte dtypes, not {dtype}")
         value = np.empty((), dtype)
         value.fill(attrs["value"])
-        n = numel(outs[0])
+        n = numel(outs[0].shape)
         kernel = "fill_b32" if dtype.itemsize == 4 else "fill_b64"
         return [grid_stride(kernel, n, (OUT(0), value.view(bits_type)[()], i64(n)), OUT(0))]

@@ -14,7 +14,7 @@ know about it (as MXNet registers an op once with all its attributes):
 - ``cuda_kernels``: the names of its float32 CUDA C kernels (in a ``.cu`` file
   beside the op family; float64 twins add ``_f64``), and ``cuda_launches``: how they
   are launched for given shapes (``ops/cuda_launch.py``), with ``cuda_workspaces``
-  for any scratch memory they need.
+  for any scratch memory they need (laid out by ``ops/workspace.py``).
 
 Operators know nothing of graphs: ``ins``/``outs`` are anything with ``shape``
 and ``dtype``, and ``g`` is any builder with ``apply``/``shape``/``dtype``.
@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
+
+from .workspace import workspace_bytes
 
 Shape = tuple[int, ...]
 Spec = tuple[Shape, np.dtype]
@@ -50,7 +52,8 @@ class Cost:
     bytes: float
 
 
-def numel(shape: Sequence[int]) -> int:
+def numel(shape: Iterable[int]) -> int:
+    """Elements of a tensor of this shape (pass ``t.shape``, not the tensor)."""
     return math.prod(shape)
 
 
@@ -105,7 +108,6 @@ class Op:
 
     def workspace(self, attrs, ins, outs) -> int:
         """Scratch bytes the operator needs on the device beyond its inputs and outputs."""
-        from .cuda_launch import workspace_bytes
         return workspace_bytes(self.cuda_workspaces(attrs, ins, outs))
 
 

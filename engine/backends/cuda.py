@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ops import registry as op_registry
-from ops.cuda_launch import workspace_bytes, workspace_offsets
+from ops.workspace import workspace_bytes, workspace_offsets
 
 from ..program import COMPUTE, SWAP_IN, SWAP_OUT
 from . import kernels as kernel_sources

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import ops
-from ops.cuda_launch import (MAX_GRID_X, MAX_GRID_YZ, THREADS, WORKSPACE_ALIGNMENT, Launch, copy_rows,
-                             gemm_tiles, split_k, workspace_bytes, workspace_offsets)
+from ops.cuda_launch import MAX_GRID_X, MAX_GRID_YZ, THREADS, Launch, copy_rows, gemm_tiles, split_k
 from ops.registry import OpError
+from ops.workspace import WORKSPACE_ALIGNMENT, workspace_bytes, workspace_offsets
 
 from .cuda_cases import all_cases, case
 
