@@ -9,19 +9,8 @@ import numpy as np
 
 from ops import registry as op_registry
 
+from .arrays import aligned_empty
 from .ir import Graph, GraphError
-
-ALIGNMENT = 64
-
-
-def aligned_empty(shape, dtype, alignment: int = ALIGNMENT) -> np.ndarray:
-    """An uninitialized array whose data starts on an ``alignment``-byte boundary, as pool
-    objects do, so that vectorized kernels take the same code path everywhere."""
-    dtype = np.dtype(dtype)
-    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.empty(n + alignment, dtype=np.uint8)
-    start = (-raw.ctypes.data) % alignment
-    return raw[start:start + n].view(dtype).reshape(shape)
 
 
 def last_use_positions(g: Graph, order: Sequence[int]) -> np.ndarray:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ops import registry as op_registry
 
-from ..reference import aligned_empty
+from ..arrays import aligned_empty
 
 POISON = 0xFF
 
