@@ -1,13 +1,13 @@
 """The size-class memory pool: (CLS, CNT) allocations over plain byte sizes, their repairs,
 and their layout as objects at offsets in one arena. Knows nothing of what a tensor means."""
-from allocator.budget import (AllocationDoesNotFit, fit_to_budget, greedy_allocation,
+from allocator.fitting import (AllocationDoesNotFit, fit_to_budget, greedy_allocation,
                               merge_classes_to_fit, random_allocation, repair_cnt)
-from allocator.pool import PoolLayout
+from allocator.size_class_layout import SizeClassLayout
 from allocator.size_classes import (ALIGNMENT, Allocation, aligned_bytes, cls_problem,
                                     counts_from_extended, distinct_sizes, extended_counts,
                                     repair_cls)
 
-__all__ = ["ALIGNMENT", "Allocation", "AllocationDoesNotFit", "PoolLayout", "aligned_bytes",
+__all__ = ["ALIGNMENT", "Allocation", "AllocationDoesNotFit", "SizeClassLayout", "aligned_bytes",
            "cls_problem", "counts_from_extended", "distinct_sizes", "extended_counts",
            "fit_to_budget", "greedy_allocation", "merge_classes_to_fit", "random_allocation",
            "repair_cls", "repair_cnt"]

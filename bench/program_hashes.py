@@ -30,7 +30,7 @@ RESULTS = os.path.join(os.path.dirname(__file__), "results", "program_hashes.jso
 
 def program_digest(program) -> str:
     """sha256 over the Program's meaning (byte ranges, not object ids)."""
-    arena = program.pool
+    arena = program.arena
     def where(o: int) -> list[int]:
         return [int(arena.object_offset[o]), int(arena.object_bytes[o])]
     body = {
@@ -45,23 +45,19 @@ def program_digest(program) -> str:
 
 
 def digests(models=MODELS) -> dict[str, dict[str, str]]:
-    """{model: {"ideal"|"swapadvisor"|"odswap": digest}} of today's planner."""
-    from planner.allocation import simple_allocation, unlimited_allocation
-    from planner.swap_planner import PlanOptions, plan
+    """{model: {"ideal"|"swapadvisor"|"odswap": digest}} of today's policies, unsearched."""
+    from planner import policy
+    from planner.budget import make_budget
+    from planner.facts import GraphFacts
 
     profile = analytic_profile("v100")
     out = {}
     for name, batch in models.items():
         g = zoo.build(name, batch=batch)
-        order = g.default_order()
-        secs = profile.node_seconds(g)
-        link = profile.link.h2d_bytes_per_s
-        simple = simple_allocation(g, order, BUDGET)
-        out[name] = {
-            "ideal": program_digest(plan(g, order, unlimited_allocation(g, order), policy="ideal")),
-            "swapadvisor": program_digest(plan(g, order, simple, secs, link)),
-            "odswap": program_digest(plan(g, order, simple, options=PlanOptions(victim="lru"))),
-        }
+        facts = GraphFacts(g)
+        budget = make_budget(facts, BUDGET)
+        request = policy.PlanRequest(g, facts, budget, profile, profile.node_seconds(g))
+        out[name] = {p: program_digest(policy.get(p).make(request)) for p in ("ideal", "swapadvisor", "odswap")}
     return out
 
 

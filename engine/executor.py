@@ -21,7 +21,7 @@ from .program import COMPUTE, SWAP_IN, SWAP_OUT, Program
 class ProgramExecutor:
     def __init__(self, program: Program, g: Graph, backend):
         self.p, self.g, self.backend = program, g, backend
-        backend.allocate_arena(int(program.pool.arena_bytes), int(program.pool.scratch_bytes))
+        backend.allocate_arena(int(program.arena.arena_bytes), int(program.arena.scratch_bytes))
         self.host: dict[int, np.ndarray] = {}
         for t in self._host_tensors():
             x = g.tensors[t]
@@ -46,7 +46,7 @@ class ProgramExecutor:
 
     def _view(self, t: int, o: int):
         x = self.g.tensors[t]
-        return self.backend.view(int(self.p.pool.object_offset[o]), x.shape, x.dtype)
+        return self.backend.view(int(self.p.arena.object_offset[o]), x.shape, x.dtype)
 
     def _prepare(self, i, ins):
         if ins.kind == COMPUTE:

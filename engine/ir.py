@@ -23,9 +23,10 @@ import numpy as np
 
 from ops import registry as op_registry
 from ops.registry import OpError
+from .errors import EngineError
 
 
-class GraphError(ValueError):
+class GraphError(EngineError, ValueError):
     """A malformed graph; the message names the node or tensor at fault."""
 
 

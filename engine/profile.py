@@ -22,11 +22,12 @@ import numpy as np
 from ops import registry as op_registry
 
 from .ir import Graph
+from .errors import EngineError
 
 FORMAT = "swapengine.profile/1"
 
 
-class ProfileError(ValueError):
+class ProfileError(EngineError, ValueError):
     pass
 
 

@@ -3,30 +3,34 @@
 A Program is a list of instructions in a global order that is always a valid
 sequential execution. Each instruction runs on one of three in-order streams:
 
-- COMPUTE: run graph node ``target``; ``objects`` gives the pool object of each
+- COMPUTE: run graph node ``target``; ``objects`` gives the arena object of each
   of its inputs then each of its outputs;
-- SWAP_IN: copy tensor ``target`` from its host copy into pool object ``obj``;
-- SWAP_OUT: copy tensor ``target`` from pool object ``obj`` to its host copy
+- SWAP_IN: copy tensor ``target`` from its host copy into arena object ``obj``;
+- SWAP_OUT: copy tensor ``target`` from arena object ``obj`` to its host copy
   (``copy`` False: the host copy is already current, so nothing moves and the
   instruction only marks the point after which the object may be reused).
 
 ``deps[i]`` lists instructions that must finish before i starts (data, control
-and memory-reuse edges); order within a stream is implied. The pool is a table
-of objects (byte offset, byte size, size class) inside one arena, followed by
-``scratch_bytes`` of operator scratch at the arena's end (kernels that declare
-``Op.workspace`` use it, one operator at a time on the compute stream); the arena,
-scratch included, is what a budget bounds.
+and memory-reuse edges); order within a stream is implied.
+
+Memory: the ``Arena`` is what the allocator that carved it hands over: a table of
+objects, each a byte range (offset, size) in one arena, followed by ``scratch_bytes``
+of operator scratch at the arena's end (kernels that declare ``Op.workspace`` use it,
+one operator at a time on the compute stream); the arena, scratch included, is what a
+budget bounds. Objects may share bytes (an allocator that carves the arena differently
+over time); the verifier treats such objects as one memory. ``allocator`` records which
+allocator carved it and its parameters (e.g. the size classes), for people and for
+re-planning; nothing that runs or checks the Program reads it.
 
 Persistent state: ``initial_resident`` maps parameter/state tensors to the
 object holding them when an iteration starts; the program leaves each one's
 next value in that same object (the double pass makes this a fixed point), and
 writes every other next value to its host copy.
 
-JSON schema (``to_dict``): {"format": "swapengine.program/1", "graph": name,
-"graph_fingerprint": Graph.fingerprint(),
-"schedule": [node ids], "pool": {"object_offset", "object_bytes",
-"object_class": [ints], "arena_bytes": int, "scratch_bytes": int, "sizes", "cls",
-"cnt": [ints]},
+JSON schema (``to_dict``): {"format": "swapengine.program/2", "graph": name,
+"graph_fingerprint": the graph's fingerprint, "schedule": [node ids],
+"arena": {"object_offset", "object_bytes": [ints], "arena_bytes": int,
+"scratch_bytes": int, "allocator": {"name": str, ...}},
 "initial_resident": [[tensor, object]], "instructions": [{"kind":
 "compute"|"swap_in"|"swap_out", "target": int, "obj": int, "objects": [ints],
 "copy": bool, "deps": [ints]}], "policy": str}.
@@ -36,39 +40,42 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from .errors import EngineError
 
 COMPUTE, SWAP_IN, SWAP_OUT = 0, 1, 2
 STREAMS = (COMPUTE, SWAP_IN, SWAP_OUT)
 STREAM_NAMES = ("compute", "swap_in", "swap_out")
-FORMAT = "swapengine.program/1"
+FORMAT = "swapengine.program/2"
 
 
-class ProgramFormatError(ValueError):
-    pass
+class ProgramFormatError(EngineError, ValueError):
+    """A plan file that is not a well-formed Program."""
 
 
 @dataclass
-class Pool:
-    """Objects in one arena, then operator scratch in its last ``scratch_bytes``.
-    ``sizes``/``cls``/``cnt`` are the allocation (TS, CLS, CNT)."""
+class Arena:
+    """Objects as byte ranges in one arena, then operator scratch in its last ``scratch_bytes``."""
     object_offset: np.ndarray
     object_bytes: np.ndarray
-    object_class: np.ndarray
     arena_bytes: int
-    sizes: np.ndarray
-    cls: np.ndarray
-    cnt: np.ndarray
     scratch_bytes: int = 0
+    allocator: dict = field(default_factory=dict)   # {"name": ..., its parameters}: for people
 
     @property
     def scratch_offset(self) -> int:
         return self.arena_bytes - self.scratch_bytes
 
-    def class_of_size(self, nbytes: int) -> int:
-        i = int(np.searchsorted(self.sizes, nbytes))
-        if i >= len(self.sizes) or self.sizes[i] != nbytes:
-            return -1
-        return int(self.cls[i])
+    @property
+    def num_objects(self) -> int:
+        return len(self.object_offset)
+
+    @classmethod
+    def of(cls, layout, scratch_bytes: int) -> "Arena":
+        """The arena of an allocator's layout (anything with ``object_offset``, ``object_bytes``,
+        ``arena_bytes`` and ``describe()``), with operator scratch after its objects."""
+        return cls(np.asarray(layout.object_offset, dtype=np.int64),
+                   np.asarray(layout.object_bytes, dtype=np.int64),
+                   int(layout.arena_bytes) + int(scratch_bytes), int(scratch_bytes), layout.describe())
 
 
 @dataclass
@@ -85,7 +92,7 @@ class Instr:
 class Program:
     graph_name: str
     schedule: list[int]
-    pool: Pool
+    arena: Arena
     instrs: list[Instr]
     initial_resident: dict[int, int]
     policy: str = ""
@@ -106,15 +113,14 @@ class Program:
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict:
-        p = self.pool
+        a = self.arena
         return {
             "format": FORMAT, "graph": self.graph_name, "graph_fingerprint": self.graph_fingerprint,
             "policy": self.policy,
             "schedule": [int(n) for n in self.schedule],
-            "pool": {"object_offset": p.object_offset.tolist(), "object_bytes": p.object_bytes.tolist(),
-                     "object_class": p.object_class.tolist(), "arena_bytes": int(p.arena_bytes),
-                     "scratch_bytes": int(p.scratch_bytes),
-                     "sizes": p.sizes.tolist(), "cls": p.cls.tolist(), "cnt": p.cnt.tolist()},
+            "arena": {"object_offset": a.object_offset.tolist(), "object_bytes": a.object_bytes.tolist(),
+                      "arena_bytes": int(a.arena_bytes), "scratch_bytes": int(a.scratch_bytes),
+                      "allocator": a.allocator},
             "initial_resident": [[int(t), int(o)] for t, o in self.initial_resident.items()],
             "instructions": [{"kind": STREAM_NAMES[i.kind], "target": int(i.target), "obj": int(i.obj),
                               "objects": [int(o) for o in i.objects], "copy": bool(i.copy),
@@ -129,17 +135,16 @@ class Program:
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise ProgramFormatError(f"not a swapengine program (expected format '{FORMAT}')")
         try:
-            p = d["pool"]
-            pool = Pool(*(np.asarray(p[k], dtype=np.int64) for k in ("object_offset", "object_bytes",
-                                                                      "object_class")),
-                        int(p["arena_bytes"]),
-                        *(np.asarray(p[k], dtype=np.int64) for k in ("sizes", "cls", "cnt")),
-                        int(p.get("scratch_bytes", 0)))
+            a = d["arena"]
+            arena = Arena(*(np.asarray(a[k], dtype=np.int64) for k in ("object_offset", "object_bytes")),
+                          int(a["arena_bytes"]), int(a["scratch_bytes"]), dict(a.get("allocator", {})))
+            if arena.object_offset.shape != arena.object_bytes.shape or arena.object_offset.ndim != 1:
+                raise ValueError("object_offset and object_bytes must be flat lists of one length")
             kinds = {name: k for k, name in enumerate(STREAM_NAMES)}
             instrs = [Instr(kinds[i["kind"]], int(i["target"]), int(i["obj"]),
                             tuple(int(o) for o in i["objects"]), bool(i["copy"]),
                             [int(x) for x in i["deps"]]) for i in d["instructions"]]
-            return cls(str(d["graph"]), [int(n) for n in d["schedule"]], pool, instrs,
+            return cls(str(d["graph"]), [int(n) for n in d["schedule"]], arena, instrs,
                        {int(t): int(o) for t, o in d["initial_resident"]}, str(d.get("policy", "")),
                        str(d.get("graph_fingerprint", "")))
         except (KeyError, TypeError, ValueError) as e:

@@ -19,12 +19,13 @@ from . import reference
 from .data import TeacherData
 from .initializers import initial_state
 from .ir import PERSISTENT_KINDS, Graph
+from .errors import EngineError
 
 CHECKPOINT_FORMAT = "swapengine.checkpoint/1"
 
 
 
-class CheckpointError(ValueError):
+class CheckpointError(EngineError, ValueError):
     pass
 
 

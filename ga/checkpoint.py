@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from engine.errors import EngineError
 
 FORMAT = "swapengine.ga-checkpoint/1"
 
 
-class CheckpointError(ValueError):
+class SearchCheckpointError(EngineError, ValueError):
     """A checkpoint that cannot be read, or that belongs to another search."""
 
 
@@ -39,23 +40,23 @@ def save(path: str, state: dict) -> None:
 
 
 def load(path: str) -> dict:
-    """The state saved at ``path``; CheckpointError if it is missing, not JSON or not ours."""
+    """The state saved at ``path``; SearchCheckpointError if it is missing, not JSON or not ours."""
     try:
         with open(path) as f:
             state = json.load(f)
     except FileNotFoundError:
-        raise CheckpointError(f"checkpoint '{path}' does not exist") from None
+        raise SearchCheckpointError(f"checkpoint '{path}' does not exist") from None
     except json.JSONDecodeError as e:
-        raise CheckpointError(f"checkpoint '{path}' is not valid JSON ({e})") from None
+        raise SearchCheckpointError(f"checkpoint '{path}' is not valid JSON ({e})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"'{path}' is not a search checkpoint (expected format '{FORMAT}')")
+        raise SearchCheckpointError(f"'{path}' is not a search checkpoint (expected format '{FORMAT}')")
     return state
 
 
 def check_identity(state: dict, identity: dict, path: str) -> None:
-    """CheckpointError naming the first field where the checkpoint's search differs from ours."""
+    """SearchCheckpointError naming the first field where the checkpoint's search differs from ours."""
     saved = state.get("identity", {})
     for key, value in identity.items():
         if saved.get(key) != value:
-            raise CheckpointError(f"checkpoint '{path}' is from another search: its {key} is "
+            raise SearchCheckpointError(f"checkpoint '{path}' is from another search: its {key} is "
                                   f"{saved.get(key)!r:.60}, this search's is {value!r:.60}")

@@ -14,7 +14,7 @@ Allocations: TS (the sorted distinct tensor sizes), the per-operator demand of e
 the peak demand of an unlimited run in the default order. An operator runs only if all of its
 distinct inputs and outputs are resident at once, so a size class needs at least as many
 objects as any one operator touches tensors of that class (an updated state that takes over
-its old value's object needs none: ``planner.allocation.size_demand``'s per-node counts).
+its old value's object needs none: ``planner.facts.size_demand``'s per-node counts).
 ``class_minima(cls)`` gives that minimum for any CLS, vectorised over the distinct rows of
 that (nodes x sizes) count matrix: classes are contiguous runs of sizes, so a class's count per node is a ``reduceat``
 over its columns, and its minimum the largest over nodes.
@@ -30,7 +30,7 @@ import numpy as np
 from allocator import aligned_bytes
 from engine.ir import Graph
 from engine.schedules import schedule_successors
-from planner.allocation import minimal_allocation, size_demand
+from planner.facts import GraphFacts
 
 
 @dataclass
@@ -51,13 +51,19 @@ class GraphContext:
 
     @classmethod
     def from_graph(cls, g: Graph) -> GraphContext:
+        return cls.from_facts(GraphFacts(g))
+
+    @classmethod
+    def from_facts(cls, facts: GraphFacts) -> GraphContext:
+        """From the facts of a graph in its default order (demand computed there once)."""
+        g = facts.graph
         n = len(g.nodes)
         successors = schedule_successors(g)
         pred_count = [0] * n
         for succ in successors:
             for s in succ:
                 pred_count[s] += 1
-        demand = size_demand(g, g.default_order())
+        demand = facts.demand
         node_rows = np.unique(np.asarray(demand.per_node, dtype=np.int32).reshape(n, len(demand.sizes)), axis=0)
         if node_rows.shape[0] == 0:
             node_rows = np.zeros((1, len(demand.sizes)), dtype=np.int32)
@@ -66,7 +72,7 @@ class GraphContext:
             sources=[v for v in range(n) if pred_count[v] == 0],
             sizes=demand.sizes.astype(np.int64), slot_bytes=aligned_bytes(demand.sizes),
             size_minimum=demand.minimum.astype(np.int64), size_peak=demand.peak.astype(np.int64),
-            node_rows=node_rows, minimal_cls=minimal_allocation(demand).cls.copy(),
+            node_rows=node_rows, minimal_cls=facts.minimal_allocation.cls.copy(),
             heaviest_node=g.nodes[demand.heaviest_node].name if n else "",
             heaviest_bytes=int(demand.heaviest_bytes))
 

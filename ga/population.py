@@ -82,7 +82,7 @@ class Breeder:
     def __init__(self, ctx: GraphContext, evaluator: Evaluator, variation: Variation, seed: int,
                  simple: Allocation | None):
         self.ctx, self.evaluator, self.variation, self.seed = ctx, evaluator, variation, int(seed)
-        self.budget = evaluator.budget
+        self.budget = evaluator.budget.pool_bytes      # what allocations may use (scratch is apart)
         self.default_order = np.arange(ctx.num_nodes, dtype=np.int32)
         self.simple = simple
         if variation.mode == "schedule" and simple is None:

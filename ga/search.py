@@ -1,4 +1,4 @@
-"""The genetic search: ``search(graph, budget, profile, options) -> SearchResult``.
+"""The genetic search: ``search(facts, budget, profile, options) -> SearchResult``.
 
 One generation: draw parent pairs from the population, make each pair's children
 (crossover, mutation, repair) and evaluate them (plan + simulate) in the worker processes,
@@ -20,19 +20,20 @@ import numpy as np
 from tqdm import tqdm
 
 from allocator import Allocation
-from engine.ir import Graph
 from engine.profile import Profile
-from engine.units import format_bytes
 from planner.allocation import simple_allocation
-from planner.baselines import make_program
+from planner.budget import Budget
+from planner.errors import PlanError
+from planner.facts import GraphFacts
+from planner.policy import Policy, searched, unlimited_program
 from planner.simulate import simulate
-from planner.swap_planner import PlanError, reserved_scratch
 
 from . import checkpoint as ckpt
 from .allocation_ops import DEFAULT_SIGMA
 from .context import GraphContext
-from .fitness import DeadlineReached, Evaluator, WorkerPool
+from .fitness import Evaluator
 from .history import GenerationStats, plot_history, write_history
+from .workers import DeadlineReached, ProcessWorkers
 from .population import (MODES, PAIR, SELECT, Breeder, Individual, Variation, child_task, first_task,
                          pairs, rng_for, select)
 
@@ -99,32 +100,22 @@ class SearchResult:
         return plot_history(self.history, path, title)
 
 
-def make_breeder(ctx: GraphContext, graph: Graph, profile: Profile, pool_budget: int, node_seconds: np.ndarray,
-                 variation: Variation, seed: int, simple: Allocation | None) -> Breeder:
-    """A worker's state: built once per process by the pool's initializer. ``pool_budget``:
-    bytes for the allocation's objects (the device budget less operator scratch)."""
-    return Breeder(ctx, Evaluator(graph, profile, pool_budget, node_seconds), variation, seed, simple)
+def make_breeder(ctx: GraphContext, facts: GraphFacts, profile: Profile, budget: Budget, policy: Policy,
+                 node_seconds: np.ndarray, variation: Variation, seed: int, simple: Allocation | None) -> Breeder:
+    """A worker's state: built once per process by the pool's initializer."""
+    return Breeder(ctx, Evaluator(facts, profile, budget, policy, node_seconds), variation, seed, simple)
 
 
-def check_budget(ctx: GraphContext, budget: int, scratch: int = 0) -> None:
-    """PlanError naming the operator whose own tensors (plus operator scratch) exceed the
-    budget: no allocation helps."""
-    if ctx.heaviest_bytes + scratch > budget:
-        extra = f", plus {format_bytes(scratch)} of operator scratch" if scratch else ""
-        raise PlanError(f"a budget of {format_bytes(budget)} cannot run {ctx.heaviest_node} (its inputs "
-                        f"and outputs alone need {format_bytes(ctx.heaviest_bytes)}{extra}); no allocation can")
-
-
-def ideal_time(graph: Graph, profile: Profile, node_seconds: np.ndarray) -> float:
-    program = make_program("ideal", graph, None)
-    return float(simulate(program, graph, profile, node_seconds).total)
+def ideal_time(facts: GraphFacts, profile: Profile, node_seconds: np.ndarray) -> float:
+    program = unlimited_program(facts.graph, facts)
+    return float(simulate(program, facts.graph, profile, node_seconds).total)
 
 
 class _Run:
     """The mutable state of one search; ``to_state``/``from_state`` are the checkpoint."""
 
-    def __init__(self, graph: Graph, budget: int, opts: SearchOptions, ctx: GraphContext):
-        self.graph, self.budget, self.opts, self.ctx = graph, int(budget), opts, ctx
+    def __init__(self, name: str, budget: Budget, opts: SearchOptions, ctx: GraphContext):
+        self.name, self.budget, self.opts, self.ctx = name, budget, opts, ctx
         self.generation = 0
         self.population: list[Individual] = []
         self.best: Individual | None = None
@@ -137,8 +128,8 @@ class _Run:
 
     def identity(self) -> dict:
         o = self.opts
-        return {"graph": self.graph.name, "nodes": self.ctx.num_nodes, "sizes": self.ctx.sizes.tolist(),
-                "budget": self.budget, "seed": o.seed, "population": o.population, "mode": o.mode,
+        return {"graph": self.name, "nodes": self.ctx.num_nodes, "sizes": self.ctx.sizes.tolist(),
+                "budget": self.budget.device_bytes, "seed": o.seed, "population": o.population, "mode": o.mode,
                 "mutation": o.mutation, "children": o.children, "sigma": o.sigma, "elite": o.elite}
 
     def to_state(self, elapsed: float) -> dict:
@@ -174,31 +165,33 @@ class _Run:
         return row
 
 
-def search(graph: Graph, budget: int, profile: Profile, options: SearchOptions | None = None) -> SearchResult:
-    """Search schedules and allocations of ``graph`` under ``budget`` bytes on ``profile``.
+def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchOptions | None = None,
+           policy: Policy | None = None) -> SearchResult:
+    """Search schedules and allocations of ``facts.graph`` under ``budget`` (made by
+    ``planner.budget.make_budget``, which refuses a budget too small to run) on ``profile``,
+    planning each candidate with ``policy`` (default: the registered one that searches).
 
     Output: the best individual seen, with the initial (unsearched) and ideal times and the
-    per-generation history. Raises PlanError if some operator alone exceeds the budget,
-    CheckpointError if ``resume`` finds a checkpoint of another search.
+    per-generation history. Raises SearchCheckpointError if ``resume`` finds a checkpoint of
+    another search.
     """
     opts = options or SearchOptions()
-    ctx = GraphContext.from_graph(graph)
-    scratch = reserved_scratch(graph)
-    check_budget(ctx, budget, scratch)
-    pool_budget = budget - scratch        # what allocations may use; plan() adds the scratch
+    graph = facts.graph
+    policy = policy or searched()
+    ctx = GraphContext.from_facts(facts)
     node_seconds = profile.node_seconds(graph)
     try:
-        simple = simple_allocation(graph, graph.default_order(), budget)
+        simple = simple_allocation(facts, budget)
     except PlanError:
         simple = None
     variation = Variation(opts.mode, opts.mutation, opts.sigma)
-    run = _Run(graph, budget, opts, ctx)
+    run = _Run(graph.name, budget, opts, ctx)
     if opts.resume and opts.checkpoint and os.path.exists(opts.checkpoint):
         state = ckpt.load(opts.checkpoint)
         ckpt.check_identity(state, run.identity(), opts.checkpoint)
         run.load(state)
     if opts.ideal and run.ideal is None:
-        run.ideal = ideal_time(graph, profile, node_seconds)
+        run.ideal = ideal_time(facts, profile, node_seconds)
 
     # The time limit counts search time only, from here (setup and the ideal plan excluded).
     started = time.monotonic()
@@ -212,7 +205,7 @@ def search(graph: Graph, budget: int, profile: Profile, options: SearchOptions |
     per_generation = opts.children or n_pop
     crossovers = -(-per_generation // variation.children_per_crossover)
     stopped = "generations"
-    args = (ctx, graph, profile, pool_budget, node_seconds, variation, opts.seed, simple)
+    args = (ctx, facts, profile, budget, policy, node_seconds, variation, opts.seed, simple)
     bar = tqdm(total=max_generations, initial=run.generation, desc=f"ga {graph.name}", unit="gen",
                disable=not opts.progress, leave=False)
 
@@ -227,7 +220,7 @@ def search(graph: Graph, budget: int, profile: Profile, options: SearchOptions |
             bar.update(1)
         bar.set_postfix_str(f"best {row.best:.4g} s  mean {row.mean:.4g}  worst {row.worst:.4g}")
 
-    pool = WorkerPool(make_breeder, args, opts.workers, opts.start_method)
+    pool = ProcessWorkers(make_breeder, args, opts.workers, opts.start_method)
     try:
         if not run.population:
             try:

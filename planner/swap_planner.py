@@ -1,7 +1,7 @@
 """The swap planner (SwapAdvisor Section 4.2): schedule + allocation -> Program.
 
-The planner walks the schedule keeping track of which tensor sits in which pool
-object. When an operator needs a tensor that is not resident, or room for an
+The planner walks the schedule keeping track of which tensor sits in which object
+of a size-class layout (``allocator.SizeClassLayout``). When an operator needs a tensor that is not resident, or room for an
 output, and the tensor's size class has no free object, it evicts a resident
 tensor of that class: the one used furthest in the future (Belady), among
 those last used at least a threshold ago (so there is time to swap it out
@@ -24,22 +24,12 @@ from typing import Sequence
 
 import numpy as np
 
-from allocator import aligned_bytes
-from allocator.pool import PoolLayout
+from allocator import SizeClassLayout
 from engine.inplace import in_place_input
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
-from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Instr, Pool, Program
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
 
-
-class PlanError(ValueError):
-    """The budget or allocation cannot run the graph; the message names the operator."""
-
-
-def reserved_scratch(g: Graph) -> int:
-    """Bytes every Program of ``g`` reserves at its arena's end for operator scratch: the
-    largest any one operator declares (``Graph.scratch_bytes``), aligned like pool objects.
-    A device budget covers it; the allocation's objects get the rest."""
-    return int(aligned_bytes(g.scratch_bytes()[0]))
+from .errors import PlanError
 
 
 @dataclass(frozen=True)
@@ -52,17 +42,15 @@ class PlanOptions:
 class _Static:
     """Per-graph, per-schedule facts the scan reads: dense arrays by tensor id."""
 
-    def __init__(self, g: Graph, schedule: Sequence[int], layout: PoolLayout, sizes, cls,
+    def __init__(self, g: Graph, schedule: Sequence[int], layout: SizeClassLayout,
                  op_seconds: np.ndarray | None, link_bytes_per_s: float | None):
         self.g, self.schedule, self.layout = g, list(schedule), layout
         n_t = len(g.tensors)
         self.nbytes = np.array([t.nbytes for t in g.tensors], dtype=np.int64)
-        idx = np.searchsorted(sizes, self.nbytes)
-        idx = np.minimum(idx, len(sizes) - 1)
-        if not np.array_equal(np.asarray(sizes)[idx], self.nbytes):
-            missing = int(self.nbytes[np.asarray(sizes)[idx] != self.nbytes][0])
-            raise PlanError(f"the allocation has no size class for tensors of {missing} bytes")
-        self.klass = np.asarray(cls)[idx]
+        try:
+            self.klass = layout.class_of_sizes(self.nbytes)
+        except ValueError as e:
+            raise PlanError(str(e)) from None
         reads: list[list[int]] = [[] for _ in range(n_t)]
         for pos, nid in enumerate(self.schedule):
             for t in dict.fromkeys(g.nodes[nid].inputs):
@@ -96,9 +84,8 @@ class _Scan:
         self.obj_of = [-1] * len(s.g.tensors)
         self.free: list[list[int]] = []
         taken = set(resident.values())
-        for k in range(len(lay.class_first_object) - 1):
-            objs = range(lay.class_first_object[k], lay.class_first_object[k + 1])
-            self.free.append([o for o in reversed(objs) if o not in taken])
+        for k in range(lay.num_classes):
+            self.free.append([o for o in reversed(lay.objects_of_class(k)) if o not in taken])
         # Instructions that must finish before an object is written again, one per stream.
         self.release = [[-1, -1, -1] for _ in range(n_obj)]
         self.writer = [-1] * len(s.g.tensors)        # instr that made it resident
@@ -143,16 +130,15 @@ class _Scan:
         k = self.s.klass[t]
         if self.free[k]:
             return self.free[k].pop()
-        lay = self.s.layout
-        first, last = lay.class_first_object[k], lay.class_first_object[k + 1]
-        cands = self.tenant[first:last]
+        objects = self.s.layout.objects_of_class(k)
+        cands = self.tenant[objects.start:objects.stop]
         cands = cands[cands >= 0]
         cands = cands[~self.busy[cands]]
         if not len(cands):
             node = self.s.g.nodes[self.s.schedule[pos]]
             need = sum(1 for x in busy if self.s.klass[x] == k)
             raise PlanError(f"operator '{node.name}' ({node.op}) needs {need} objects of size class {k} "
-                            f"at once; the allocation has {last - first}")
+                            f"at once; the allocation has {len(objects)}")
         victim = self.choose_victim(cands, t, pos)
         o = self.obj_of[victim]
         if not self.host_current(victim):
@@ -249,17 +235,17 @@ class _Scan:
         return strayed
 
 
-def plan(g: Graph, schedule: Sequence[int], allocation, op_seconds: np.ndarray | None = None,
-         link_bytes_per_s: float | None = None, options: PlanOptions = PlanOptions(),
-         policy: str = "swapadvisor") -> Program:
+def plan(g: Graph, schedule: Sequence[int], allocation, scratch_bytes: int,
+         op_seconds: np.ndarray | None = None, link_bytes_per_s: float | None = None,
+         options: PlanOptions = PlanOptions(), policy: str = "swapadvisor") -> Program:
     """Inputs: the training graph, a topological order of its nodes, an allocation
-    (sizes, cls, cnt: allocator.Allocation), per-node compute seconds and the link's
-    one-way bandwidth (both optional: they set the recency threshold).
-    Output: a Program that runs one iteration within the allocation's pool, with the
-    graph's operator scratch after the objects in the arena.
+    (sizes, cls, cnt: allocator.Allocation), the operator scratch to reserve at the arena's
+    end (``GraphFacts.scratch`` or ``Budget.scratch_bytes``), per-node compute seconds and
+    the link's one-way bandwidth (both optional: they set the recency threshold).
+    Output: a Program that runs one iteration within the allocation's objects plus scratch.
     Raises PlanError when the allocation cannot hold some operator's tensors."""
-    layout = PoolLayout.from_allocation(allocation)
-    s = _Static(g, schedule, layout, allocation.sizes, allocation.cls, op_seconds, link_bytes_per_s)
+    layout = SizeClassLayout.from_allocation(allocation)
+    s = _Static(g, schedule, layout, op_seconds, link_bytes_per_s)
     resident: dict[int, int] = {}
     first = True
     for _ in range(options.max_passes):
@@ -279,8 +265,5 @@ def plan(g: Graph, schedule: Sequence[int], allocation, op_seconds: np.ndarray |
             break
     else:
         raise PlanError(f"the double pass did not settle in {options.max_passes} passes")
-    scratch = reserved_scratch(g)
-    pool = Pool(layout.object_offset, layout.object_bytes, layout.object_class, int(layout.arena_bytes) + scratch,
-                np.asarray(allocation.sizes, dtype=np.int64), np.asarray(allocation.cls, dtype=np.int64),
-                np.asarray(allocation.cnt, dtype=np.int64), scratch)
-    return Program(g.name, list(schedule), pool, scan.instrs, dict(resident), policy, g.fingerprint())
+    return Program(g.name, list(schedule), Arena.of(layout, scratch_bytes), scan.instrs, dict(resident), policy,
+                   g.fingerprint())

@@ -5,13 +5,13 @@ streams, vector clocks of length 3 decide it exactly: a happens before b iff
 b's clock has seen a's position in a's stream.
 
 Checked, naming the first violation:
-- the pool: objects inside the arena, before its scratch region, and disjoint;
-  no class with more objects than its count; scratch for the most demanding
-  operator; the arena (scratch included) within the budget;
+- the arena: objects inside it, before its scratch region; scratch for the most
+  demanding operator; the arena (scratch included) within the budget;
 - every read (a compute input, a swap-out) finds the tensor in its object, and
   the write that put it there happens before the read;
 - every write into an object happens after all reads and the write of the
-  object's previous tenant (no two live tensors share an object);
+  object's previous tenant, and of the tenants of every object sharing bytes
+  with it (no two live tensors share a byte); the write evicts those tenants;
 - every swap-in reads a host copy that a swap-out wrote before it, or the
   initial host copy (inputs, labels, state not resident at the start);
 - at the end, each resident state's next value sits in its home object and
@@ -25,49 +25,63 @@ from engine.inplace import in_place_input
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Program
 
+from .facts import operator_scratch
+from engine.errors import EngineError
+
 INITIAL = -1   # pseudo-instruction: state present before the iteration starts
 
 
-class VerificationError(ValueError):
+class VerificationError(EngineError, ValueError):
     pass
 
 
-def verify(program: Program, graph: Graph, budget: int | None = None) -> None:
-    """Inputs: a Program, the Graph it was planned for, the device budget in bytes.
-    Output: None, or VerificationError naming the first violation."""
-    _check_pool(program, graph, budget)
+def verify(program: Program, graph: Graph, device_bytes: int | None = None) -> None:
+    """Inputs: a Program, the Graph it was planned for, the device budget in bytes
+    (``Budget.device_bytes``; None: unlimited). Output: None, or VerificationError naming
+    the first violation."""
+    _check_arena(program, graph, device_bytes)
     _Checker(program, graph).run()
 
 
-def _check_pool(program: Program, graph: Graph, budget: int | None) -> None:
-    p = program.pool
+def _check_arena(program: Program, graph: Graph, budget: int | None) -> None:
+    p = program.arena
     if budget is not None and p.arena_bytes > budget:
-        raise VerificationError(f"the pool's arena needs {p.arena_bytes} bytes, over the budget of {budget}")
-    need, nid = graph.scratch_bytes()
+        raise VerificationError(f"the arena needs {p.arena_bytes} bytes, over the budget of {budget}")
+    scratch = operator_scratch(graph)
+    need, nid = scratch.bytes, scratch.node
     if not 0 <= p.scratch_bytes <= p.arena_bytes:
         raise VerificationError(f"the arena of {p.arena_bytes} bytes cannot hold "
                                 f"{p.scratch_bytes} bytes of scratch")
     if p.scratch_bytes < need:
         raise VerificationError(f"the arena reserves {p.scratch_bytes} bytes of operator scratch but "
                                 f"'{graph.nodes[nid].name}' ({graph.nodes[nid].op}) needs {need}")
-    per_class = np.bincount(p.object_class, minlength=len(p.cnt))
-    for k, (have, cap) in enumerate(zip(per_class, p.cnt)):
-        if have > cap:
-            raise VerificationError(f"size class {k} has {have} objects but its count is {cap} (over-full class)")
-    order = np.argsort(p.object_offset, kind="stable")
-    ends = p.object_offset[order] + p.object_bytes[order]
-    if len(order) and (p.object_offset.min() < 0 or ends.max() > p.scratch_offset):
-        raise VerificationError("a pool object lies outside the arena or in its scratch region")
-    clash = np.nonzero(ends[:-1] > p.object_offset[order][1:])[0]
-    if len(clash):
-        a, b = order[clash[0]], order[clash[0] + 1]
-        raise VerificationError(f"pool objects {a} and {b} overlap in the arena")
+    if len(p.object_offset) and (p.object_offset.min() < 0 or p.object_bytes.min() < 0
+                                 or (p.object_offset + p.object_bytes).max() > p.scratch_offset):
+        raise VerificationError("an arena object lies outside the arena or in its scratch region")
+
+
+def sharing_objects(arena) -> list[list[int]]:
+    """Per object, the other objects that share at least one byte with it (usually none:
+    a size-class layout's objects are disjoint). The one place that reads physical bytes."""
+    start, size = arena.object_offset, arena.object_bytes
+    order = np.argsort(start, kind="stable")
+    shared: list[list[int]] = [[] for _ in range(len(start))]
+    active: list[int] = []      # objects whose range may still reach the next start
+    for o in order.tolist():
+        active = [a for a in active if start[a] + size[a] > start[o]]
+        for a in active:
+            if size[o] > 0 and size[a] > 0:
+                shared[a].append(o)
+                shared[o].append(a)
+        active.append(o)
+    return shared
 
 
 class _Checker:
     def __init__(self, program: Program, graph: Graph):
         self.p, self.g = program, graph
-        n_obj = len(program.pool.object_offset)
+        n_obj = program.arena.num_objects
+        self.sharing = sharing_objects(program.arena)
         self.tenant = np.full(n_obj, -1, dtype=np.int64)
         self.writer = np.full(n_obj, INITIAL, dtype=np.int64)
         self.readers: list[list[int]] = [[] for _ in range(n_obj)]
@@ -91,14 +105,13 @@ class _Checker:
 
     # ------------------------------------------------------------------ events
     def check_object(self, t: int, o: int, i: int) -> None:
-        pool = self.p.pool
-        if not 0 <= o < len(pool.object_offset):
+        arena = self.p.arena
+        if not 0 <= o < arena.num_objects:
             self.fail(f"{self.instr(i)} places '{self.name(t)}' in object {o}, which does not exist")
         size = self.g.tensors[t].nbytes
-        k = pool.class_of_size(size)
-        if k != pool.object_class[o] or size > pool.object_bytes[o]:
-            self.fail(f"{self.instr(i)} places '{self.name(t)}' ({size} bytes, class {k}) in object {o} "
-                      f"of class {pool.object_class[o]} ({pool.object_bytes[o]} bytes)")
+        if size > arena.object_bytes[o]:
+            self.fail(f"{self.instr(i)} places '{self.name(t)}' ({size} bytes) in object {o} "
+                      f"of {arena.object_bytes[o]} bytes")
 
     def read(self, t: int, o: int, i: int) -> None:
         self.check_object(t, o, i)
@@ -114,11 +127,15 @@ class _Checker:
 
     def write(self, t: int, o: int, i: int) -> None:
         self.check_object(t, o, i)
-        prev = self.tenant[o]
-        for r in [self.writer[o], *self.readers[o]]:
-            if r != i and not self.happens_before(r, i):
-                self.fail(f"{self.instr(i)} may overwrite object {o} while {self.instr(r)} still uses "
-                          f"'{self.name(prev)}' there: no edge orders them")
+        for x in [o, *self.sharing[o]]:
+            prev = self.tenant[x]
+            for r in [self.writer[x], *self.readers[x]]:
+                if r != i and not self.happens_before(r, i):
+                    where = f"object {o}" if x == o else f"object {o}, which shares bytes with object {x},"
+                    self.fail(f"{self.instr(i)} may overwrite {where} while {self.instr(r)} still uses "
+                              f"{repr(self.name(prev)) if prev >= 0 else 'its bytes'} there: no edge orders them")
+            if x != o:          # the write clobbers whatever lived in the bytes it shares
+                self.tenant[x], self.writer[x], self.readers[x] = -1, i, []
         self.tenant[o], self.writer[o], self.readers[o] = t, i, []
 
     # ------------------------------------------------------------------ scan
@@ -137,8 +154,10 @@ class _Checker:
             if g.tensors[t].kind not in PERSISTENT_KINDS or g.producer[t] != -1:
                 self.fail(f"'{self.name(t)}' is resident at the start but is not a parameter or state")
             self.check_object(t, o, INITIAL)
-            if self.tenant[o] != -1:
-                self.fail(f"'{self.name(t)}' and '{self.name(self.tenant[o])}' both start in object {o}")
+            for x in [o, *self.sharing[o]]:
+                if self.tenant[x] != -1:
+                    self.fail(f"'{self.name(t)}' and '{self.name(self.tenant[x])}' both start in object {o}"
+                              + ("" if x == o else f" (which shares bytes with object {x})"))
             self.tenant[o] = t
         last_in_stream = [-1, -1, -1]
         counts = [0, 0, 0]

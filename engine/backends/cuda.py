@@ -40,6 +40,7 @@ from ..program import COMPUTE, SWAP_IN, SWAP_OUT
 from . import kernels as kernel_sources
 from .detect import detect_gpu
 from .pinned import PinnedHostMemory
+from ..errors import EngineError
 
 POISON = 0xFF
 
@@ -51,7 +52,7 @@ def _cuda_api():
     return driver, cuda.core
 
 
-class CudaUnavailable(RuntimeError):
+class CudaUnavailable(EngineError, RuntimeError):
     """No usable CUDA device (the reason comes from detect_gpu)."""
 
 

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from ga.checkpoint import FORMAT, CheckpointError, check_identity, load, save
+from ga.checkpoint import FORMAT, SearchCheckpointError, check_identity, load, save
 
 
 def test_save_and_load_round_trip_atomically(tmp_path):
@@ -26,19 +26,19 @@ def test_a_failed_save_leaves_the_old_checkpoint(tmp_path):
 
 
 def test_load_refuses_what_is_not_a_checkpoint(tmp_path):
-    with pytest.raises(CheckpointError, match="does not exist"):
+    with pytest.raises(SearchCheckpointError, match="does not exist"):
         load(str(tmp_path / "missing.json"))
     bad = tmp_path / "bad.json"
     bad.write_text("{")
-    with pytest.raises(CheckpointError, match="not valid JSON"):
+    with pytest.raises(SearchCheckpointError, match="not valid JSON"):
         load(str(bad))
     bad.write_text(json.dumps({"format": "other"}))
-    with pytest.raises(CheckpointError, match="not a search checkpoint"):
+    with pytest.raises(SearchCheckpointError, match="not a search checkpoint"):
         load(str(bad))
 
 
 def test_identity_mismatch_names_the_field():
     state = {"identity": {"graph": "g", "seed": 1}}
     check_identity(state, {"graph": "g", "seed": 1}, "p")
-    with pytest.raises(CheckpointError, match="its seed is 1, this search's is 2"):
+    with pytest.raises(SearchCheckpointError, match="its seed is 1, this search's is 2"):
         check_identity(state, {"graph": "g", "seed": 2}, "p")

@@ -7,7 +7,7 @@ import pytest
 
 from ga import search as search_module
 from ga.allocation_ops import is_feasible
-from ga.checkpoint import CheckpointError
+from ga.checkpoint import SearchCheckpointError
 from ga.context import GraphContext
 from ga.search import SearchOptions, search
 from planner.allocation import simple_allocation
@@ -85,7 +85,7 @@ def test_resume_reaches_the_uninterrupted_result(tmp_path):
     resumed = search(g, budget, PROFILE, quick(max_generations=4, checkpoint=path, resume=True, workers=2))
     same_result(whole, resumed)
     assert json.load(open(path))["generation"] == 4
-    with pytest.raises(CheckpointError, match="seed"):
+    with pytest.raises(SearchCheckpointError, match="seed"):
         search(g, budget, PROFILE, quick(max_generations=5, checkpoint=path, resume=True, seed=3))
 
 

@@ -17,9 +17,10 @@ import numpy as np
 
 from allocator.size_classes import ALIGNMENT, Allocation
 from engine.units import format_bytes
+from engine.errors import EngineError
 
 
-class AllocationDoesNotFit(ValueError):
+class AllocationDoesNotFit(EngineError, ValueError):
     """No allocation of the required shape fits the budget; the message gives the least that would."""
 
 

@@ -1,4 +1,10 @@
-"""The pool layout: an allocation's objects placed at byte offsets in one arena.
+"""The size-class allocator's layout: an allocation's objects placed at byte offsets in one arena.
+
+This is one allocator among others: what it hands a Program is a table of objects (byte
+offset, byte size) in the arena (``object_offset``, ``object_bytes``, ``arena_bytes``) and a
+JSON description of itself (``describe``). Planners that place tensors in interchangeable
+objects (the Belady and LRU swap planners) also read its groups: a tensor of a given size
+may live in any object of its size class (``class_of_sizes``, ``objects_of_class``).
 
 Objects are numbered class by class (class 0's objects first), so the objects of class k
 are the contiguous ids ``class_first_object[k] : class_first_object[k + 1]``. Each object
@@ -22,7 +28,7 @@ def _frozen(array: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
-class PoolLayout:
+class SizeClassLayout:
     """Dense per-object arrays (int64, read-only), indexed by object id.
 
     object_class[i]: the size class of object i.
@@ -38,8 +44,10 @@ class PoolLayout:
     class_first_object: np.ndarray
     arena_bytes: int
 
+    allocation: Allocation
+
     @classmethod
-    def from_allocation(cls, alloc: Allocation) -> PoolLayout:
+    def from_allocation(cls, alloc: Allocation) -> SizeClassLayout:
         """Lay out `alloc`'s objects, class by class, back to back from offset 0."""
         object_class = np.repeat(np.arange(alloc.num_classes, dtype=np.int64), alloc.cnt)
         object_bytes = alloc.class_slot_bytes[object_class]
@@ -48,7 +56,7 @@ class PoolLayout:
                    object_offset=_frozen(ends - object_bytes),
                    object_bytes=_frozen(object_bytes),
                    class_first_object=_frozen(np.concatenate(([0], np.cumsum(alloc.cnt)))),
-                   arena_bytes=int(ends[-1]))
+                   arena_bytes=int(ends[-1]), allocation=alloc)
 
     @property
     def num_objects(self) -> int:
@@ -61,3 +69,17 @@ class PoolLayout:
     def objects_of_class(self, k: int) -> range:
         """The object ids of size class k."""
         return range(int(self.class_first_object[k]), int(self.class_first_object[k + 1]))
+
+    def class_of_sizes(self, nbytes: np.ndarray) -> np.ndarray:
+        """The size class of each byte size; ValueError naming a size the allocation lacks."""
+        sizes = self.allocation.sizes
+        idx = np.minimum(np.searchsorted(sizes, nbytes), len(sizes) - 1)
+        missing = sizes[idx] != nbytes
+        if np.any(missing):
+            raise ValueError(f"the allocation has no size class for tensors of "
+                             f"{int(np.asarray(nbytes)[missing][0])} bytes")
+        return self.allocation.cls[idx]
+
+    def describe(self) -> dict:
+        """What a Program records of the allocator that carved its arena (JSON)."""
+        return {"name": "size_classes", **self.allocation.to_dict()}

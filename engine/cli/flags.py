@@ -1,23 +1,24 @@
 """The flags of `python -m engine.train`, and how a bad one is reported.
 
-Kept apart from the orchestration (engine/train.py) so the whole command line can be
+Kept apart from the orchestration (engine/cli/run.py) so the whole command line can be
 read in one place; every flag type raises argparse's error, which becomes a
-:class:`UsageError`: one line on stderr, exit status 2.
+:class:`UsageError`: one line on stderr, exit status 2. Policies and backends are listed
+from their registries (``planner.policy``, ``engine.backend_registry``).
 """
 from __future__ import annotations
 
 import argparse
 
-from planner.baselines import POLICIES
+from planner import policy as policies_registry
 
-from .units import parse_bytes
+from .. import backend_registry
+from ..errors import EngineError
+from ..units import parse_bytes
 
 PROG = "engine.train"
-BACKENDS = ("auto", "cpu", "cuda")
-DEFAULT_LINK_GBPS = 2.0
 
 
-class UsageError(Exception):
+class UsageError(EngineError):
     """A bad flag or value: reported as one line, exit status 2."""
 
 
@@ -72,12 +73,29 @@ def size(text: str) -> int:
 
 
 def policies(text: str) -> list[str]:
+    """Registered policy names, comma-separated (checked against the registry)."""
     names = [x.strip().lower() for x in text.split(",") if x.strip()]
-    bad = [x for x in names if x not in POLICIES + ("reference",)]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(f"unknown policy '{bad[0] if bad else text}' "
-                                         f"(choose from {', '.join(POLICIES)}, reference)")
+    if not names:
+        raise argparse.ArgumentTypeError(f"no policy in '{text}' "
+                                         f"(choose from {', '.join(policies_registry.names())})")
+    for name in names:
+        try:
+            policies_registry.get(name)
+        except policies_registry.UnknownPolicy as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
     return names
+
+
+def _policy_help() -> str:
+    listed = "; ".join(f"{p.name}: {p.summary}" for p in policies_registry.REGISTRY.values())
+    return (f"swap policies to compare ({listed}); the last one trains for --iterations, the others are "
+            f"timed on --measure-iterations (default: {','.join(policies_registry.DEFAULT_NAMES)})")
+
+
+def _backend_help() -> str:
+    listed = "; ".join(f"{k.name}: {k.summary}" for k in backend_registry.REGISTRY.values())
+    return (f"where the policies run ({listed}), or auto: the first of "
+            f"{', '.join(backend_registry.AUTO_PREFERENCE)} that has a device (default auto)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -102,15 +120,12 @@ def parser() -> argparse.ArgumentParser:
                    help="device memory budget, for the tensor pool and operator scratch in one arena, in "
                         "binary units (e.g. 64MiB, 16GiB); default: 0.3 of the unlimited-memory peak, or "
                         "the smallest budget that runs")
-    p.add_argument("--policy", type=policies, default=list(POLICIES), metavar="P[,P...]",
-                   help=f"swap policies to compare, from {', '.join(POLICIES)} and reference (numpy, no "
-                        "budget); the last one trains for --iterations, the others are timed on "
-                        "--measure-iterations (default: all three)")
+    p.add_argument("--policy", type=policies, default=list(policies_registry.DEFAULT_NAMES), metavar="P[,P...]",
+                   help=_policy_help())
     p.add_argument("--measure-iterations", type=positive_int, default=3, metavar="N",
                    help="timed iterations for each policy but the last (default 3)")
-    p.add_argument("--backend", choices=BACKENDS, default="auto",
-                   help="where the policies run: cuda (a GPU), cpu (numpy kernels, an emulated link), or "
-                        "auto: cuda when a GPU is found, else cpu (default auto)")
+    p.add_argument("--backend", choices=("auto", *backend_registry.names()), default="auto",
+                   help=_backend_help())
     p.add_argument("--device", type=nonnegative_int, default=0, metavar="N",
                    help="CUDA device number for the cuda backend (default 0)")
     p.add_argument("--profile", metavar="DEVICE|FILE",
@@ -139,7 +154,7 @@ def parser() -> argparse.ArgumentParser:
                         "no backend)")
     p.add_argument("--link-gbps", type=positive_float, default=None,
                    help=f"emulated host-device link of the cpu backend, GB/s one way (default "
-                        f"{DEFAULT_LINK_GBPS:g}; both ways together get 1.6x that); not for the cuda backend, "
+                        f"{backend_registry.DEFAULT_LINK_GBPS:g}; both ways together get 1.6x that); not for the cuda backend, "
                         "whose link is real")
     p.add_argument("--sanitize", action="store_true",
                    help="poison memory about to be overwritten and add random delays to every stream "

@@ -1,9 +1,9 @@
-"""Tests for allocator/budget.py: the CNT repair, class merging and the two generators."""
+"""Tests for allocator/fitting.py: the CNT repair, class merging and the two generators."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from allocator.budget import (AllocationDoesNotFit, fit_to_budget, greedy_allocation,
+from allocator.fitting import (AllocationDoesNotFit, fit_to_budget, greedy_allocation,
                               merge_classes_to_fit, random_allocation, repair_cnt)
 from allocator.size_classes import Allocation, cls_problem
 

@@ -1,16 +1,16 @@
-"""Tests for allocator/pool.py: objects laid out at aligned, disjoint offsets in one arena."""
+"""Tests for allocator/size_class_layout.py: objects laid out at aligned, disjoint offsets in one arena."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from allocator.pool import PoolLayout
+from allocator.size_class_layout import SizeClassLayout
 from allocator.size_classes import ALIGNMENT, Allocation
 
 MB = 2**20
 
 
 def test_figure5_child_layout():
-    layout = PoolLayout.from_allocation(Allocation([MB, 2 * MB, 3 * MB, 4 * MB], [0, 1, 1, 1], [4, 2]))
+    layout = SizeClassLayout.from_allocation(Allocation([MB, 2 * MB, 3 * MB, 4 * MB], [0, 1, 1, 1], [4, 2]))
     assert layout.object_class.tolist() == [0, 0, 0, 0, 1, 1]
     assert layout.object_offset.tolist() == [0, MB, 2 * MB, 3 * MB, 4 * MB, 8 * MB]
     assert layout.object_bytes.tolist() == [MB] * 4 + [4 * MB] * 2
@@ -21,7 +21,7 @@ def test_figure5_child_layout():
 
 
 def test_objects_are_padded_to_alignment():
-    layout = PoolLayout.from_allocation(Allocation([3, 700], [0, 1], [2, 1]))
+    layout = SizeClassLayout.from_allocation(Allocation([3, 700], [0, 1], [2, 1]))
     assert layout.object_offset.tolist() == [0, 256, 512]
     assert layout.object_bytes.tolist() == [256, 256, 768]
     assert layout.arena_bytes == 1280
@@ -37,7 +37,7 @@ def test_objects_are_disjoint_aligned_and_inside_the_arena(data):
     cls = np.concatenate(([0], np.cumsum(steps, dtype=np.int64)))
     k = int(cls[-1]) + 1
     alloc = Allocation(sizes, cls, data.draw(st.lists(st.integers(1, 200), min_size=k, max_size=k)))
-    layout = PoolLayout.from_allocation(alloc)
+    layout = SizeClassLayout.from_allocation(alloc)
 
     start, end = layout.object_offset, layout.object_offset + layout.object_bytes
     order = np.argsort(start, kind="stable")

@@ -1,0 +1,84 @@
+"""The run's configuration, made once from the parsed flags and frozen.
+
+Nothing below the command line sees argparse's namespace: ``RunConfig.from_args`` turns it
+into typed, immutable settings (policies resolved from their registry), and the run
+passes those, or the few values a function needs, down.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from planner import policy as policies_registry
+from planner.policy import Policy
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    seconds: float            # 0 with no generations: no search
+    generations: int | None
+    population: int
+    workers: int | None
+    checkpoint: str | None
+    resume: bool
+
+    @property
+    def wanted(self) -> bool:
+        return bool(self.seconds or self.generations)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: str
+    batch: int | None
+    size: int | None
+    dtype: str
+    iterations: int
+    seed: int
+    lr: float
+    momentum: float
+    weight_decay: float
+    memory: int | None                 # device bytes (--memory); None: the default fraction of the peak
+    policies: tuple[Policy, ...]       # the last one trains; the others are timed
+    measure_iterations: int
+    backend: str                       # "auto" or a registered backend
+    device: int
+    link_gbps: float | None
+    profile: str | None                # a device name or a profile file
+    save_profile: str | None
+    search: SearchSettings
+    save_plan: str | None
+    load_plan: str | None
+    simulate_only: bool
+    sanitize: bool
+    check: bool                        # compare with the unlimited run
+    checkpoint: str | None
+    checkpoint_every: int
+    resume: str | None
+    out: str | None
+    json: str | None
+    quiet: bool
+
+    @classmethod
+    def from_args(cls, a: argparse.Namespace) -> RunConfig:
+        return cls(
+            model=a.model, batch=a.batch, size=a.size, dtype=a.dtype, iterations=a.iterations, seed=a.seed,
+            lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay, memory=a.memory,
+            policies=tuple(policies_registry.get(name) for name in a.policy),
+            measure_iterations=a.measure_iterations, backend=a.backend, device=a.device, link_gbps=a.link_gbps,
+            profile=a.profile, save_profile=a.save_profile,
+            search=SearchSettings(a.search_seconds, a.search_generations, a.population, a.workers,
+                                  a.search_checkpoint, a.resume_search),
+            save_plan=a.save_plan, load_plan=a.load_plan, simulate_only=a.simulate_only, sanitize=a.sanitize,
+            check=not a.no_check, checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
+            out=a.out, json=a.json, quiet=a.quiet)
+
+    @property
+    def planned(self) -> tuple[Policy, ...]:
+        """The policies that make a Program (all but the reference interpreter's)."""
+        return tuple(p for p in self.policies if p.runs_program)
+
+    @property
+    def searching(self) -> Policy | None:
+        """The policy whose plan the search, --load-plan and --save-plan are about."""
+        return next((p for p in self.planned if p.searches), None)

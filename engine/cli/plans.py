@@ -1,0 +1,134 @@
+"""From the run configuration to verified Programs: the model, the budget, the profile, and
+each policy's plan (searched, loaded or made), simulated.
+
+Nothing here executes a Program; only the default profile is measured, on the backend
+that will run (``engine.backend_registry``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from planner.budget import Budget, make_budget
+from planner.facts import GraphFacts
+from planner.policy import PlanRequest, Policy, unlimited_program
+from planner.simulate import simulate
+from planner.verify import verify
+
+from ..autodiff import SGD
+from ..backend_registry import Placement
+from ..ir import Graph, Kind
+from ..profile import DEVICES, Profile, analytic_profile
+from ..program import Program
+from .config import RunConfig
+from .flags import UsageError
+
+SMALL_MODELS = ("small-cnn", "small-lstm")
+DEFAULT_BUDGET_FRACTION = 0.3      # of the unlimited-memory peak, when --memory is not given
+
+
+def build_model(cfg: RunConfig) -> Graph:
+    sgd = SGD(lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    name = cfg.model.lower()
+    if name in SMALL_MODELS:
+        from zoo import small
+
+        kw = {"dtype": cfg.dtype, "sgd": sgd}
+        if cfg.batch:
+            kw["batch"] = cfg.batch
+        if name == "small-cnn":
+            return small.residual_cnn(**({"image": cfg.size} if cfg.size else {}), **kw)
+        return small.lstm(**({"steps": cfg.size} if cfg.size else {}), **kw)
+    import zoo
+
+    try:
+        return zoo.build(name, batch=cfg.batch, size=cfg.size, dtype=cfg.dtype, sgd=sgd)
+    except ValueError as e:
+        raise UsageError(f"--model {cfg.model}: {e}") from None
+
+
+def batch_of(g: Graph) -> int:
+    return next((g.tensors[t].shape[0] for t in g.leaves(Kind.INPUT)), 0)
+
+
+def choose_profile(cfg: RunConfig, facts: GraphFacts, placement: Placement | None, data) -> Profile:
+    """--profile (a device name or a file), else analytic v100 with --simulate-only, else
+    measured on the chosen backend with the unlimited program."""
+    if cfg.profile:
+        if cfg.profile.lower() in DEVICES:
+            return analytic_profile(cfg.profile)
+        return Profile.load(cfg.profile)
+    if cfg.simulate_only:
+        return analytic_profile("v100")
+    ideal = unlimited_program(facts.graph, facts)
+    return placement.kind.measure_profile(placement, facts.graph, ideal, cfg.seed, data)
+
+
+def choose_budget(cfg: RunConfig, facts: GraphFacts) -> Budget:
+    """--memory (PlanError if it cannot run the graph), else 0.3 of the unlimited peak or the
+    smallest budget that runs, whichever is larger."""
+    if cfg.memory is not None:
+        return make_budget(facts, cfg.memory)
+    return make_budget(facts, max(facts.smallest_budget, int(DEFAULT_BUDGET_FRACTION * facts.peak_bytes)))
+
+
+def load_plan(path: str, g: Graph) -> Program:
+    try:
+        with open(path) as f:
+            program = Program.from_dict(json.load(f))
+    except FileNotFoundError:
+        raise UsageError(f"plan file '{path}' does not exist") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"plan file '{path}' is not valid JSON ({e})") from None
+    if program.graph_fingerprint != g.fingerprint():
+        raise UsageError(f"plan file '{path}' was made for another graph ('{program.graph_name}' with other "
+                         "shapes or structure); use the same --model, --batch, --size and --dtype")
+    return program
+
+
+def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_dir: str) -> Program:
+    """The searching policy's Program: loaded, or searched (schedule and allocation), or unsearched."""
+    if cfg.load_plan:
+        return load_plan(cfg.load_plan, request.graph)
+    if not cfg.search.wanted:
+        return policy.make(request)
+    from ga.search import SearchOptions, search
+
+    s = cfg.search
+    opts = SearchOptions(population=s.population, seed=cfg.seed, workers=s.workers,
+                         time_limit_s=s.seconds or None, max_generations=s.generations,
+                         checkpoint=s.checkpoint, resume=s.resume, progress=not cfg.quiet)
+    result = search(request.facts, request.budget, request.profile, opts, policy)
+    os.makedirs(out_dir, exist_ok=True)
+    result.write_history(os.path.join(out_dir, "search.csv"))
+    plotted = result.plot(os.path.join(out_dir, "search.png"), title=request.graph.name)
+    initial = f"{result.initial_time:.4f}" if result.initial_time is not None else "does not fit"
+    print(f"search {result.generations} generations, {result.evaluations} candidates in "
+          f"{result.elapsed_s:.1f} s ({result.stopped}): best simulated {result.best_time:.4f} s/iter, "
+          f"default order with the simple allocation {initial}; log {out_dir}/search.csv"
+          + (" and search.png" if plotted else ""))
+    return policy.make(PlanRequest(request.graph, request.facts, request.budget, request.profile,
+                                   request.node_seconds, result.best_schedule, result.best_allocation))
+
+
+def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Profile, out_dir: str) -> dict:
+    """{policy name: (Program, simulated Timeline)} for every policy that makes a Program, each
+    verified against the budget it was made for."""
+    g = facts.graph
+    secs = profile.node_seconds(g)
+    programs = {}
+    for policy in cfg.planned:
+        t0 = time.perf_counter()
+        limit = budget if policy.needs_budget else None
+        request = PlanRequest(g, facts, limit, profile, secs)
+        if policy is cfg.searching:
+            program = searched_program(cfg, policy, request, out_dir)
+        else:
+            program = policy.make(request)
+        verify(program, g, limit.device_bytes if limit else None)
+        sim = simulate(program, g, profile, secs)
+        print(f"plan   {policy.name:12s} {len(program.instrs)} instructions, verified, simulated "
+              f"{sim.total:.4f} s/iter ({time.perf_counter() - t0:.2f} s to plan)", flush=True)
+        programs[policy.name] = (program, sim)
+    return programs

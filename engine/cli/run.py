@@ -1,0 +1,260 @@
+"""`python -m engine.train`: build a model, plan it under a budget, train it, print a report.
+
+This module is the run's order of events; the flags are in ``flags.py``, the frozen
+configuration in ``config.py``, the planning in ``plans.py`` and what runs each policy in
+``runners.py``. Any ``EngineError`` (bad flags or values, a budget too small, a malformed
+file, no GPU) becomes one line on stderr and exit status 2; Ctrl-C saves a checkpoint (when
+--checkpoint is given) before stopping.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+from tqdm import tqdm
+
+from planner.facts import GraphFacts
+from planner.policy import REGISTRY as POLICIES
+from planner.policy import Policy
+
+from .. import backend_registry
+from ..backend_registry import Placement
+from ..data import TeacherData
+from ..errors import EngineError
+from ..ir import Graph, Kind
+from ..profile import DEVICES
+from ..program import SWAP_IN, SWAP_OUT
+from ..report import PolicyRow, policy_table, rows_to_json
+from ..training import Trainer
+from ..units import format_bytes
+from .config import RunConfig
+from .flags import PROG, UsageError, parser
+from .plans import batch_of, build_model, choose_budget, choose_profile, plan_policies
+from .runners import device_name, make_runner, unlimited_runner
+
+__all__ = ["UsageError", "main", "parser"]
+
+
+@dataclass
+class Run:
+    """What one run made: the model and its facts, where it runs, its data and its plans."""
+    cfg: RunConfig
+    facts: GraphFacts
+    placement: Placement | None        # None with --simulate-only: nothing runs
+    data: TeacherData | None
+    programs: dict = field(default_factory=dict)
+    device_name: str = ""              # known once a backend has been made
+
+    @property
+    def graph(self) -> Graph:
+        return self.facts.graph
+
+    def runner(self, policy: Policy):
+        made = make_runner(policy, self.programs, self.graph, self.placement, self.cfg.sanitize, self.cfg.seed)
+        self.device_name = self.device_name or device_name(made.backend)
+        return made
+
+    def trainer(self, runner) -> Trainer:
+        return Trainer(self.graph, seed=self.cfg.seed, runner=runner, data=self.data)
+
+
+def smoothed(losses: list[float]) -> float:
+    return float(np.mean(losses))
+
+
+def loss_ends(losses: list[float]) -> tuple[float, float, int]:
+    """(mean of the first k, mean of the last k, k): k is 10, or half the run when shorter,
+    so the two means never share an iteration (k = 1 for a single iteration)."""
+    k = max(1, min(10, len(losses) // 2))
+    return smoothed(losses[:k]), smoothed(losses[-k:]), k
+
+
+def time_policy(run: Run, policy: Policy) -> float:
+    """Median seconds per iteration over --measure-iterations, after one warm-up iteration."""
+    with run.runner(policy) as made:
+        tr = run.trainer(made.runner)
+        tr.step()
+        times = []
+        for _ in range(run.cfg.measure_iterations):
+            tr.step()
+            times.append(tr.step_seconds)
+        return statistics.median(times)
+
+
+def train_policy(run: Run, policy: Policy):
+    """Train with the last policy; return (trainer, final state, losses, seconds per iteration,
+    first iteration), or None if interrupted."""
+    cfg = run.cfg
+    with run.runner(policy) as made:
+        trainer = run.trainer(made.runner)
+        if cfg.resume:
+            trainer.load(cfg.resume)
+        start = trainer.iteration
+        todo = max(0, cfg.iterations - start)
+        if cfg.resume:
+            print(f"resumed from {cfg.resume} at iteration {start}; {todo} to go")
+        losses, times = [], []
+        bar = tqdm(total=todo, desc="train", unit="it", disable=cfg.quiet, file=sys.stderr)
+        try:
+            while trainer.iteration < cfg.iterations:
+                losses.append(trainer.step())
+                times.append(trainer.step_seconds)
+                bar.update(1)
+                bar.set_postfix_str(f"loss {smoothed(losses[:10]):.3f} -> {smoothed(losses[-10:]):.3f}")
+                if cfg.checkpoint and trainer.iteration % cfg.checkpoint_every == 0:
+                    trainer.save(cfg.checkpoint)
+        except KeyboardInterrupt:
+            bar.close()
+            if cfg.checkpoint:
+                trainer.save(cfg.checkpoint)
+                print(f"interrupted at iteration {trainer.iteration}; checkpoint saved to {cfg.checkpoint}")
+            else:
+                print(f"interrupted at iteration {trainer.iteration} (no --checkpoint given, nothing saved)")
+            return None
+        bar.close()
+        if cfg.checkpoint:
+            trainer.save(cfg.checkpoint)
+        return trainer, trainer.state, losses, times, start
+
+
+def identical_to_unlimited(run: Run, final_state) -> bool:
+    """Train the unlimited-memory run on the same backend over the same iterations; compare bit
+    for bit."""
+    cfg = run.cfg
+    with unlimited_runner(run.placement, run.facts, run.programs) as made:
+        ref = run.trainer(made.runner)
+        if cfg.resume:
+            ref.load(cfg.resume)
+        while ref.iteration < cfg.iterations:
+            ref.step()
+        state = ref.state
+    return all(np.array_equal(a, final_state[t]) for t, a in state.items())
+
+
+def policy_rows(run: Run, measured: dict | None = None) -> list[PolicyRow]:
+    g, programs = run.graph, run.programs
+    return [PolicyRow(p.name, programs[p.name][1].total, measured[p.name] if measured else None, batch_of(g),
+                      programs[p.name][0].bytes_moved(g, SWAP_IN), programs[p.name][0].bytes_moved(g, SWAP_OUT),
+                      programs[p.name][0].arena.arena_bytes, len(programs[p.name][0].instrs), p.unlimited)
+            for p in run.cfg.policies if p.name in programs]
+
+
+def check_input_files(cfg: RunConfig) -> None:
+    """Files the run will read must exist before anything is built, planned or measured."""
+    if cfg.resume and not os.path.isfile(cfg.resume):
+        raise UsageError(f"checkpoint '{cfg.resume}' does not exist")
+    if cfg.load_plan and not os.path.isfile(cfg.load_plan):
+        raise UsageError(f"plan file '{cfg.load_plan}' does not exist")
+    if cfg.profile and cfg.profile.lower() not in DEVICES and not os.path.isfile(cfg.profile):
+        raise UsageError(f"--profile {cfg.profile}: neither a device with an analytic profile "
+                         f"({', '.join(DEVICES)}) nor a profile file")
+
+
+def train(cfg: RunConfig) -> int:
+    check_input_files(cfg)
+    placement = None
+    if not cfg.simulate_only:          # nothing runs when simulating
+        try:
+            placement = backend_registry.choose(cfg.backend, cfg.device, cfg.link_gbps)
+        except backend_registry.BackendUnavailable as e:
+            raise UsageError(str(e)) from None
+        print(placement.announcement())
+    g = build_model(cfg)
+    facts = GraphFacts(g)
+    data = None if cfg.simulate_only else TeacherData(g, cfg.seed)   # made once, shared by every run
+    run = Run(cfg, facts, placement, data)
+    s = g.summary()
+    print(f"model {g.name}, batch {batch_of(g)}, {g.tensors[g.leaves(Kind.INPUT)[0]].dtype}: {s.operators} "
+          f"operators, {s.distinct_sizes} distinct tensor sizes, "
+          f"{format_bytes(s.bytes_by_kind['parameter'] // 2)} parameters")
+    unplanned = [p.name for p in cfg.policies if not p.runs_program]
+    if cfg.simulate_only and unplanned:
+        raise UsageError(f"--simulate-only cannot run the {unplanned[0]} policy; choose from "
+                         f"{', '.join(n for n, p in POLICIES.items() if p.runs_program)}")
+    budget = choose_budget(cfg, facts) if cfg.planned else None
+    if budget:
+        peak = facts.peak_bytes
+        print(f"unlimited-memory peak {format_bytes(peak)}; budget {format_bytes(budget.device_bytes)} "
+              f"({budget.device_bytes / peak:.2f} of peak)")
+    profile = choose_profile(cfg, facts, placement, data) if budget else None
+    if profile and cfg.save_profile:
+        profile.save(cfg.save_profile)
+        print(f"profile saved to {cfg.save_profile}")
+    out_dir = cfg.out or os.path.join("runs", g.name)
+    run.programs = plan_policies(cfg, facts, budget, profile, out_dir) if budget else {}
+    figures = {"model": g.name, "budget": budget.device_bytes if budget else None}
+    if cfg.simulate_only:
+        rows = policy_rows(run)
+        print(policy_table(rows))
+        save_artifacts(run, out_dir)
+        return write_json(cfg, {**figures, "backend": None, "policies": rows_to_json(rows)})
+    *others, last = cfg.policies
+    measured = {p.name: time_policy(run, p) for p in others}
+    result = train_policy(run, last)
+    if result is None:
+        return 130
+    trainer, final_state, losses, times, start = result
+    if not losses:
+        print(f"nothing to do: the checkpoint is already at iteration {start} >= --iterations")
+        return 0
+    measured[last.name] = statistics.median(times[1:] or times)
+    rows = policy_rows(run, measured)
+    if rows:
+        print(f"backend {placement.kind.describe(placement, run.device_name)}")
+        print(policy_table(rows))
+    first, final, k = loss_ends(losses)
+    print(f"train  {len(losses)} iterations with {last.name}: loss {first:.3f} -> {final:.3f} (means of the "
+          f"first and last {k}), {statistics.median(times):.4f} s/iter")
+    same = None
+    if cfg.check and last.runs_program:
+        same = identical_to_unlimited(run, final_state)
+        print(f"parameters identical to the unlimited run: {'yes (bit for bit)' if same else 'NO'}")
+    if cfg.checkpoint:
+        print(f"checkpoint saved to {cfg.checkpoint} (iteration {trainer.iteration})")
+    save_artifacts(run, out_dir)
+    status = write_json(cfg, {**figures, **placement.kind.to_json(placement, run.device_name),
+                              "iterations": len(losses), "loss_first": first, "loss_last": final,
+                              "identical": same, "policies": rows_to_json(rows)})
+    return 1 if same is False else status
+
+
+def save_artifacts(run: Run, out_dir: str) -> None:
+    cfg, g, programs = run.cfg, run.graph, run.programs
+    if not programs:
+        return
+    policy = [p.name for p in cfg.policies if p.name in programs][-1]
+    program, sim = programs[policy]
+    os.makedirs(out_dir, exist_ok=True)
+    plan_path, trace_path = os.path.join(out_dir, "plan.json"), os.path.join(out_dir, "trace.json")
+    with open(plan_path, "w") as f:
+        json.dump(program.to_dict(), f)
+    with open(trace_path, "w") as f:
+        json.dump(sim.to_chrome_trace(program, g), f)
+    print(f"plan ({policy}) saved to {plan_path}; simulated trace: {trace_path} (open in Perfetto)")
+    searching = cfg.searching
+    if cfg.save_plan and searching is not None:
+        with open(cfg.save_plan, "w") as f:
+            json.dump(programs[searching.name][0].to_dict(), f)
+        print(f"{searching.name} plan saved to {cfg.save_plan}")
+
+
+def write_json(cfg: RunConfig, figures: dict) -> int:
+    if cfg.json:
+        with open(cfg.json, "w") as f:
+            json.dump(figures, f, indent=2)
+    return 0
+
+
+def main(argv=None) -> int:
+    try:
+        return train(RunConfig.from_args(parser().parse_args(argv)))
+    except EngineError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:       # before training started: nothing to save
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130

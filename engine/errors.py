@@ -1,0 +1,12 @@
+"""The one base class of errors a person can act on.
+
+Every error the engine raises for bad input (a flag, a model name, a budget too small, a
+malformed profile, plan or checkpoint, a missing GPU) derives from ``EngineError``; its
+message says what is wrong, where, and what would work, in one line. The command line
+catches this one type and exits with status 2; anything else is a bug and keeps its
+traceback.
+"""
+
+
+class EngineError(Exception):
+    """A user-facing error: the message is the whole report."""

@@ -1,0 +1,42 @@
+"""The memory budget, made once: device bytes, the operator scratch they must hold, and what
+is left for the tensor pool.
+
+``--memory`` bounds the whole arena: the objects tensors live in plus one region of
+operator scratch at its end. ``make_budget`` is the one place that splits it and the one
+place that refuses a budget too small to run the graph, naming the operator that does not
+fit and the smallest budget that runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.units import format_bytes
+
+from .facts import GraphFacts
+from .errors import PlanError
+
+
+@dataclass(frozen=True)
+class Budget:
+    device_bytes: int      # the whole arena: pool objects plus operator scratch
+    scratch_bytes: int     # reserved at the arena's end for operator scratch
+
+    @property
+    def pool_bytes(self) -> int:
+        """What the allocation's objects may use."""
+        return self.device_bytes - self.scratch_bytes
+
+
+def make_budget(facts: GraphFacts, device_bytes: int) -> Budget:
+    """The budget of ``device_bytes`` for ``facts.graph``; PlanError naming the heaviest
+    operator when it is below the smallest budget that runs."""
+    need = facts.smallest_budget
+    scratch = facts.scratch.bytes
+    if device_bytes < need:
+        d, g = facts.demand, facts.graph
+        node = g.nodes[d.heaviest_node]
+        extra = f", plus {format_bytes(scratch)} of operator scratch" if scratch else ""
+        raise PlanError(f"a budget of {format_bytes(device_bytes)} cannot run {node.name} ({node.op}; its "
+                        f"inputs and outputs alone need {format_bytes(d.heaviest_bytes)}{extra}); the "
+                        f"smallest budget that runs this model is {format_bytes(need)}")
+    return Budget(int(device_bytes), scratch)

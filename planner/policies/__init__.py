@@ -1,0 +1,2 @@
+"""The registered policies, one module each; importing this package registers them."""
+from . import ideal, odswap, swapadvisor, reference  # noqa: F401  (each registers itself)

@@ -1,0 +1,20 @@
+"""``odswap``: on-demand swapping, the paper's Section 6.1 baseline.
+
+The default topological order, least-recently-used eviction when a size class is full,
+and prefetching learned from the first iteration (a swap-in starts as soon as its object
+is released, not when the compute stream reaches it; the paper ignores ODSwap's first
+iteration, and so do we by planning the steady state directly)."""
+from __future__ import annotations
+
+from ..allocation import simple_allocation
+from ..policy import PlanRequest, Policy, register
+from ..swap_planner import PlanOptions, plan
+
+
+def make(request: PlanRequest):
+    facts, budget = request.facts, request.budget
+    return plan(request.graph, facts.order, simple_allocation(facts, budget), budget.scratch_bytes,
+                options=PlanOptions(victim="lru"), policy=POLICY.name)
+
+
+POLICY = register(Policy("odswap", "on-demand swapping: LRU eviction, prefetch learned from iteration 1", make))

@@ -1,0 +1,120 @@
+"""The policy seam: how a graph, a budget and a profile become a Program.
+
+A ``Policy`` is a small record: its name, a one-line summary for ``--help``, what it
+needs (a budget? does a search choose its schedule and allocation?), and ``make``, which
+turns a ``PlanRequest`` into a Program. Each policy is one module in
+``planner/policies/`` that calls ``register``; nothing outside ``planner/`` compares a
+policy's name with a string: callers look a policy up (``get``) and read its attributes.
+
+Adding one: a module in ``planner/policies/`` (imported by that package's ``__init__``)
+or anywhere that calls ``register`` before the command line parses its flags; tests
+beside it; see docs/architecture.md for the checklist.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from engine.errors import EngineError
+from engine.ir import Graph
+from engine.profile import Profile
+from engine.program import Program
+
+from .budget import Budget
+from .facts import GraphFacts
+
+
+class UnknownPolicy(EngineError, ValueError):
+    """A policy name nobody registered; the message lists the known ones."""
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What a policy plans from. ``facts`` are of ``graph`` in its default order;
+    ``schedule`` and ``allocation`` come from a search when the policy ``searches``."""
+    graph: Graph
+    facts: GraphFacts
+    budget: Budget | None = None           # None for policies that need none
+    profile: Profile | None = None         # None: no op times (the recency threshold then counts steps)
+    node_seconds: np.ndarray | None = None  # the profile's op times, precomputed (optional)
+    schedule: Sequence[int] | None = None
+    allocation: object | None = None       # the search's allocation (allocator.Allocation)
+
+    @property
+    def op_seconds(self) -> np.ndarray | None:
+        if self.node_seconds is not None or self.profile is None:
+            return self.node_seconds
+        return self.profile.node_seconds(self.graph)
+
+    @property
+    def link_bytes_per_s(self) -> float | None:
+        return None if self.profile is None else self.profile.link.h2d_bytes_per_s
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    summary: str                                   # one line, for --help
+    make: Callable[[PlanRequest], Program | None]  # None only for policies that run no Program
+    needs_budget: bool = True
+    searches: bool = False      # ga.search can choose its schedule and allocation
+    runs_program: bool = True   # False: runs on the numpy reference interpreter, no plan
+    unlimited: bool = False     # the unlimited-memory plan other plans are measured against
+
+
+REGISTRY: dict[str, Policy] = {}
+# Compared by default on the command line, in this order (registered by planner.policies).
+DEFAULT_NAMES = ("ideal", "odswap", "swapadvisor")
+
+
+def register(policy: Policy) -> Policy:
+    """Add ``policy`` under its name (lower case); re-registering a name replaces it."""
+    REGISTRY[policy.name.lower()] = policy
+    return policy
+
+
+def unregister(name: str) -> None:
+    REGISTRY.pop(name.lower(), None)
+
+
+def get(name: str) -> Policy:
+    try:
+        return REGISTRY[name.lower()]
+    except KeyError:
+        raise UnknownPolicy(f"unknown policy '{name}' (choose from {', '.join(REGISTRY)})") from None
+
+
+def names() -> list[str]:
+    return list(REGISTRY)
+
+
+def searched() -> Policy:
+    """The policy a search plans with when none is named: the first that ``searches``."""
+    return next(p for p in REGISTRY.values() if p.searches)
+
+
+def unlimited() -> Policy:
+    """The policy every report compares with: unlimited memory."""
+    return next(p for p in REGISTRY.values() if p.unlimited)
+
+
+def unlimited_program(graph: Graph, facts: GraphFacts | None = None) -> Program:
+    """The unlimited-memory Program of ``graph`` (for profiling and as the bit-for-bit reference)."""
+    return unlimited().make(PlanRequest(graph, facts or GraphFacts(graph)))
+
+
+def plan_with(name: str, graph: Graph, device_bytes: int | None = None, profile: Profile | None = None,
+              schedule: Sequence[int] | None = None, allocation=None, facts: GraphFacts | None = None) -> Program:
+    """One call from a policy name to its Program, for scripts and tests: the graph's facts
+    in its default order, the budget made from ``device_bytes`` (PlanError if too small;
+    ignored by policies that need none), the profile's op times and link."""
+    from .budget import make_budget
+
+    policy = get(name)
+    facts = facts or GraphFacts(graph)
+    budget = make_budget(facts, device_bytes) if policy.needs_budget and device_bytes is not None else None
+    if policy.needs_budget and budget is None:
+        raise ValueError(f"policy '{policy.name}' needs a device budget in bytes")
+    return policy.make(PlanRequest(graph, facts, budget, profile, None, schedule, allocation))
