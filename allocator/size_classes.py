@@ -43,6 +43,12 @@ def distinct_sizes(tensor_bytes) -> np.ndarray:
 
 
 
+def class_last_sizes(cls) -> np.ndarray:
+    """Per class of a valid CLS, the index of its largest size (classes are runs of sizes)."""
+    cls = np.asarray(cls, dtype=np.int64)
+    return np.append(np.flatnonzero(np.diff(cls)), cls.size - 1)
+
+
 def _int_vector(name: str, values) -> np.ndarray:
     """A read-only int64 copy of a 1-D integer sequence, or ValueError naming `name`."""
     if (isinstance(values, np.ndarray) and values.dtype == np.int64 and values.ndim == 1
@@ -118,7 +124,7 @@ class Allocation:
     @cached_property
     def class_last_size(self) -> np.ndarray:
         """Index into ``sizes`` of the largest size of each class (the runs' right ends)."""
-        return np.append(np.flatnonzero(np.diff(self.cls)), self.cls.size - 1)
+        return class_last_sizes(self.cls)
 
     @cached_property
     def class_object_bytes(self) -> np.ndarray:

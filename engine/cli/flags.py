@@ -76,7 +76,7 @@ def policies(text: str) -> list[str]:
     """Registered policy names, comma-separated (checked against the registry)."""
     names = [x.strip().lower() for x in text.split(",") if x.strip()]
     if not names:
-        raise argparse.ArgumentTypeError(f"no policy in '{text}' "
+        raise argparse.ArgumentTypeError(f"unknown policy '{text}' "
                                          f"(choose from {', '.join(policies_registry.names())})")
     for name in names:
         try:

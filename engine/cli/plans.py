@@ -18,6 +18,7 @@ from planner.verify import verify
 
 from ..autodiff import SGD
 from ..backend_registry import Placement
+from ..graph_io import fingerprint
 from ..ir import Graph, Kind
 from ..profile import DEVICES, Profile, analytic_profile
 from ..program import Program
@@ -81,7 +82,7 @@ def load_plan(path: str, g: Graph) -> Program:
         raise UsageError(f"plan file '{path}' does not exist") from None
     except json.JSONDecodeError as e:
         raise UsageError(f"plan file '{path}' is not valid JSON ({e})") from None
-    if program.graph_fingerprint != g.fingerprint():
+    if program.graph_fingerprint != fingerprint(g):
         raise UsageError(f"plan file '{path}' was made for another graph ('{program.graph_name}' with other "
                          "shapes or structure); use the same --model, --batch, --size and --dtype")
     return program

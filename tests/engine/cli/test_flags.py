@@ -1,10 +1,10 @@
-"""The flag types of `python -m engine.train` (engine/train_args.py): each bad value is one
+"""The flag types of `python -m engine.train` (engine/cli/flags.py): each bad value is one
 argparse error that says what was wrong; good values come back converted."""
 import argparse
 
 import pytest
 
-from engine.train_args import (UsageError, nonnegative_float, nonnegative_int, parser, policies,
+from engine.cli.flags import (UsageError, nonnegative_float, nonnegative_int, parser, policies,
                                positive_float, positive_int, size)
 
 

@@ -1,42 +1,50 @@
-"""Model, budget and plan choices of `python -m engine.train` (engine/train_plan.py)."""
+"""Model, budget and plan choices of `python -m engine.train` (engine/cli/plans.py)."""
 import json
 
 import pytest
 
+from engine.cli.config import RunConfig
+from engine.cli.flags import UsageError, parser
+from engine.cli.plans import batch_of, build_model, choose_budget, load_plan
+from engine.graph_io import fingerprint
 from engine.liveness import peak_bytes
-from engine.train_args import UsageError, parser
-from engine.train_plan import batch_of, build_model, choose_budget, load_plan
-from planner.allocation import size_demand, smallest_budget
-from planner.baselines import make_program
-from planner.swap_planner import PlanError
+from planner.errors import PlanError
+from planner.facts import GraphFacts
+from planner.policy import unlimited_program
 
 LSTM = ["--model", "small-lstm", "--batch", "4", "--size", "3"]
 
 
+def config(argv) -> RunConfig:
+    return RunConfig.from_args(parser().parse_args(argv))
+
+
 def test_build_model_takes_batch_size_and_dtype_and_names_a_bad_model():
-    g = build_model(parser().parse_args(LSTM + ["--dtype", "float64"]))
+    g = build_model(config(LSTM + ["--dtype", "float64"]))
     assert batch_of(g) == 4 and g.tensors[g.loss].dtype.name == "float64"
     with pytest.raises(UsageError, match="^--model wresnet-7-1: "):
-        build_model(parser().parse_args(["--model", "wresnet-7-1"]))
+        build_model(config(["--model", "wresnet-7-1"]))
 
 
 def test_default_budget_is_three_tenths_of_the_peak_or_the_smallest_that_runs():
-    g = build_model(parser().parse_args(LSTM))
-    peak, smallest = peak_bytes(g), smallest_budget(size_demand(g, g.default_order()))
-    assert choose_budget(parser().parse_args(LSTM), g, peak) == max(smallest, int(0.3 * peak))
-    assert choose_budget(parser().parse_args(LSTM + ["--memory", "1MiB"]), g, peak) == 1 << 20
+    facts = GraphFacts(build_model(config(LSTM)))
+    peak, smallest = peak_bytes(facts.graph), facts.smallest_budget
+    budget = choose_budget(config(LSTM), facts)
+    assert budget.device_bytes == max(smallest, int(0.3 * peak))
+    assert budget.pool_bytes == budget.device_bytes - facts.scratch.bytes
+    assert choose_budget(config(LSTM + ["--memory", "1MiB"]), facts).device_bytes == 1 << 20
     with pytest.raises(PlanError, match="the smallest budget that runs this model is"):
-        choose_budget(parser().parse_args(LSTM + ["--memory", "1KiB"]), g, peak)
+        choose_budget(config(LSTM + ["--memory", "1KiB"]), facts)
 
 
 def test_a_plan_file_must_be_json_of_this_graph(tmp_path):
-    g = build_model(parser().parse_args(LSTM))
-    other = build_model(parser().parse_args(["--model", "small-lstm", "--batch", "2", "--size", "3"]))
+    g = build_model(config(LSTM))
+    other = build_model(config(["--model", "small-lstm", "--batch", "2", "--size", "3"]))
     good, foreign, broken = tmp_path / "good.json", tmp_path / "foreign.json", tmp_path / "broken.json"
-    good.write_text(json.dumps(make_program("ideal", g, None).to_dict()))
-    foreign.write_text(json.dumps(make_program("ideal", other, None).to_dict()))
+    good.write_text(json.dumps(unlimited_program(g).to_dict()))
+    foreign.write_text(json.dumps(unlimited_program(other).to_dict()))
     broken.write_text("{")
-    assert load_plan(str(good), g).graph_fingerprint == g.fingerprint()
+    assert load_plan(str(good), g).graph_fingerprint == fingerprint(g)
     with pytest.raises(UsageError, match="was made for another graph"):
         load_plan(str(foreign), g)
     with pytest.raises(UsageError, match="is not valid JSON"):

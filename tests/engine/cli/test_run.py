@@ -1,4 +1,4 @@
-"""The command line: one clear line and exit status 2 for bad input; runs, checkpoints, resumes."""
+"""The command line (engine/cli/run.py): one clear line and exit status 2 for bad input; runs, checkpoints, resumes."""
 import json
 import subprocess
 import sys
@@ -62,7 +62,7 @@ def test_policies_run_and_match_the_unlimited_run(tmp_path, capsys):
     r = json.loads(report.read_text())
     assert r["identical"] is True and [p["policy"] for p in r["policies"]] == ["ideal", "odswap", "swapadvisor"]
     plan = json.loads((tmp_path / "plan.json").read_text())
-    assert plan["format"] == "swapengine.program/1" and plan["policy"] == "swapadvisor"
+    assert plan["format"] == "swapengine.program/2" and plan["policy"] == "swapadvisor"
     assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
 
 
@@ -138,7 +138,7 @@ def test_search_then_save_and_load_the_plan(tmp_path, capsys):
 
 
 def test_reported_loss_means_never_share_an_iteration():
-    from engine.train import loss_ends
+    from engine.cli.run import loss_ends
     assert loss_ends([4.0]) == (4.0, 4.0, 1)
     assert loss_ends([4.0, 2.0, 1.0]) == (4.0, 1.0, 1)
     assert loss_ends([4.0, 2.0, 1.0, 0.0]) == (3.0, 0.5, 2)

@@ -1,6 +1,8 @@
-"""The command line's backend choice (engine/train_backend.py): auto, cpu and cuda, the flags
-only one backend honours, and a whole run on the cuda backend over the fake CUDA of
-tests/engine/backends/fake_cuda.py, with our kernels emulated on the host."""
+"""The command line's backend choice (engine/backend_registry.py) and runners
+(engine/cli/runners.py): auto, cpu and cuda, the flags only one backend honours, and a whole
+run on the cuda backend over the fake CUDA of tests/engine/backends/fake_cuda.py, with our
+kernels emulated on the host."""
+import dataclasses
 import json
 import subprocess
 import sys
@@ -8,31 +10,37 @@ from pathlib import Path
 
 import pytest
 
-from engine import train_backend
+from engine import backend_registry
 from engine.backends import detect
 from engine.profile import Profile
 from engine.train import main
 from tests.ops import cuda_emulator
 
-from .backends import fake_cuda
+from tests.engine.backends import fake_cuda
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TINY = ["--model", "small-lstm", "--batch", "2", "--size", "2", "--quiet", "--search-seconds", "0"]
 GPUS, WHY = detect.detect_gpu()
+
+
+def _refuse_cuda_backends(monkeypatch):
+    refuse = lambda *a, **k: pytest.fail("a CudaBackend was made")  # noqa: E731
+    cuda = backend_registry.REGISTRY["cuda"]
+    monkeypatch.setitem(backend_registry.REGISTRY, "cuda", dataclasses.replace(cuda, create=refuse))
 
 
 @pytest.fixture
 def no_gpu(monkeypatch):
     """detect_gpu finds nothing, and making a CudaBackend fails the test."""
     monkeypatch.setattr(detect, "detect_gpu", lambda: (0, "libcuda not loadable"))
-    monkeypatch.setattr(train_backend, "CudaBackend", lambda *a, **k: pytest.fail("a CudaBackend was made"))
+    _refuse_cuda_backends(monkeypatch)
 
 
 @pytest.fixture
 def one_gpu(monkeypatch):
     """detect_gpu finds one device (nothing else is faked: these runs must stop before using it)."""
     monkeypatch.setattr(detect, "detect_gpu", lambda: (1, ""))
-    monkeypatch.setattr(train_backend, "CudaBackend", lambda *a, **k: pytest.fail("a CudaBackend was made"))
+    _refuse_cuda_backends(monkeypatch)
 
 
 def _one_line_error(capsys) -> str:
@@ -96,12 +104,13 @@ def test_auto_with_a_gpu_measures_the_profile_on_it(monkeypatch, tmp_path, capsy
     """The plumbing only (kernels are logged, not run: the loss is meaningless)."""
     fake_cuda.install_detected(monkeypatch)
     calls = []
-    real = train_backend.measure_cuda_profile
+    from engine import cuda_profiling
+    real = cuda_profiling.measure_cuda_profile
 
     def spy(g, ideal, seed, data=None, device=0):
         calls.append((seed, data, device))
         return real(g, ideal, seed, iterations=1, data=data, device=device)
-    monkeypatch.setattr(train_backend, "measure_cuda_profile", spy)
+    monkeypatch.setattr(cuda_profiling, "measure_cuda_profile", spy)
     prof = tmp_path / "p.json"
     assert main(TINY + ["--policy", "ideal", "--iterations", "1", "--no-check", "--seed", "3",
                         "--save-profile", str(prof), "--out", str(tmp_path)]) == 0

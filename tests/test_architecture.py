@@ -1,0 +1,70 @@
+"""The structure docs/architecture.md describes, checked: imports go one way, and policy and
+backend names are compared only where they are registered."""
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("ops", "engine", "allocator", "planner", "ga", "zoo")
+POLICY_NAMES = ("ideal", "odswap", "swapadvisor", "reference")
+BACKEND_NAMES = ("cpu", "cuda")
+
+
+def sources(*packages):
+    for package in packages:
+        yield from sorted((ROOT / package).rglob("*.py"))
+
+
+def imported_packages(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found & set(PACKAGES)
+
+
+def compares_with(path: Path, names) -> list[str]:
+    """Lines comparing a string literal from ``names`` with ==, != or in."""
+    quoted = "|".join(re.escape(n) for n in names)
+    pattern = re.compile(rf"""(==|!=|\bin)\s*\(?\s*["']({quoted})["']|["']({quoted})["']\s*(==|!=|\bin\b)""")
+    return [f"{path.relative_to(ROOT)}:{i}: {line.strip()}"
+            for i, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+
+
+def test_imports_go_one_way():
+    allowed = {"ops": {"ops"}, "allocator": {"allocator", "engine"}, "zoo": {"zoo", "engine", "ops"},
+               "planner": {"planner", "allocator", "engine", "ops"},
+               "ga": {"ga", "planner", "allocator", "engine", "ops"},
+               "engine": {"engine", "ops"}}
+    bad = []
+    for package, ok in allowed.items():
+        for path in sources(package):
+            if package == "engine" and "cli" in path.relative_to(ROOT).parts:
+                continue            # the command line's wing sits on top of everything
+            extra = imported_packages(path) - ok
+            if extra:
+                bad.append(f"{path.relative_to(ROOT)} imports {sorted(extra)}")
+    assert not bad, "\n".join(bad)
+
+
+def test_policy_names_are_compared_only_in_the_planner():
+    bad = [hit for path in sources("engine", "ga", "allocator", "zoo", "ops") for hit in compares_with(path, POLICY_NAMES)]
+    assert not bad, "\n".join(bad)
+
+
+def test_backend_names_are_compared_only_in_the_backend_registry():
+    registry = ROOT / "engine" / "backend_registry.py"
+    bad = [hit for path in sources(*PACKAGES) if path != registry for hit in compares_with(path, BACKEND_NAMES)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_comparison_finder_finds_comparisons(tmp_path):
+    probe = ROOT / "tests" / "_probe_architecture.py"
+    probe.write_text('if policy == "ideal":\n    pass\nif "cuda" != name:\n    pass\nx = "ideal policy"\n')
+    try:
+        assert len(compares_with(probe, POLICY_NAMES)) == 1 and len(compares_with(probe, BACKEND_NAMES)) == 1
+    finally:
+        probe.unlink()
