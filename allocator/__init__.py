@@ -1,5 +1,8 @@
-"""The size-class memory pool: (CLS, CNT) allocations over plain byte sizes, their repairs,
-and their layout as objects at offsets in one arena. Knows nothing of what a tensor means."""
+"""How an arena is carved. Today: the size-class allocator of SwapAdvisor, (CLS, CNT)
+allocations over plain byte sizes (``size_classes``), fitting them to a byte budget
+(``fitting``), and their layout as objects at offsets in one arena (``size_class_layout``),
+which a Program's ``Arena`` records as byte ranges. Knows nothing of what a tensor means;
+docs/architecture.md says how another allocator plugs in."""
 from allocator.fitting import (AllocationDoesNotFit, fit_to_budget, greedy_allocation,
                               merge_classes_to_fit, random_allocation, repair_cnt)
 from allocator.size_class_layout import SizeClassLayout
