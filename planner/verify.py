@@ -214,6 +214,11 @@ class _Checker:
                 self.fail(f"{self.instr(i)} writes output '{self.name(t)}' over its input "
                           f"'{self.name(node.inputs[shared[0]])}' in object {o}, which the operator "
                           "does not allow")
+            apart = [j for j, io in enumerate(in_objs) if io != o and io in self.sharing[o]]
+            if apart:   # in place means the very same object; partly shared bytes never are
+                j = apart[0]
+                self.fail(f"{self.instr(i)} writes output '{self.name(t)}' into object {o}, which shares "
+                          f"bytes with object {in_objs[j]} holding its input '{self.name(node.inputs[j])}'")
             self.write(t, o, i)
 
     def check_end(self) -> None:
