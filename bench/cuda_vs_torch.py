@@ -40,8 +40,8 @@ from engine.ir import Graph, Kind
 from engine.liveness import peak_bytes
 from engine.program import SWAP_IN, SWAP_OUT
 from engine.training import Trainer
-from planner.allocation import size_demand, smallest_budget
-from planner.baselines import make_program
+from planner import policy
+from planner.facts import GraphFacts
 from planner.simulate import simulate
 from planner.verify import verify
 
@@ -229,7 +229,8 @@ def main(argv=None) -> int:
         model, batch, size = configs[family]
         g = zoo.build(model, batch=batch, size=size)
         data = RandomData(g)
-        ideal = make_program("ideal", g, None)
+        facts = GraphFacts(g)
+        ideal = policy.unlimited_program(g, facts)
         ours, our_loss, _ = time_ours(g, ideal, data, args.iterations)
         theirs, torch_loss = time_torch(g, data, args.iterations, torch)
         gc.collect()
@@ -242,8 +243,8 @@ def main(argv=None) -> int:
         profile = measure_cuda_profile(g, ideal, data=data)
         secs = profile.node_seconds(g)
         peak = peak_bytes(g)
-        budget = max(smallest_budget(size_demand(g, g.default_order())), int(args.budget * peak))
-        program = make_program("swapadvisor", g, budget, secs, profile.link.h2d_bytes_per_s)
+        budget = max(facts.smallest_budget, int(args.budget * peak))
+        program = policy.plan_with("swapadvisor", g, budget, profile, facts=facts)
         verify(program, g, budget)
         sim = simulate(program, g, profile, secs).total
         real, _, rates = time_ours(g, program, data, args.iterations, copy_rates=True)

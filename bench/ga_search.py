@@ -1,7 +1,7 @@
 """The genetic search on the paper's Table 1 models: SwapAdvisor's Figure 6 and Figure 10, simulated.
 
 For each model at the paper's configuration (zoo.stats.PAPER), on the analytic V100 profile
-with a 16 GiB pool: the ideal time (unlimited memory), ODSwap (default order, simple
+with a 16 GiB budget: the ideal time (unlimited memory), ODSwap (default order, simple
 allocation, LRU eviction), the unsearched SwapAdvisor plan (default order, simple
 allocation, Belady), and the genetic search for a fixed number of seconds, each as a
 fraction of ideal throughput (ideal time / time) beside the paper's Figure 6 numbers. Then
@@ -29,12 +29,15 @@ from tabulate import tabulate
 
 import zoo
 from engine.profile import analytic_profile
-from ga.fitness import Evaluator, default_workers
+from ga.fitness import Evaluator
 from ga.search import SearchOptions, search
+from ga.workers import default_workers
+from planner import policy
 from planner.allocation import simple_allocation
-from planner.baselines import make_program
+from planner.budget import make_budget
+from planner.errors import PlanError
+from planner.facts import GraphFacts
 from planner.simulate import simulate
-from planner.swap_planner import PlanError
 from zoo.stats import PAPER
 
 # Figure 6 at the largest batch (the text's numbers; the bars themselves are not in our copy).
@@ -88,7 +91,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     workers = args.workers or default_workers()
     profile = analytic_profile("v100")
-    budget = int(args.budget_gib * 2**30)
+    device_bytes = int(args.budget_gib * 2**30)
     papers = {p.model: p for p in PAPER}
     unknown = [m for m in args.models.split(",") if m not in papers]
     if unknown:
@@ -101,7 +104,7 @@ def main(argv=None) -> int:
         print(line, flush=True)
         out.write(line + "\n")
 
-    say(f"# SwapAdvisor genetic search, simulated: analytic V100 profile, {args.budget_gib:g} GiB pool, "
+    say(f"# SwapAdvisor genetic search, simulated: analytic V100 profile, {args.budget_gib:g} GiB budget, "
         f"{args.seconds:g} s per search on {workers} worker process(es), seed {args.seed}, "
         f"mutation {args.mutation}, elite {args.elite}, {datetime.datetime.now():%Y-%m-%d %H:%M}")
     main_rows, speed_rows, ablation_rows, histories = [], [], [], []
@@ -109,21 +112,30 @@ def main(argv=None) -> int:
         paper = papers[name]
         t0 = time.perf_counter()
         g = zoo.build(name, batch=paper.batch)
+        facts = GraphFacts(g)
         secs = profile.node_seconds(g)
-        ideal = simulated(g, make_program("ideal", g, None), profile, secs)
+        ideal = simulated(g, policy.unlimited_program(g, facts), profile, secs)
         try:
-            odswap = simulated(g, make_program("odswap", g, budget, secs, profile.link.h2d_bytes_per_s),
-                               profile, secs)
-        except PlanError:
-            odswap = None
-        evaluator = Evaluator(g, profile, budget, secs)
-        try:
-            simple = simple_allocation(g, g.default_order(), budget)
-            t1 = time.perf_counter()
-            unsearched = evaluator.time(g.default_order(), simple)
-            per_candidate = time.perf_counter() - t1
-        except PlanError:
-            unsearched, per_candidate = None, math.nan
+            budget = make_budget(facts, device_bytes)
+        except PlanError as e:
+            say(f"{paper.label}: {e}")
+            budget = None
+        odswap = unsearched = None
+        per_candidate = math.nan
+        if budget is not None:
+            try:
+                request = policy.PlanRequest(g, facts, budget, profile, secs)
+                odswap = simulated(g, policy.get("odswap").make(request), profile, secs)
+            except PlanError:
+                pass
+            evaluator = Evaluator(facts, profile, budget, node_seconds=secs)
+            try:
+                simple = simple_allocation(facts, budget)
+                t1 = time.perf_counter()
+                unsearched = evaluator.time(g.default_order(), simple)
+                per_candidate = time.perf_counter() - t1
+            except PlanError:
+                pass
         if args.population == "auto":
             population = auto_population(per_candidate if math.isfinite(per_candidate) else 1.0,
                                          workers, args.seconds)
@@ -137,8 +149,11 @@ def main(argv=None) -> int:
             opts = SearchOptions(population=population, mutation=args.mutation, seed=args.seed,
                                  workers=workers, time_limit_s=args.seconds, mode=mode, elite=args.elite,
                                  progress=not args.quiet, ideal=False)
+            if budget is None:
+                results[mode] = None
+                continue
             try:
-                results[mode] = search(g, budget, profile, opts)
+                results[mode] = search(facts, budget, profile, opts)
             except (PlanError, ValueError) as e:
                 say(f"{paper.label} {mode}: {e}")
                 results[mode] = None

@@ -17,6 +17,8 @@ import zoo
 from engine.profile import analytic_profile
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
 from planner.allocation import simple_allocation
+from planner.budget import make_budget
+from planner.facts import GraphFacts
 from planner.simulate import simulate
 from planner.swap_planner import plan
 
@@ -32,19 +34,21 @@ def main(argv=None):
     ap.add_argument("--models", default=",".join(MODELS))
     args = ap.parse_args(argv)
     profile = analytic_profile("v100")
-    budget = int(args.budget_gib * 2**30)
+    device_bytes = int(args.budget_gib * 2**30)
     rows = []
     for name in args.models.split(","):
         t0 = time.perf_counter()
         g = zoo.build(name, batch=MODELS[name])
         built = time.perf_counter() - t0
         secs = profile.node_seconds(g)
-        order = g.default_order()
-        alloc = simple_allocation(g, order, budget)
+        facts = GraphFacts(g)
+        budget = make_budget(facts, device_bytes)
+        order = facts.order
+        alloc = simple_allocation(facts, budget)
         plan_s, sim_s = [], []
         for _ in range(args.repeats):
             t0 = time.perf_counter()
-            program = plan(g, order, alloc, secs, profile.link.h2d_bytes_per_s)
+            program = plan(g, order, alloc, budget.scratch_bytes, secs, profile.link.h2d_bytes_per_s)
             t1 = time.perf_counter()
             timeline = simulate(program, g, profile, secs)
             plan_s.append(t1 - t0)

@@ -19,8 +19,8 @@ from engine.executor import ProgramExecutor
 from engine.liveness import peak_bytes
 from engine.profiling import measure_cpu_profile
 from engine.training import Trainer
-from planner.allocation import size_demand, smallest_budget
-from planner.baselines import make_program
+from planner import policy
+from planner.facts import GraphFacts
 from planner.simulate import simulate
 from planner.verify import verify
 from zoo import small
@@ -56,12 +56,13 @@ def main(argv=None):
     rows = []
     for name in args.models.split(","):
         g = MODELS[name]()
-        profile = measure_cpu_profile(g, make_program("ideal", g, None), link)
+        facts = GraphFacts(g)
+        profile = measure_cpu_profile(g, policy.unlimited_program(g, facts), link)
         secs = profile.node_seconds(g)
         peak = peak_bytes(g)
-        smallest = smallest_budget(size_demand(g, g.default_order()))
+        smallest = facts.smallest_budget
         for label, budget in (("0.5 peak", max(smallest, peak // 2)), ("smallest", smallest)):
-            program = make_program("swapadvisor", g, budget, secs, profile.link.h2d_bytes_per_s)
+            program = policy.plan_with("swapadvisor", g, budget, profile, facts=facts)
             verify(program, g, budget)
             sim = simulate(program, g, profile, secs).total
             real = measure(g, program, link, args.iterations)

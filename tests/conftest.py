@@ -1,7 +1,9 @@
 """Shared fixtures: a small LSTM training graph and a program planned at its smallest budget."""
 import pytest
 
-from planner.allocation import simple_allocation, size_demand, smallest_budget
+from planner.allocation import simple_allocation
+from planner.budget import make_budget
+from planner.facts import GraphFacts
 from planner.swap_planner import plan
 from zoo import small
 
@@ -13,8 +15,9 @@ def lstm_graph():
 
 @pytest.fixture(scope="session")
 def tight_program(lstm_graph):
-    """A program at the smallest budget: plenty of swaps and reuse to break."""
+    """A program at the smallest budget: plenty of swaps and reuse to break. Returns the
+    program and the budget's device bytes (what ``verify`` bounds the arena by)."""
     g = lstm_graph
-    order = g.default_order()
-    budget = smallest_budget(size_demand(g, order))
-    return plan(g, order, simple_allocation(g, order, budget)), budget
+    facts = GraphFacts(g)
+    budget = make_budget(facts, facts.smallest_budget)
+    return plan(g, facts.order, simple_allocation(facts, budget), budget.scratch_bytes), budget.device_bytes

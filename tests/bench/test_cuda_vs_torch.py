@@ -27,7 +27,7 @@ from engine.ir import Kind
 from engine.liveness import peak_bytes
 from engine.program import SWAP_IN, SWAP_OUT
 from engine.training import ReferenceRunner, Trainer
-from planner.baselines import make_program
+from planner.policy import plan_with
 from tests.engine.backends import fake_cuda
 
 # Batches and images large enough that no batch norm normalises fewer than ~16 values.
@@ -59,7 +59,7 @@ def test_pytorch_twin_trains_like_our_reference(family):
 def test_swap_copy_rates_are_the_copies_bytes_over_their_time(monkeypatch):
     fake_cuda.install(monkeypatch)            # kernels only logged: the numbers are not checked
     g = zoo.build("rnn-1-1k", batch=8, size=3)
-    program = make_program("swapadvisor", g, peak_bytes(g) // 2)
+    program = plan_with("swapadvisor", g, peak_bytes(g) // 2)
     moved = [program.bytes_moved(g, kind) for kind in (SWAP_IN, SWAP_OUT)]
     assert all(n >= 1 << 20 for n in moved)   # copies the rate counts (>= 1 MiB each) exist
     seconds, _, rates = time_ours(g, program, RandomData(g), iterations=1, copy_rates=True)

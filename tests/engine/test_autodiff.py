@@ -94,7 +94,9 @@ def test_unused_parameter_is_reported():
 
 def test_many_contributions_accumulate_in_place_in_the_same_order_bit_identically():
     from ops import registry
-    from planner.allocation import simple_allocation, size_demand
+    from planner.allocation import simple_allocation
+    from planner.budget import make_budget
+    from planner.facts import GraphFacts
     from planner.swap_planner import plan
     from zoo import small
 
@@ -105,8 +107,9 @@ def test_many_contributions_accumulate_in_place_in_the_same_order_bit_identicall
     for a, b in zip(chain, chain[1:]):
         assert b.inputs[0] == a.outputs[0] and g.users[a.outputs[0]] == [b.id]   # the sum's only reader
     # each accumulation writes over the running sum: one object however many steps
-    order = g.default_order()
-    program = plan(g, order, simple_allocation(g, order, 1 << 30))
+    facts = GraphFacts(g)
+    budget = make_budget(facts, 1 << 30)
+    program = plan(g, facts.order, simple_allocation(facts, budget), budget.scratch_bytes)
     objects = {ins.target: ins.objects for ins in program.instrs if ins.kind == 0}
     assert len({objects[n.id][-1] for n in chain}) == 1
     # a left-to-right chain adds in the same order as one n-ary node: the same bits

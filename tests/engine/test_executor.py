@@ -7,7 +7,9 @@ from engine.backends.cpu import CpuBackend, EmulatedLink
 from engine.executor import ProgramExecutor
 from engine.program import COMPUTE, SWAP_IN
 from engine.training import Trainer
-from planner.allocation import simple_allocation, size_demand, smallest_budget
+from planner.allocation import simple_allocation
+from planner.budget import make_budget
+from planner.facts import GraphFacts
 from planner.swap_planner import plan
 from planner.verify import verify
 from zoo import small
@@ -21,9 +23,10 @@ def setup():
     ref = Trainer(g, seed=3)
     for _ in range(3):
         ref.step()
-    order = g.default_order()
-    budget = smallest_budget(size_demand(g, order))
-    return g, ref.state, plan(g, order, simple_allocation(g, order, budget)), budget
+    facts = GraphFacts(g)
+    budget = make_budget(facts, facts.smallest_budget)
+    program = plan(g, facts.order, simple_allocation(facts, budget), budget.scratch_bytes)
+    return g, ref.state, program, budget.device_bytes
 
 
 def run(g, program, backend, iterations=3):
@@ -65,12 +68,12 @@ def test_sanitizer_turns_a_missing_edge_into_a_wrong_answer(setup):
     assert differs
 
 
-def test_arena_is_exactly_the_pool(setup):
+def test_backend_arena_is_exactly_the_programs_arena(setup):
     g, _, program, budget = setup
     backend = CpuBackend(FAST_LINK)
     try:
         ProgramExecutor(program, g, backend)
-        assert backend.arena.nbytes == program.pool.arena_bytes <= budget
+        assert backend.arena.nbytes == program.arena.arena_bytes <= budget
         assert backend.arena.ctypes.data % 256 == 0
     finally:
         backend.close()

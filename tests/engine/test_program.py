@@ -1,8 +1,9 @@
 import json
 
+import numpy as np
 import pytest
 
-from engine.program import COMPUTE, Program, ProgramFormatError
+from engine.program import COMPUTE, FORMAT, Arena, Program, ProgramFormatError
 
 
 def test_json_round_trip_keeps_every_field(tight_program):
@@ -10,15 +11,51 @@ def test_json_round_trip_keeps_every_field(tight_program):
     q = Program.from_dict(json.loads(json.dumps(p.to_dict())))
     assert q.to_dict() == p.to_dict()
     assert q.count(COMPUTE) == len(p.schedule)
-    assert q.pool.scratch_bytes == p.pool.scratch_bytes > 0
+    assert q.arena.scratch_bytes == p.arena.scratch_bytes > 0
+    assert q.arena.allocator == p.arena.allocator and q.arena.allocator["name"] == "size_classes"
+    assert q.arena.object_offset.dtype == q.arena.object_bytes.dtype == np.int64
+    assert q.graph_fingerprint == p.graph_fingerprint != ""
+
+
+def test_the_json_form_is_version_2_with_an_arena(tight_program):
+    p, _ = tight_program
+    d = p.to_dict()
+    assert d["format"] == FORMAT == "swapengine.program/2"
+    assert "pool" not in d
+    assert set(d["arena"]) == {"object_offset", "object_bytes", "arena_bytes", "scratch_bytes", "allocator"}
+    a = p.arena
+    assert d["arena"]["object_offset"] == a.object_offset.tolist()
+    assert (d["arena"]["arena_bytes"], d["arena"]["scratch_bytes"]) == (a.arena_bytes, a.scratch_bytes)
+    assert a.scratch_offset == a.arena_bytes - a.scratch_bytes >= int((a.object_offset + a.object_bytes).max())
+    # the allocator's record is for people: a Program without one reads back the same
+    del d["arena"]["allocator"]
+    assert Program.from_dict(d).arena.allocator == {}
+    # a version 1 file (a "pool") is refused, not misread
+    old = p.to_dict()
+    old["format"] = "swapengine.program/1"
+    with pytest.raises(ProgramFormatError, match="expected format 'swapengine.program/2'"):
+        Program.from_dict(old)
+
+
+def test_arena_of_a_layout_puts_scratch_after_the_objects():
+    from allocator import Allocation, SizeClassLayout
+    alloc = Allocation([100, 1000], [0, 1], [2, 1])
+    arena = Arena.of(SizeClassLayout.from_allocation(alloc), 512)
+    assert arena.object_offset.tolist() == [0, 256, 512] and arena.object_bytes.tolist() == [256, 256, 1024]
+    assert (arena.arena_bytes, arena.scratch_bytes, arena.scratch_offset, arena.num_objects) == (2048, 512, 1536, 3)
+    assert arena.allocator == {"name": "size_classes", **alloc.to_dict()}
 
 
 def test_malformed_descriptions_are_one_line_errors(tight_program):
     with pytest.raises(ProgramFormatError, match="not a swapengine program"):
         Program.from_dict({"format": "other"})
     d = tight_program[0].to_dict()
-    del d["pool"]["cnt"]
+    del d["arena"]["object_bytes"]
     with pytest.raises(ProgramFormatError, match="malformed program description"):
+        Program.from_dict(d)
+    d = tight_program[0].to_dict()
+    d["arena"]["object_bytes"] = d["arena"]["object_bytes"][:-1]
+    with pytest.raises(ProgramFormatError, match="object_offset and object_bytes must be flat lists of one length"):
         Program.from_dict(d)
     d = tight_program[0].to_dict()
     d["instructions"][0]["kind"] = "teleport"

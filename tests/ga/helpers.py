@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from engine.profile import analytic_profile
 from ga.context import GraphContext
-from planner.allocation import size_demand, smallest_budget
+from planner.budget import Budget, make_budget
+from planner.facts import GraphFacts
 from zoo import small
 
 PROFILE = analytic_profile("v100")
@@ -26,8 +27,15 @@ def lstm_context() -> GraphContext:
 
 
 def tight_budget(g) -> int:
-    """The smallest budget that runs every operator of ``g`` (the planner's minimal allocation)."""
-    return smallest_budget(size_demand(g, g.default_order()))
+    """The smallest budget that runs every operator of ``g`` (the planner's minimal allocation
+    plus operator scratch), in device bytes."""
+    return GraphFacts(g).smallest_budget
+
+
+def budget_of(g, device_bytes: int) -> tuple[GraphFacts, Budget]:
+    """The facts of ``g`` in its default order and the budget of ``device_bytes`` for it."""
+    facts = GraphFacts(g)
+    return facts, make_budget(facts, int(device_bytes))
 
 
 @st.composite

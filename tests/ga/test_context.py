@@ -1,12 +1,15 @@
 import numpy as np
+import pytest
 
 from allocator import Allocation
 from engine.ir import Graph
 from engine.schedules import write_after_read_edges
 from ga.context import GraphContext
 from ops import registry as op_registry
-from planner.allocation import minimal_allocation, size_demand
-from planner.swap_planner import PlanError, plan
+from planner.allocation import minimal_allocation
+from planner.errors import PlanError
+from planner.facts import GraphFacts
+from planner.swap_planner import plan
 
 from .helpers import lstm, lstm_context
 
@@ -33,7 +36,8 @@ def test_default_order_satisfies_every_edge():
 
 def test_class_minima_match_the_planner_demand():
     g, ctx = lstm(), lstm_context()
-    d = size_demand(g, g.default_order())
+    facts = GraphFacts(g)
+    d = facts.demand
     np.testing.assert_array_equal(ctx.sizes, d.sizes)
     np.testing.assert_array_equal(ctx.class_minima(np.arange(ctx.num_sizes)), np.maximum(d.minimum, 1))
     one_class = ctx.class_minima(np.zeros(ctx.num_sizes, dtype=int))
@@ -41,6 +45,25 @@ def test_class_minima_match_the_planner_demand():
     minimal = minimal_allocation(d)
     np.testing.assert_array_equal(ctx.minimal_cls, minimal.cls)
     np.testing.assert_array_equal(ctx.class_minima(minimal.cls), minimal.cnt)
+    np.testing.assert_array_equal(ctx.minimal_cls, facts.minimal_allocation.cls)
+    heavy = g.nodes[d.heaviest_node]
+    assert (ctx.heaviest_node, ctx.heaviest_bytes) == (heavy.name, d.heaviest_bytes)
+
+
+def test_from_facts_reads_the_facts_demand_and_equals_from_graph(monkeypatch):
+    g = lstm()
+    facts = GraphFacts(g)
+    a = GraphContext.from_facts(facts)
+    assert "demand" in vars(facts)                 # computed once, and kept on the facts
+    import planner.facts as facts_module
+    monkeypatch.setattr(facts_module, "size_demand", lambda *a: pytest.fail("demand recomputed"))
+    b = GraphContext.from_facts(facts)
+    c = lstm_context()
+    for x in (b, c):
+        assert (x.name, x.num_nodes, x.pred_count, x.successors, x.sources, x.heaviest_node, x.heaviest_bytes) == \
+               (a.name, a.num_nodes, a.pred_count, a.successors, a.sources, a.heaviest_node, a.heaviest_bytes)
+        for field in ("sizes", "slot_bytes", "size_minimum", "size_peak", "node_rows", "minimal_cls"):
+            np.testing.assert_array_equal(getattr(x, field), getattr(a, field))
 
 
 def test_class_minima_are_enough_for_random_schedules_and_one_less_is_not():
@@ -52,12 +75,12 @@ def test_class_minima_are_enough_for_random_schedules_and_one_less_is_not():
     alloc = Allocation(ctx.sizes, cls, ctx.class_minima(cls))
     rng = np.random.default_rng(0)
     for _ in range(5):
-        plan(g, random_schedule(ctx, rng).tolist(), alloc)
+        plan(g, random_schedule(ctx, rng).tolist(), alloc, 0)
     short = alloc.cnt.copy()
     k = int(np.argmax(short))
     short[k] -= 1
     try:
-        plan(g, g.default_order(), alloc.with_counts(short))
+        plan(g, g.default_order(), alloc.with_counts(short), 0)
     except PlanError:
         pass
     else:  # pragma: no cover - the minima would not be minimal

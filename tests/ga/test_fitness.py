@@ -6,35 +6,71 @@ import numpy as np
 import pytest
 
 from allocator import Allocation
-from ga.fitness import DeadlineReached, Evaluator, WorkerPool, default_workers
+from ga.fitness import Evaluator
+from ga.workers import DeadlineReached, ProcessWorkers, default_workers
+from planner import policy
 from planner.allocation import simple_allocation
 from planner.simulate import simulate
 from planner.swap_planner import plan
+from planner.verify import verify
 
-from .helpers import PROFILE, lstm, tight_budget
+from .helpers import PROFILE, budget_of, lstm, tight_budget
 
 
 def test_time_is_plan_plus_simulate():
     g = lstm()
-    budget = tight_budget(g) * 2
-    alloc = simple_allocation(g, g.default_order(), budget)
-    ev = Evaluator(g, PROFILE, budget)
+    facts, budget = budget_of(g, tight_budget(g) * 2)
+    alloc = simple_allocation(facts, budget)
+    ev = Evaluator(facts, PROFILE, budget)
+    assert ev.policy is policy.get("swapadvisor")
     secs = PROFILE.node_seconds(g)
-    expected = simulate(plan(g, g.default_order(), alloc, secs, PROFILE.link.h2d_bytes_per_s),
+    expected = simulate(plan(g, g.default_order(), alloc, budget.scratch_bytes, secs, PROFILE.link.h2d_bytes_per_s),
                         g, PROFILE, secs).total
     assert ev.time(np.arange(len(g.nodes), dtype=np.int32), alloc) == expected
-    assert ev.program(g.default_order(), alloc).pool.arena_bytes <= budget
+    program = ev.program(g.default_order(), alloc)
+    assert program.arena.arena_bytes <= budget.device_bytes
+    assert program.arena.scratch_bytes == budget.scratch_bytes > 0
+    verify(program, g, budget.device_bytes)
+
+
+def test_the_evaluator_plans_with_the_policy_it_is_given():
+    g = lstm()
+    facts, budget = budget_of(g, tight_budget(g) * 2)
+    alloc = simple_allocation(facts, budget)
+    seen = []
+
+    def make(request):
+        seen.append(request)
+        return policy.get("swapadvisor").make(request)
+
+    mine = policy.Policy("test-fitness", "a test policy", make, searches=True)
+    secs = PROFILE.node_seconds(g) * 2
+    ev = Evaluator(facts, PROFILE, budget, mine, node_seconds=secs)
+    ev.program(np.arange(len(g.nodes)), alloc)
+    (r,) = seen
+    assert r.graph is g and r.facts is facts and r.budget is budget and r.profile is PROFILE
+    assert r.node_seconds is secs and r.allocation is alloc and r.schedule == list(range(len(g.nodes)))
+    assert all(type(v) is int for v in r.schedule)
+    assert math.isfinite(ev.time(np.arange(len(g.nodes)), alloc)) and len(seen) == 2
 
 
 def test_infeasible_allocations_cost_infinity_not_an_error():
     g = lstm()
-    budget = tight_budget(g)
-    ev = Evaluator(g, PROFILE, budget)
+    facts, budget = budget_of(g, tight_budget(g))
+    ev = Evaluator(facts, PROFILE, budget)
     sizes = np.unique([t.nbytes for t in g.tensors])
     too_few = Allocation(sizes, np.zeros(sizes.size, dtype=int), [1])      # PlanError in the planner
-    assert too_few.pool_bytes <= budget and ev.time(g.default_order(), too_few) == math.inf
+    assert too_few.pool_bytes <= budget.pool_bytes and ev.time(g.default_order(), too_few) == math.inf
     too_big = Allocation(sizes, np.arange(sizes.size), np.full(sizes.size, 100))
-    assert too_big.pool_bytes > budget and ev.time(g.default_order(), too_big) == math.inf
+    assert too_big.pool_bytes > budget.pool_bytes and ev.time(g.default_order(), too_big) == math.inf
+    # the pool is what the budget leaves after operator scratch: the minimal allocation fits
+    # exactly, and one more object of its smallest class does not
+    m = facts.minimal_allocation
+    assert m.pool_bytes == budget.pool_bytes and math.isfinite(ev.time(g.default_order(), m))
+    k = int(np.argmin(m.class_slot_bytes))
+    more = m.with_counts(m.cnt + np.eye(m.num_classes, dtype=np.int64)[k])
+    assert budget.pool_bytes < more.pool_bytes <= budget.device_bytes       # it would eat the scratch
+    assert ev.time(g.default_order(), more) == math.inf
 
 
 def _square(state, x):
@@ -52,23 +88,23 @@ def _slow(state, x):
 
 def test_worker_pool_keeps_item_order_and_builds_state_once_per_worker():
     items = list(range(12))
-    with WorkerPool(int, ("3",), workers=2) as pool:
+    with ProcessWorkers(int, ("3",), workers=2) as pool:
         assert pool.map(_square, items) == [3 * x * x for x in items]
         pids = set(pool.map(_pid, items))
     assert os.getpid() not in pids and 1 <= len(pids) <= 2
-    with WorkerPool(int, ("3",), workers=1) as pool:
+    with ProcessWorkers(int, ("3",), workers=1) as pool:
         assert pool.map(_square, items) == [3 * x * x for x in items]
         assert pool.state == 3
 
 
 def test_worker_pool_spawn_start_method():
-    with WorkerPool(int, ("2",), workers=2, start_method="spawn") as pool:
+    with ProcessWorkers(int, ("2",), workers=2, start_method="spawn") as pool:
         assert pool.map(_square, [1, 2, 3]) == [2, 8, 18]
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_deadline_returns_what_finished(workers):
-    pool = WorkerPool(int, ("0",), workers=workers)
+    pool = ProcessWorkers(int, ("0",), workers=workers)
     try:
         with pytest.raises(DeadlineReached) as info:
             pool.map(_slow, [0, 1, 1, 1, 1, 1, 1, 1], deadline=time.monotonic() + 0.3)

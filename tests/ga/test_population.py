@@ -9,14 +9,21 @@ from ga.population import (Breeder, Individual, Variation, pairs, rng_for, selec
                            survival_probabilities)
 from planner.allocation import simple_allocation
 
-from .helpers import PROFILE, lstm, lstm_context, tight_budget
+from .helpers import PROFILE, budget_of, lstm, lstm_context, tight_budget
 
 
 def breeder(mode="both", budget_scale=1.5, mutation=0.1, seed=0):
     g, ctx = lstm(), lstm_context()
-    budget = int(tight_budget(g) * budget_scale)
-    simple = simple_allocation(g, g.default_order(), budget)
-    return Breeder(ctx, Evaluator(g, PROFILE, budget), Variation(mode, mutation), seed, simple)
+    facts, budget = budget_of(g, int(tight_budget(g) * budget_scale))
+    simple = simple_allocation(facts, budget)
+    return Breeder(ctx, Evaluator(facts, PROFILE, budget), Variation(mode, mutation), seed, simple)
+
+
+def test_the_breeder_budget_is_the_pool_the_device_budget_leaves():
+    b = breeder()
+    budget = b.evaluator.budget
+    assert b.budget == budget.pool_bytes == budget.device_bytes - budget.scratch_bytes
+    assert budget.scratch_bytes > 0 and isinstance(b.budget, int)
 
 
 # --- Eq. 1 ---
@@ -137,5 +144,6 @@ def test_variation_rejects_bad_settings():
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         Variation("both", 1.5)
     g, ctx = lstm(), lstm_context()
+    facts, budget = budget_of(g, tight_budget(g))
     with pytest.raises(ValueError, match="simple allocation"):
-        Breeder(ctx, Evaluator(g, PROFILE, tight_budget(g)), Variation("schedule"), 0, None)
+        Breeder(ctx, Evaluator(facts, PROFILE, budget), Variation("schedule"), 0, None)

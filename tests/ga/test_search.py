@@ -1,6 +1,7 @@
 import functools
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -10,11 +11,14 @@ from ga.allocation_ops import is_feasible
 from ga.checkpoint import SearchCheckpointError
 from ga.context import GraphContext
 from ga.search import SearchOptions, search
+from planner import policy
 from planner.allocation import simple_allocation
-from planner.swap_planner import PlanError
+from planner.budget import Budget, make_budget
+from planner.errors import PlanError
+from planner.facts import GraphFacts
 from zoo import small
 
-from .helpers import PROFILE, lstm, tight_budget
+from .helpers import PROFILE, budget_of, lstm, tight_budget
 
 
 @functools.lru_cache(maxsize=None)
@@ -22,8 +26,19 @@ def cnn():
     return small.residual_cnn()
 
 
-def cnn_budget():
-    return int(tight_budget(cnn()) * 1.3)
+@functools.lru_cache(maxsize=None)
+def cnn_facts() -> GraphFacts:
+    return GraphFacts(cnn())
+
+
+def cnn_budget() -> Budget:
+    return make_budget(cnn_facts(), int(tight_budget(cnn()) * 1.3))
+
+
+@functools.lru_cache(maxsize=None)
+def lstm_tight() -> tuple[GraphFacts, Budget]:
+    """The LSTM's facts and 1.5 times its smallest budget."""
+    return budget_of(lstm(), int(tight_budget(lstm()) * 1.5))
 
 
 def quick(**kw):
@@ -43,7 +58,7 @@ def same_result(a, b):
 
 def test_search_improves_on_the_unsearched_plan_under_a_tight_budget():
     g = cnn()
-    r = search(g, cnn_budget(), PROFILE, quick(max_generations=6))
+    r = search(cnn_facts(), cnn_budget(), PROFILE, quick(max_generations=6))
     assert r.best_time <= r.initial_best <= r.initial_time
     assert r.best_time < r.initial_time                    # better than default order + simple
     assert r.ideal_time is not None and r.ideal_time <= r.best_time
@@ -54,53 +69,54 @@ def test_search_improves_on_the_unsearched_plan_under_a_tight_budget():
     ctx = GraphContext.from_graph(g)
     assert ctx.check_order(r.best_schedule)
     g.check_order(r.best_schedule)
-    assert is_feasible(ctx, r.best_allocation, cnn_budget())
+    assert is_feasible(ctx, r.best_allocation, cnn_budget().pool_bytes)
 
 
 def test_elite_keeps_the_best_alive():
-    r = search(cnn(), cnn_budget(), PROFILE, quick(max_generations=6, elite=1, ideal=False))
+    r = search(cnn_facts(), cnn_budget(), PROFILE, quick(max_generations=6, elite=1, ideal=False))
     bests = [h.best for h in r.history]
     assert bests == sorted(bests, reverse=True) and bests[-1] == r.best_time
 
 
 def test_same_seed_same_result_whatever_the_workers():
-    g = lstm()
-    budget = int(tight_budget(g) * 1.5)
-    one = search(g, budget, PROFILE, quick(workers=1, max_generations=3))
-    two = search(g, budget, PROFILE, quick(workers=2, max_generations=3))
+    facts, budget = lstm_tight()
+    one = search(facts, budget, PROFILE, quick(workers=1, max_generations=3))
+    two = search(facts, budget, PROFILE, quick(workers=2, max_generations=3))
     same_result(one, two)
-    other = search(g, budget, PROFILE, quick(workers=1, max_generations=3, seed=1))
+    other = search(facts, budget, PROFILE, quick(workers=1, max_generations=3, seed=1))
     assert [i.time for i in other.population] != [i.time for i in one.population]
 
 
 def test_resume_reaches_the_uninterrupted_result(tmp_path):
-    g, budget = cnn(), cnn_budget()
-    whole = search(g, budget, PROFILE, quick(max_generations=4))
+    facts, budget = cnn_facts(), cnn_budget()
+    whole = search(facts, budget, PROFILE, quick(max_generations=4))
     path = str(tmp_path / "ga.json")
-    half = search(g, budget, PROFILE, quick(max_generations=2, checkpoint=path))
+    half = search(facts, budget, PROFILE, quick(max_generations=2, checkpoint=path))
     saved = json.load(open(path))
     assert saved["generation"] == 2 == half.generations and len(saved["population"]) == 8
     assert all(isinstance(v, int) for v in saved["population"][0]["schedule"])
     assert set(saved["population"][0]["allocation"]) == {"sizes", "cls", "cnt"}
-    resumed = search(g, budget, PROFILE, quick(max_generations=4, checkpoint=path, resume=True, workers=2))
+    resumed = search(facts, budget, PROFILE, quick(max_generations=4, checkpoint=path, resume=True, workers=2))
     same_result(whole, resumed)
     assert json.load(open(path))["generation"] == 4
+    assert saved["identity"]["budget"] == budget.device_bytes
     with pytest.raises(SearchCheckpointError, match="seed"):
-        search(g, budget, PROFILE, quick(max_generations=5, checkpoint=path, resume=True, seed=3))
+        search(facts, budget, PROFILE, quick(max_generations=5, checkpoint=path, resume=True, seed=3))
 
 
 def test_resume_without_a_checkpoint_file_starts_afresh(tmp_path):
     path = str(tmp_path / "none.json")
-    r = search(cnn(), cnn_budget(), PROFILE, quick(max_generations=1, checkpoint=path, resume=True))
+    r = search(cnn_facts(), cnn_budget(), PROFILE, quick(max_generations=1, checkpoint=path, resume=True))
     assert r.generations == 1 and json.load(open(path))["generation"] == 1
 
 
 @pytest.mark.parametrize("mode", ["schedule", "allocation"])
 def test_ablations_fix_one_half(mode):
-    g, budget = cnn(), cnn_budget()
-    r = search(g, budget, PROFILE, quick(mode=mode, max_generations=2))
+    facts, budget = cnn_facts(), cnn_budget()
+    g = facts.graph
+    r = search(facts, budget, PROFILE, quick(mode=mode, max_generations=2))
     assert r.mode == mode and r.evaluations == 8 + 2 * 8
-    simple = simple_allocation(g, g.default_order(), budget)
+    simple = simple_allocation(facts, budget)
     for ind in r.population:
         if mode == "schedule":
             assert ind.allocation == simple
@@ -109,14 +125,14 @@ def test_ablations_fix_one_half(mode):
 
 
 def test_time_limit_stops_the_search():
-    r = search(lstm(), int(tight_budget(lstm()) * 1.5), PROFILE,
+    r = search(*lstm_tight(), PROFILE,
                quick(max_generations=None, time_limit_s=0.4, ideal=False))
     assert r.stopped == "time" and r.elapsed_s < 3 and r.ideal_time is None
     assert math.isfinite(r.best_time)
 
 
 def test_ctrl_c_returns_the_best_so_far(monkeypatch):
-    real_map = search_module.WorkerPool.map
+    real_map = search_module.ProcessWorkers.map
     calls = []
 
     def interrupted(self, fn, items, deadline=None):
@@ -125,28 +141,56 @@ def test_ctrl_c_returns_the_best_so_far(monkeypatch):
             raise KeyboardInterrupt
         return real_map(self, fn, items, deadline)
 
-    monkeypatch.setattr(search_module.WorkerPool, "map", interrupted)
-    r = search(cnn(), cnn_budget(), PROFILE, quick(max_generations=10))
+    monkeypatch.setattr(search_module.ProcessWorkers, "map", interrupted)
+    r = search(cnn_facts(), cnn_budget(), PROFILE, quick(max_generations=10))
     assert r.stopped == "interrupted" and r.generations == 1 and len(r.history) == 2
     assert math.isfinite(r.best_time) and len(r.population) == 8
 
 
 def test_progress_bar_shows_best_mean_worst(capsys):
-    search(cnn(), cnn_budget(), PROFILE, quick(max_generations=2, progress=True))
+    search(cnn_facts(), cnn_budget(), PROFILE, quick(max_generations=2, progress=True))
     err = capsys.readouterr().err
     assert "best" in err and "mean" in err and "worst" in err
 
 
 def test_result_history_files(tmp_path):
-    r = search(cnn(), cnn_budget(), PROFILE, quick(max_generations=1, ideal=False))
+    r = search(cnn_facts(), cnn_budget(), PROFILE, quick(max_generations=1, ideal=False))
     r.write_history(str(tmp_path / "h.csv"))
     assert len((tmp_path / "h.csv").read_text().splitlines()) == 3
 
 
 def test_budget_below_the_heaviest_operator_names_it():
-    g = cnn()
-    with pytest.raises(PlanError, match="no allocation can"):
-        search(g, 1024, PROFILE, quick())
+    """A search gets its budget from make_budget, which refuses one that no allocation can run."""
+    facts = cnn_facts()
+    heavy = facts.graph.nodes[facts.demand.heaviest_node]
+    with pytest.raises(PlanError, match=f"a budget of 1.0 KiB cannot run {re.escape(heavy.name)} \\({heavy.op}; .*the "
+                                        "smallest budget that runs this model is"):
+        make_budget(facts, 1024)
+
+
+def test_a_budget_below_the_minimal_allocation_finds_nothing_feasible():
+    """Handed a budget whose pool cannot hold the minimal allocation, the search runs and every
+    individual costs inf (nothing raises, nothing is planned over the budget)."""
+    facts = cnn_facts()
+    budget = Budget(facts.smallest_budget - 1, facts.scratch.bytes)
+    r = search(facts, budget, PROFILE, quick(max_generations=1, ideal=False))
+    assert r.initial_time is None and r.best_time == math.inf
+    assert all(i.time == math.inf for i in r.population)
+
+
+def test_the_search_plans_with_the_policy_it_is_given():
+    seen = []
+
+    def make(request):
+        seen.append(request.schedule)
+        return policy.get("swapadvisor").make(request)
+
+    mine = policy.Policy("test-search", "a test policy", make, searches=True)
+    facts, budget = cnn_facts(), cnn_budget()
+    r = search(facts, budget, PROFILE, quick(max_generations=1, ideal=False), policy=mine)
+    default = search(facts, budget, PROFILE, quick(max_generations=1, ideal=False))
+    assert len(seen) == r.evaluations == 16 and seen[0] == facts.order
+    same_result(r, default)
 
 
 def test_options_are_checked():
@@ -161,10 +205,12 @@ def test_options_are_checked():
 
 
 def test_default_order_and_simple_allocation_are_individual_zero():
-    g, budget = cnn(), cnn_budget()
-    r = search(g, budget, PROFILE, quick(max_generations=0))
+    facts, budget = cnn_facts(), cnn_budget()
+    g = facts.graph
+    r = search(facts, budget, PROFILE, quick(max_generations=0))
     assert r.generations == 0 and r.evaluations == 8
     assert r.initial_time is not None
-    simple = simple_allocation(g, g.default_order(), budget)
-    ev = search_module.Evaluator(g, PROFILE, budget)
+    simple = simple_allocation(facts, budget)
+    ev = search_module.Evaluator(facts, PROFILE, budget)
     assert r.initial_time == ev.time(np.arange(len(g.nodes)), simple)
+    assert r.ideal_time == search_module.ideal_time(facts, PROFILE, PROFILE.node_seconds(g))

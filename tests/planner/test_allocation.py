@@ -2,14 +2,14 @@ import numpy as np
 import pytest
 
 from allocator import aligned_bytes
-from planner.allocation import (check_budget, simple_allocation, size_demand, smallest_budget,
-                                unlimited_allocation)
-from planner.swap_planner import PlanError
+from planner.allocation import minimal_allocation, simple_allocation, unlimited_allocation
+from planner.budget import Budget, make_budget
+from planner.facts import GraphFacts
 
 
 def test_demand_counts(lstm_graph):
     g = lstm_graph
-    d = size_demand(g, g.default_order())
+    d = GraphFacts(g).demand
     assert np.array_equal(d.sizes, np.unique([t.nbytes for t in g.tensors]))
     assert (d.peak >= d.minimum).all() and (d.minimum >= 0).all()
     heavy = g.nodes[d.heaviest_node]
@@ -18,34 +18,45 @@ def test_demand_counts(lstm_graph):
 
 def test_simple_allocation_fits_and_holds_every_operator(lstm_graph):
     g = lstm_graph
-    order = g.default_order()
-    d = size_demand(g, order)
-    for budget in (smallest_budget(d), 2 * smallest_budget(d)):
-        a = simple_allocation(g, order, budget)
-        assert a.pool_bytes <= budget - d.scratch
+    facts = GraphFacts(g)
+    d = facts.demand
+    for device in (facts.smallest_budget, 2 * facts.smallest_budget):
+        budget = make_budget(facts, device)
+        a = simple_allocation(facts, budget)
+        assert a.pool_bytes <= budget.pool_bytes == device - facts.scratch.bytes
         per_class = np.zeros((d.per_node.shape[0], a.num_classes), dtype=np.int64)
         np.add.at(per_class.T, a.cls, d.per_node.T)     # objects of each class each node needs
         assert (a.cnt >= per_class.max(axis=0)).all()
-    u = unlimited_allocation(g, order)
+    u = unlimited_allocation(facts)
     assert (u.cnt == np.maximum(d.peak, 1)).all()
+    # a budget whose pool holds every size's peak gets the unlimited allocation's counts
+    a = simple_allocation(facts, Budget(u.pool_bytes + facts.scratch.bytes, facts.scratch.bytes))
+    assert a.cnt.tolist() == u.cnt.tolist() and a.cls.tolist() == u.cls.tolist()
 
 
-def test_too_small_a_budget_names_the_operator_and_the_smallest_budget(lstm_graph):
-    g = lstm_graph
-    d = size_demand(g, g.default_order())
-    with pytest.raises(PlanError, match=r"cannot run .* \(.*; its inputs and outputs alone need .*\); "
-                                        r"the smallest budget that runs this model is"):
-        check_budget(g, d, smallest_budget(d) - 1)
-    assert smallest_budget(d) <= int((aligned_bytes(d.sizes) * d.minimum).sum())
+def test_simple_allocation_below_the_per_size_minima_groups_sizes(lstm_graph):
+    """A pool too small for one class per size falls back to the minimal allocation's classes."""
+    facts = GraphFacts(lstm_graph)
+    d, m = facts.demand, facts.minimal_allocation
+    assert m.pool_bytes < int((aligned_bytes(d.sizes) * d.minimum).sum())
+    a = simple_allocation(facts, make_budget(facts, facts.smallest_budget))
+    assert a.cls.tolist() == m.cls.tolist() and (a.cnt >= m.cnt).all()
+    assert a.pool_bytes <= facts.smallest_budget - facts.scratch.bytes
+
+
+def test_the_minimal_allocation_is_below_one_class_per_size(lstm_graph):
+    facts = GraphFacts(lstm_graph)
+    d = facts.demand
+    assert facts.smallest_budget <= int((aligned_bytes(d.sizes) * d.minimum).sum()) + facts.scratch.bytes
 
 
 def test_minimal_allocation_is_the_cheapest_valid_grouping(lstm_graph):
     """Brute force over every monotone CLS (2^(S-1) of them) agrees with the dynamic program."""
     import itertools
     from allocator import Allocation
-    from planner.allocation import minimal_allocation
     g = lstm_graph
-    d = size_demand(g, g.default_order())
+    facts = GraphFacts(g)
+    d = facts.demand
     s = len(d.sizes)
     assert s <= 12
     best = None
@@ -55,12 +66,15 @@ def test_minimal_allocation_is_the_cheapest_valid_grouping(lstm_graph):
         b = Allocation(d.sizes, cls, cnt).pool_bytes
         best = b if best is None else min(best, b)
     m = minimal_allocation(d)
-    assert m.pool_bytes == best == smallest_budget(d) - d.scratch
+    assert m.pool_bytes == best == facts.smallest_budget - facts.scratch.bytes
+    assert m.to_dict() == facts.minimal_allocation.to_dict()
     # and the planner really runs at that budget, with the operator scratch after the objects
     from planner.swap_planner import plan
     from planner.verify import VerificationError, verify
-    program = plan(g, g.default_order(), m)
-    assert d.scratch > 0 and program.pool.scratch_bytes == d.scratch
-    verify(program, g, smallest_budget(d))
+    scratch = facts.scratch.bytes
+    program = plan(g, g.default_order(), m, scratch)
+    assert scratch > 0 and program.arena.scratch_bytes == scratch
+    assert program.arena.scratch_offset == m.pool_bytes
+    verify(program, g, facts.smallest_budget)
     with pytest.raises(VerificationError, match="over the budget"):
-        verify(program, g, smallest_budget(d) - 1)
+        verify(program, g, facts.smallest_budget - 1)

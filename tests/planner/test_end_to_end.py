@@ -9,8 +9,9 @@ from engine.backends.cpu import CpuBackend, EmulatedLink
 from engine.executor import ProgramExecutor
 from engine.liveness import peak_bytes
 from engine.training import Trainer
-from planner.allocation import size_demand, smallest_budget, unlimited_allocation
-from planner.baselines import make_program
+from planner.allocation import unlimited_allocation
+from planner.facts import GraphFacts
+from planner.policy import plan_with
 from planner.verify import verify
 
 LINK = EmulatedLink(h2d_bytes_per_s=20e9, d2h_bytes_per_s=20e9, duplex_bytes_per_s=32e9, latency_s=0)
@@ -20,8 +21,9 @@ FAMILIES = ["wresnet", "inception", "nasnet", "rnn", "brnn"]
 
 def budgets(g):
     """Five budgets from the smallest that runs to what the unlimited allocation uses."""
-    smallest = smallest_budget(size_demand(g, g.default_order()))
-    full = unlimited_allocation(g, g.default_order()).pool_bytes
+    facts = GraphFacts(g)
+    smallest = facts.smallest_budget
+    full = unlimited_allocation(facts).pool_bytes + facts.scratch.bytes
     return [int(b) for b in np.geomspace(smallest, full, 5)]
 
 
@@ -43,7 +45,7 @@ def test_smallest_budget_is_below_a_quarter_of_the_peak(model):
 def test_bit_identical_at_every_budget(model, policy):
     name, g, ref_state = model
     for i, budget in enumerate(budgets(g)):
-        program = make_program(policy, g, budget)
+        program = plan_with(policy, g, budget)
         verify(program, g, budget)
         backend = CpuBackend(LINK, sanitize=True, seed=i, jitter_s=2e-4)
         try:

@@ -5,7 +5,7 @@ import pytest
 
 from engine.ir import Graph
 from engine.profile import Link, Profile
-from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Instr, Pool, Program
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
 from planner.simulate import simulate
 
 MB = 1_000_000
@@ -17,8 +17,8 @@ def toy(instrs):
     x = g.input("x", (MB // 4,))
     g.apply("relu", [x], name="r0")
     g.apply("relu", [x], name="r1")
-    pool = Pool(*(np.zeros(0, np.int64) for _ in range(3)), 0, *(np.zeros(0, np.int64) for _ in range(3)))
-    return g, Program("toy", [0, 1], pool, instrs, {})
+    arena = Arena(np.zeros(0, np.int64), np.zeros(0, np.int64), 0)
+    return g, Program("toy", [0, 1], arena, instrs, {})
 
 
 PROFILE = Profile("toy", Link(h2d_bytes_per_s=1 * MB, d2h_bytes_per_s=1 * MB, duplex_bytes_per_s=1.5 * MB,

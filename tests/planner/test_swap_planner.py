@@ -5,15 +5,20 @@ from allocator import Allocation
 from engine.ir import Graph, Kind
 from engine.program import SWAP_IN, SWAP_OUT
 from engine.schedules import random_order
-from planner.allocation import simple_allocation, size_demand, smallest_budget, unlimited_allocation
-from planner.swap_planner import PlanError, PlanOptions, plan
+from planner.allocation import simple_allocation, unlimited_allocation
+from planner.budget import make_budget
+from planner.errors import PlanError
+from planner.facts import GraphFacts
+from planner.swap_planner import PlanOptions, plan
 from planner.verify import verify
 
 
 def test_unlimited_allocation_never_evicts(lstm_graph):
     g = lstm_graph
-    p = plan(g, g.default_order(), unlimited_allocation(g, g.default_order()))
+    facts = GraphFacts(g)
+    p = plan(g, g.default_order(), unlimited_allocation(facts), facts.scratch.bytes)
     verify(p, g)
+    assert p.arena.scratch_bytes == facts.scratch.bytes
     assert p.count(SWAP_OUT) == 0
     swapped_in = {ins.target for ins in p.instrs if ins.kind == SWAP_IN}
     assert swapped_in == set(g.leaves(Kind.INPUT, Kind.LABEL))
@@ -24,7 +29,7 @@ def test_tight_budget_swaps_and_keeps_the_double_pass_fixed_point(lstm_graph, ti
     g = lstm_graph
     p, budget = tight_program
     verify(p, g, budget)          # includes: resident state ends in its home object
-    assert p.count(SWAP_OUT) > 0 and p.pool.arena_bytes <= budget
+    assert p.count(SWAP_OUT) > 0 and p.arena.arena_bytes <= budget
     # a parameter that is not resident at the start has a current host copy: evicting it
     # before its update never copies it out
     params = set(g.leaves(Kind.PARAMETER)) - set(p.initial_resident)
@@ -36,11 +41,12 @@ def test_random_schedules_and_budgets_give_verified_programs(lstm_graph, seed):
     g = lstm_graph
     rng = np.random.default_rng(seed)
     order = random_order(g, rng)
-    smallest = smallest_budget(size_demand(g, order))
-    budget = int(smallest * rng.uniform(1.0, 2.0))
+    facts = GraphFacts(g, order)
+    budget = make_budget(facts, int(facts.smallest_budget * rng.uniform(1.0, 2.0)))
     for victim in ("belady", "lru"):
-        p = plan(g, order, simple_allocation(g, order, budget), options=PlanOptions(victim=victim))
-        verify(p, g, budget)
+        p = plan(g, order, simple_allocation(facts, budget), budget.scratch_bytes, options=PlanOptions(victim=victim))
+        assert p.schedule == order
+        verify(p, g, budget.device_bytes)
 
 
 def test_swap_in_waits_only_for_its_object_and_host_copy(tight_program):
@@ -78,7 +84,7 @@ def fan_graph():
 def test_victim_policies(victim, expected):
     g = fan_graph()
     alloc = Allocation(np.array([1024]), np.array([0]), np.array([3]))
-    p = plan(g, g.default_order(), alloc, options=PlanOptions(victim=victim, threshold_s=0.0))
+    p = plan(g, g.default_order(), alloc, 0, options=PlanOptions(victim=victim, threshold_s=0.0))
     verify(p, g)
     evicted = [g.tensors[i.target].name for i in p.instrs if i.kind == SWAP_OUT]
     assert evicted[0] == expected
@@ -89,4 +95,22 @@ def test_an_operator_that_cannot_fit_is_named():
     alloc = Allocation(np.array([1024]), np.array([0]), np.array([1]))
     with pytest.raises(PlanError, match=r"operator 'r0' \(relu\) needs 2 objects of size class 0 at once; "
                                         r"the allocation has 1"):
-        plan(g, g.default_order(), alloc)
+        plan(g, g.default_order(), alloc, 0)
+
+
+def test_the_arena_records_its_objects_scratch_and_allocator():
+    g, _ = chain_graph(3)
+    alloc = Allocation(np.array([1024]), np.array([0]), np.array([2]))
+    p = plan(g, g.default_order(), alloc, 512)
+    a = p.arena
+    assert a.object_offset.tolist() == [0, 1024] and a.object_bytes.tolist() == [1024, 1024]
+    assert (a.arena_bytes, a.scratch_bytes, a.scratch_offset) == (2048 + 512, 512, 2048)
+    assert a.allocator == {"name": "size_classes", **alloc.to_dict()}
+    verify(p, g, 2048 + 512)
+
+
+def test_an_allocation_without_a_tensor_size_is_a_plan_error():
+    g, _ = chain_graph(2)
+    alloc = Allocation(np.array([512]), np.array([0]), np.array([4]))
+    with pytest.raises(PlanError, match="the allocation has no size class for tensors of 1024 bytes"):
+        plan(g, g.default_order(), alloc, 0)

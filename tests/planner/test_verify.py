@@ -3,8 +3,11 @@ import copy
 import numpy as np
 import pytest
 
-from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
-from planner.verify import VerificationError, verify
+from engine.errors import EngineError
+from engine.ir import Graph
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
+from planner.facts import GraphFacts
+from planner.verify import VerificationError, sharing_objects, verify
 
 
 def test_planned_program_verifies(lstm_graph, tight_program):
@@ -34,13 +37,15 @@ def test_rejects_two_live_tensors_in_one_object(lstm_graph, tight_program):
             continue
         node = g.nodes[ins.target]
         out_obj = ins.objects[len(node.inputs)]
-        same_class = [o for o in ins.objects[:len(node.inputs)]
-                      if p.pool.object_class[o] == p.pool.object_class[out_obj] and o != out_obj]
-        if same_class:
+        same_size = [o for o in ins.objects[:len(node.inputs)]
+                     if p.arena.object_bytes[o] == p.arena.object_bytes[out_obj] and o != out_obj]
+        if same_size:
             objs = list(ins.objects)
-            objs[len(node.inputs)] = same_class[0]
+            objs[len(node.inputs)] = same_size[0]
             ins.objects = tuple(objs)
             break
+    else:
+        pytest.fail("no compute with an input object the size of its output's")
     with pytest.raises(VerificationError, match="two live tensors in one object|does not allow"):
         verify(p, g)
 
@@ -63,30 +68,40 @@ def test_rejects_a_swap_in_before_its_swap_out(lstm_graph, tight_program):
         verify(p, lstm_graph)
 
 
-def test_rejects_an_over_full_class(lstm_graph, tight_program):
+def test_rejects_a_tensor_in_an_object_too_small_for_it(lstm_graph, tight_program):
     p = copy.deepcopy(tight_program[0])
-    pool = p.pool
-    k = 0
-    extra_offset = pool.arena_bytes
-    pool.object_offset = np.append(pool.object_offset, extra_offset)
-    pool.object_bytes = np.append(pool.object_bytes, pool.object_bytes[pool.object_class == k][0])
-    pool.object_class = np.append(pool.object_class, k)
-    pool.arena_bytes += int(pool.object_bytes[-1])
-    with pytest.raises(VerificationError, match=r"size class 0 has \d+ objects but its count is \d+ \(over-full class\)"):
+    g = lstm_graph
+    i = first(p, lambda i, ins: ins.kind == SWAP_IN)
+    t, o = p.instrs[i].target, p.instrs[i].obj
+    size = g.tensors[t].nbytes
+    p.arena.object_bytes = p.arena.object_bytes.copy()
+    p.arena.object_bytes[o] = size - 1
+    with pytest.raises(VerificationError, match=rf"places '{g.tensors[t].name}' \({size} bytes\) in object {o} "
+                                                rf"of {size - 1} bytes"):
+        verify(p, g)
+
+
+def test_rejects_an_object_that_does_not_exist(lstm_graph, tight_program):
+    p = copy.deepcopy(tight_program[0])
+    i = first(p, lambda i, ins: ins.kind == SWAP_IN)
+    p.instrs[i].obj = p.arena.num_objects
+    with pytest.raises(VerificationError, match=f"in object {p.arena.num_objects}, which does not exist"):
         verify(p, lstm_graph)
 
 
 def test_rejects_an_arena_over_budget(lstm_graph, tight_program):
     program, budget = tight_program
     with pytest.raises(VerificationError, match="over the budget"):
-        verify(program, lstm_graph, budget=program.pool.arena_bytes - 1)
+        verify(program, lstm_graph, device_bytes=program.arena.arena_bytes - 1)
+    verify(program, lstm_graph, device_bytes=program.arena.arena_bytes)
 
 
 def test_rejects_too_little_operator_scratch(lstm_graph, tight_program):
     p = copy.deepcopy(tight_program[0])
-    need, nid = lstm_graph.scratch_bytes()
-    assert need > 0 and p.pool.scratch_bytes >= need
-    p.pool.scratch_bytes = need - 1
+    scratch = GraphFacts(lstm_graph).scratch
+    need, nid = scratch.bytes, scratch.node
+    assert need > 0 and p.arena.scratch_bytes >= need
+    p.arena.scratch_bytes = need - 1
     with pytest.raises(VerificationError, match=f"reserves {need - 1} bytes of operator scratch but "
                                                 f"'{lstm_graph.nodes[nid].name}' .* needs {need}"):
         verify(p, lstm_graph)
@@ -94,9 +109,9 @@ def test_rejects_too_little_operator_scratch(lstm_graph, tight_program):
 
 def test_rejects_an_object_inside_the_scratch_region(lstm_graph, tight_program):
     p = copy.deepcopy(tight_program[0])
-    last = int(np.argmax(p.pool.object_offset))
-    p.pool.object_offset = p.pool.object_offset.copy()
-    p.pool.object_offset[last] += 256         # its tail now overlaps the scratch after it
+    last = int(np.argmax(p.arena.object_offset))
+    p.arena.object_offset = p.arena.object_offset.copy()
+    p.arena.object_offset[last] += 256         # its tail now overlaps the scratch after it
     with pytest.raises(VerificationError, match="lies outside the arena or in its scratch region"):
         verify(p, lstm_graph)
 
@@ -112,3 +127,97 @@ def test_rejects_lost_state(lstm_graph, tight_program):
         ins.deps = [d - (d > i) for d in ins.deps if d != i]
     with pytest.raises(VerificationError, match="would lose it|neither kept resident"):
         verify(p, g)
+
+
+# ---------------------------------------------------------------- objects that share bytes
+KIB = 1024
+
+
+def two_input_graph():
+    """x -> a = relu(x); out = add(a, y): three 1 KiB tensors live at ``out``."""
+    g = Graph("shared")
+    x = g.input("x", (256,))
+    y = g.input("y", (256,))
+    (a,) = g.apply("relu", [x], name="a")
+    g.apply("add", [a, y], name="out")
+    return g
+
+
+def arena(*ranges):
+    """Objects at the given (offset, bytes), no scratch, the arena just large enough."""
+    off = np.array([r[0] for r in ranges], np.int64)
+    size = np.array([r[1] for r in ranges], np.int64)
+    return Arena(off, size, int((off + size).max()), 0, {"name": "test"})
+
+
+# Objects 0, 1, 2, 4 are disjoint 1 KiB ranges; object 3 straddles objects 0 and 1.
+SHARED = [(0, KIB), (KIB, KIB), (2 * KIB, KIB), (KIB // 2, KIB), (3 * KIB, KIB)]
+
+
+def shared_program(a_obj=2, y_deps=(1,)):
+    """x swapped into object 0; a = relu(x) into ``a_obj``; y swapped into object 3 (which shares
+    bytes with objects 0 and 1) after ``y_deps``; out = add(a, y) into object 4."""
+    g = two_input_graph()
+    instrs = [Instr(SWAP_IN, 0, 0),
+              Instr(COMPUTE, 0, objects=(0, a_obj), deps=[0]),
+              Instr(SWAP_IN, 1, 3, deps=list(y_deps)),
+              Instr(COMPUTE, 1, objects=(a_obj, 3, 4), deps=[2])]
+    return g, Program(g.name, [0, 1], arena(*SHARED), instrs, {})
+
+
+def test_sharing_objects_lists_the_byte_ranges_that_meet():
+    assert sharing_objects(arena(*SHARED)) == [[3], [3], [], [0, 1], []]
+    # touching ranges share nothing; an empty object shares nothing
+    assert sharing_objects(arena((0, KIB), (KIB, KIB), (KIB // 2, 0))) == [[], [], []]
+
+
+def test_objects_sharing_bytes_used_one_after_the_other_verify():
+    g, p = shared_program()
+    verify(p, g)
+    verify(p, g, device_bytes=4 * KIB)
+    # the swap-in into object 3 must wait for the compute that last read object 0's bytes
+    g, p = shared_program(y_deps=())
+    with pytest.raises(VerificationError, match=r"instruction 2 \(swap_in 'y'\) may overwrite object 3, which "
+                                                r"shares bytes with object 0, while instruction 1 \(compute 'a'\) "
+                                                r"still uses 'x' there: no edge orders them"):
+        verify(p, g)
+
+
+def test_rejects_two_live_tensors_in_objects_that_share_bytes():
+    # a lives in object 1 while y is swapped into object 3, which shares bytes with it
+    g, p = shared_program(a_obj=1)
+    with pytest.raises(VerificationError, match=r"reads 'a' from object 1, which holds nothing .*two live "
+                                                r"tensors in one object"):
+        verify(p, g)
+    # the same program with the objects apart verifies
+    p.arena = arena((0, KIB), (KIB, KIB), (2 * KIB, KIB), (4 * KIB, KIB), (3 * KIB, KIB))
+    verify(p, g)
+
+
+def test_rejects_initial_residents_in_objects_that_share_bytes(lstm_graph):
+    from planner.policy import unlimited_program
+    p = unlimited_program(lstm_graph)
+    verify(p, lstm_graph)
+    (t0, o0), (t1, o1) = list(p.initial_resident.items())[:2]
+    p.arena.object_offset = p.arena.object_offset.copy()
+    p.arena.object_offset[o1] = p.arena.object_offset[o0]
+    p.arena.object_bytes = p.arena.object_bytes.copy()
+    p.arena.object_bytes[o1] = max(p.arena.object_bytes[o1], p.arena.object_bytes[o0])
+    with pytest.raises(VerificationError, match=f"both start in object {o1} \\(which shares bytes with object {o0}\\)"):
+        verify(p, lstm_graph)
+
+
+def test_rejects_an_output_over_bytes_its_input_still_occupies():
+    """An operator reads its inputs while it writes its outputs: an output may share an input's
+    memory only as the operator's declared in-place output in the very same object."""
+    g = two_input_graph()
+    instrs = [Instr(SWAP_IN, 0, 0), Instr(COMPUTE, 0, objects=(0, 3), deps=[0]),
+              Instr(SWAP_IN, 1, 2), Instr(COMPUTE, 1, objects=(3, 2, 4), deps=[2])]
+    p = Program(g.name, [0, 1], arena(*SHARED), instrs, {})
+    with pytest.raises(VerificationError, match=r"writes output 'a' into object 3, which shares bytes with "
+                                                r"object 0 holding its input 'x'"):
+        verify(p, g)
+
+
+def test_verification_error_is_an_engine_error():
+    assert issubclass(VerificationError, EngineError) and issubclass(VerificationError, ValueError)

@@ -1,0 +1,61 @@
+"""Tests for planner/budget.py: the device budget split once into operator scratch and the pool,
+and the one refusal of a budget too small to run."""
+import dataclasses
+
+import pytest
+
+from engine.errors import EngineError
+from engine.ir import Graph
+from engine.units import format_bytes
+from planner.budget import Budget, make_budget
+from planner.errors import PlanError
+from planner.facts import GraphFacts
+
+
+def test_the_budget_is_scratch_plus_pool(lstm_graph):
+    f = GraphFacts(lstm_graph)
+    for device in (f.smallest_budget, 3 * f.smallest_budget + 7):
+        b = make_budget(f, device)
+        assert b == Budget(device, f.scratch.bytes)
+        assert b.scratch_bytes > 0 and b.pool_bytes == device - f.scratch.bytes
+    assert make_budget(f, f.smallest_budget).pool_bytes == f.minimal_allocation.pool_bytes
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        b.device_bytes = 1
+
+
+def test_too_small_a_budget_names_the_operator_and_the_smallest_budget(lstm_graph):
+    g = lstm_graph
+    f = GraphFacts(g)
+    d, need = f.demand, f.smallest_budget
+    node = g.nodes[d.heaviest_node]
+    with pytest.raises(PlanError) as e:
+        make_budget(f, need - 1)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg == (f"a budget of {format_bytes(need - 1)} cannot run {node.name} ({node.op}; its inputs and "
+                   f"outputs alone need {format_bytes(d.heaviest_bytes)}, plus {format_bytes(f.scratch.bytes)} "
+                   f"of operator scratch); the smallest budget that runs this model is {format_bytes(need)}")
+    heavy = sum(g.tensors[t].nbytes for t in dict.fromkeys(node.inputs + node.outputs))
+    assert d.heaviest_bytes == heavy
+    with pytest.raises(PlanError, match="the smallest budget that runs this model is"):
+        make_budget(f, 0)
+
+
+def test_without_operator_scratch_the_message_does_not_mention_it():
+    g = Graph("chain")
+    x = g.input("x", (256,))
+    (y,) = g.apply("relu", [x], name="r0")
+    g.apply("relu", [y], name="r1")
+    f = GraphFacts(g)
+    assert make_budget(f, 2048) == Budget(2048, 0)
+    with pytest.raises(PlanError, match=r"^a budget of 1000 B cannot run r0 \(relu; its inputs and outputs alone "
+                                        r"need 2.0 KiB\); the smallest budget that runs this model is 2.0 KiB$"):
+        make_budget(f, 1000)
+    with pytest.raises(PlanError, match="cannot run r0"):
+        make_budget(f, 2047)
+
+
+def test_plan_error_is_an_engine_error_and_a_value_error():
+    assert issubclass(PlanError, EngineError) and issubclass(PlanError, ValueError)
+    import planner.swap_planner
+    assert planner.swap_planner.PlanError is PlanError
