@@ -10,9 +10,9 @@ need more memory for nothing. The genetic search (ga/context.py) keeps them too.
 from __future__ import annotations
 
 import heapq
+from typing import Any, Callable, Sequence
 
 import numpy as np
-
 
 from .inplace import in_place_pairs
 from .ir import Graph, GraphError
@@ -37,7 +37,9 @@ def schedule_successors(g: Graph) -> list[list[int]]:
     return successors
 
 
-def _in_degrees(successors: list[list[int]]) -> list[int]:
+def in_degrees(successors: Sequence[Sequence[int]]) -> list[int]:
+    """Per node, how many successor lists name it (its predecessors, when each list names a
+    successor once)."""
     indeg = [0] * len(successors)
     for succ in successors:
         for s in succ:
@@ -45,7 +47,33 @@ def _in_degrees(successors: list[list[int]]) -> list[int]:
     return indeg
 
 
-def _complete(g: Graph, order: list[int]) -> list[int]:
+def kahn_order(successors: Sequence[Sequence[int]], pending: list[int], push: Callable[[int], Any],
+               pop: Callable[[], int]) -> list[int]:
+    """Kahn's algorithm over successor lists, the ready set the caller's: every node whose
+    ``pending`` count (its unrun predecessors; consumed) is 0 is ``push``ed, in ascending order
+    at first, then as its last predecessor runs; ``pop`` removes and returns the node to run
+    next. The order misses some nodes exactly when the edges have a cycle."""
+    ready = 0
+    for n, d in enumerate(pending):
+        if d == 0:
+            push(n)
+            ready += 1
+    order = []
+    while ready:
+        n = pop()
+        ready -= 1
+        order.append(n)
+        for s in successors[n]:
+            pending[s] -= 1
+            if pending[s] == 0:
+                push(s)
+                ready += 1
+    return order
+
+
+def _schedule(g: Graph, push, pop) -> list[int]:
+    succ = schedule_successors(g)
+    order = kahn_order(succ, in_degrees(succ), push, pop)
     if len(order) != len(g.nodes):
         raise GraphError("the write-after-read edges of in-place updates form a cycle with the data edges")
     return order
@@ -53,34 +81,16 @@ def _complete(g: Graph, order: list[int]) -> list[int]:
 
 def random_order(g: Graph, rng: np.random.Generator) -> list[int]:
     """A uniformly random choice among ready nodes at every step: a random topological order."""
-    succ = schedule_successors(g)
-    indeg = _in_degrees(succ)
-    ready = [n for n, d in enumerate(indeg) if d == 0]
-    order = []
-    while ready:
+    ready: list[int] = []
+
+    def pop() -> int:
         i = int(rng.integers(len(ready)))
         ready[i], ready[-1] = ready[-1], ready[i]
-        n = ready.pop()
-        order.append(n)
-        for s in succ[n]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                ready.append(s)
-    return _complete(g, order)
+        return ready.pop()
+    return _schedule(g, ready.append, pop)
 
 
 def priority_order(g: Graph, priority) -> list[int]:
     """The topological order that always runs the ready node of smallest ``priority[node]``."""
-    succ = schedule_successors(g)
-    indeg = _in_degrees(succ)
-    heap = [(priority[n], n) for n in range(len(g.nodes)) if indeg[n] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, n = heapq.heappop(heap)
-        order.append(n)
-        for s in succ[n]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                heapq.heappush(heap, (priority[s], s))
-    return _complete(g, order)
+    heap: list[tuple[Any, int]] = []
+    return _schedule(g, lambda n: heapq.heappush(heap, (priority[n], n)), lambda: heapq.heappop(heap)[1])

@@ -29,7 +29,7 @@ import numpy as np
 
 from allocator import aligned_bytes
 from engine.ir import Graph
-from engine.schedules import schedule_successors
+from engine.schedules import in_degrees, schedule_successors
 from planner.facts import GraphFacts
 
 
@@ -59,10 +59,7 @@ class GraphContext:
         g = facts.graph
         n = len(g.nodes)
         successors = schedule_successors(g)
-        pred_count = [0] * n
-        for succ in successors:
-            for s in succ:
-                pred_count[s] += 1
+        pred_count = in_degrees(successors)
         demand = facts.demand
         node_rows = np.unique(np.asarray(demand.per_node, dtype=np.int32).reshape(n, len(demand.sizes)), axis=0)
         if node_rows.shape[0] == 0:
@@ -86,10 +83,7 @@ class GraphContext:
         for u, v in edges:
             if v not in successors[u]:
                 successors[u].append(v)
-        pred_count = [0] * num_nodes
-        for succ in successors:
-            for v in succ:
-                pred_count[v] += 1
+        pred_count = in_degrees(successors)
         sizes = np.asarray(sizes, dtype=np.int64)
         rows = (np.zeros((1, sizes.size), dtype=np.int32) if node_rows is None
                 else np.asarray(node_rows, dtype=np.int32).reshape(-1, sizes.size))

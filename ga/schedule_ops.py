@@ -11,15 +11,17 @@ A schedule is a topological order of the graph's nodes, held as an int32 numpy a
   comes earliest in the input schedule. With ``prob = 0`` it returns the input unchanged;
   with ``prob = 1`` it draws a random topological order (``random_schedule``).
 
-Both run in O(n log n) on plain lists (a heap keyed by position in the parent, with lazy
-deletion, and a swap-remove list for uniform choice), from the ``GraphContext``'s
-predecessor counts and successor lists.
+Both run in O(n log n) on plain lists: ``mutate`` is ``engine.schedules.kahn_order`` over the
+``GraphContext``'s successor lists and predecessor counts, its ready set a heap keyed by
+position in the parent (with lazy deletion) beside a swap-remove list for uniform choice.
 """
 from __future__ import annotations
 
 import heapq
 
 import numpy as np
+
+from engine.schedules import kahn_order
 
 from .context import GraphContext
 
@@ -63,22 +65,23 @@ def mutate(ctx: GraphContext, schedule, prob: float, rng: np.random.Generator) -
     rank_of[parent] = np.arange(n)
     rank = rank_of.tolist()
     node_at = parent.tolist()
-    pending = list(ctx.pred_count)
-    successors = ctx.successors
     flips = (rng.random(n) < prob).tolist()
     picks = rng.random(n).tolist()
-    ready = list(ctx.sources)                 # uniform choice: swap-remove by slot
+    steps = zip(flips, picks)
+    ready: list[int] = []                     # uniform choice: swap-remove by slot
     slot = [-1] * n
-    for i, v in enumerate(ready):
-        slot[v] = i
-    heap = [rank[v] for v in ready]           # earliest in parent: ranks, lazily deleted
-    heapq.heapify(heap)
+    heap: list[int] = []                      # earliest in parent: ranks, lazily deleted
     done = [False] * n
-    out = []
-    append = out.append
-    for step in range(n):
-        if flips[step]:
-            v = ready[int(picks[step] * len(ready))]
+
+    def push(v: int) -> None:
+        slot[v] = len(ready)
+        ready.append(v)
+        heapq.heappush(heap, rank[v])
+
+    def pop() -> int:
+        flip, pick = next(steps)
+        if flip:
+            v = ready[int(pick * len(ready))]
         else:
             v = node_at[heapq.heappop(heap)]
             while done[v]:
@@ -88,14 +91,8 @@ def mutate(ctx: GraphContext, schedule, prob: float, rng: np.random.Generator) -
             ready[i] = last
             slot[last] = i
         done[v] = True
-        append(v)
-        for s in successors[v]:
-            pending[s] -= 1
-            if pending[s] == 0:
-                slot[s] = len(ready)
-                ready.append(s)
-                heapq.heappush(heap, rank[s])
-    return np.asarray(out, dtype=np.int32)
+        return v
+    return np.asarray(kahn_order(ctx.successors, list(ctx.pred_count), push, pop), dtype=np.int32)
 
 
 def random_schedule(ctx: GraphContext, rng: np.random.Generator) -> np.ndarray:
