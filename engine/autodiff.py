@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from ops import registry as op_registry
 from ops.registry import OpError
 
+from .graph_check import validate
 from .ir import Graph, GraphError, Kind
 
 
@@ -116,5 +117,5 @@ def build_training_graph(g: Graph, loss: int, sgd: SGD = SGD()) -> Graph:
         m = g.state(f"{name}.momentum", g.shape(p), g.dtype(p), init="zeros")
         g.apply("sgd_update", [p, gp, m], name=f"{name}.update",
                 lr=sgd.lr, momentum=sgd.momentum, weight_decay=sgd.weight_decay)
-    g.validate()
+    validate(g)
     return g

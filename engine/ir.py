@@ -10,6 +10,9 @@ The graph is in SSA form: every tensor has at most one producer. State that
 persists across iterations (parameters, optimizer state, running statistics)
 is a leaf tensor whose next value is another tensor, produced by an operator
 that declares it (``Op.state_outputs``); ``Graph.state_pairs`` lists the pairs.
+
+``Graph`` builds and answers queries; checking a whole graph or a schedule is
+``engine.graph_check``, files, fingerprints and networkx are ``engine.graph_io``.
 """
 from __future__ import annotations
 
@@ -164,10 +167,7 @@ class Graph:
             for t in inputs:
                 if not 0 <= t < len(self.tensors):
                     raise OpError(f"input {t} is not a tensor of this graph")
-            if decl.arity is not None and len(inputs) != decl.arity:
-                raise OpError(f"takes {decl.arity} inputs, got {len(inputs)}")
-            if decl.arity is None and not inputs:
-                raise OpError("takes at least one input, got none")
+            decl.check_arity(len(inputs))
             attrs = decl.canon(attrs)
             specs = decl.infer(attrs, [self.tensors[t] for t in inputs])
         except OpError as e:
@@ -198,6 +198,27 @@ class Graph:
 
     def set_loss(self, t: int) -> None:
         self.loss = int(t)
+
+    # ------------------------------------------------------------------ restoring (engine.graph_io)
+    def restore_tensor(self, name: str, shape: Sequence[int], dtype, kind: Kind, init: str | None = None) -> int:
+        """Add a tensor exactly as described (no scope prefix), for graphs read back from a file."""
+        return self._new_tensor(name, shape, dtype, kind, init)
+
+    def restore_node(self, name: str, op: str, attrs: dict[str, Any], inputs: Iterable[int],
+                     outputs: Iterable[int]) -> int:
+        """Add a node exactly as described, for graphs read back from a file: no shape rule runs
+        and ids outside the graph are kept, for ``graph_check.validate`` to report."""
+        nid = len(self.nodes)
+        node = Node(nid, name, op, attrs, tuple(inputs), tuple(outputs))
+        self.nodes.append(node)
+        self._node_names[name] = nid
+        for t in node.outputs:
+            if 0 <= t < len(self.tensors):
+                self.producer[t] = nid
+        for t in dict.fromkeys(node.inputs):
+            if 0 <= t < len(self.tensors):
+                self.users[t].append(nid)
+        return nid
 
     # ------------------------------------------------------------------ queries
     def shape(self, t: int) -> tuple[int, ...]:
@@ -234,23 +255,6 @@ class Graph:
         """Insertion order, which is topological for graphs built with ``apply``."""
         return list(range(len(self.nodes)))
 
-    def to_networkx(self):
-        """A networkx DiGraph over node ids; edges carry the tensor ids that flow along them."""
-        import networkx as nx
-
-        dg = nx.DiGraph()
-        for n in self.nodes:
-            dg.add_node(n.id, name=n.name, op=n.op)
-        for n in self.nodes:
-            for t in n.inputs:
-                p = self.producer[t]
-                if p >= 0:
-                    if dg.has_edge(p, n.id):
-                        dg.edges[p, n.id]["tensors"].append(t)
-                    else:
-                        dg.add_edge(p, n.id, tensors=[t])
-        return dg
-
     def summary(self) -> Summary:
         by_kind: dict[str, int] = {k.name.lower(): 0 for k in Kind}
         for t in self.tensors:
@@ -283,83 +287,6 @@ class Graph:
             lines.append(f"  ... {len(self.nodes) - limit} more nodes")
         return "\n".join(lines)
 
-    # ------------------------------------------------------------------ checking
-    def validate(self) -> None:
-        """Check the whole graph: known operators, one producer per tensor, consistent shapes,
-        no cycles, state pairs well formed. Raises GraphError naming the first bad node."""
-        producer = [-1] * len(self.tensors)
-        for n in self.nodes:
-            try:
-                decl = op_registry.get(n.op)
-            except OpError as e:
-                raise GraphError(f"node '{n.name}': {e}") from None
-            for t in n.inputs + n.outputs:
-                if not 0 <= t < len(self.tensors):
-                    raise GraphError(f"node '{n.name}' ({n.op}): tensor id {t} does not exist")
-            for t in n.outputs:
-                if producer[t] != -1:
-                    raise GraphError(f"node '{n.name}' ({n.op}): tensor '{self.tensors[t].name}' "
-                                     f"is also produced by '{self.nodes[producer[t]].name}'")
-                producer[t] = n.id
-            try:
-                if decl.arity is not None and len(n.inputs) != decl.arity:
-                    raise OpError(f"takes {decl.arity} inputs, got {len(n.inputs)}")
-                specs = decl.infer(n.attrs, [self.tensors[t] for t in n.inputs])
-            except OpError as e:
-                raise GraphError(f"node '{n.name}' ({n.op}): {e}") from None
-            if len(specs) != len(n.outputs):
-                raise GraphError(f"node '{n.name}' ({n.op}): has {len(n.outputs)} outputs, "
-                                 f"its operator makes {len(specs)}")
-            for (shape, dtype), t in zip(specs, n.outputs):
-                x = self.tensors[t]
-                if tuple(shape) != x.shape or np.dtype(dtype) != x.dtype:
-                    raise GraphError(f"node '{n.name}' ({n.op}): output '{x.name}' is declared "
-                                     f"{x.shape} {x.dtype} but the shape rule gives {tuple(shape)} "
-                                     f"{np.dtype(dtype)}")
-        for t in self.tensors:
-            if producer[t.id] == -1 and t.kind not in LEAF_KINDS:
-                raise GraphError(f"tensor '{t.name}' ({t.kind.name.lower()}) has no producer")
-        self._check_acyclic(producer)
-        for cur, nxt in self.state_pairs:
-            a, b = self.tensors[cur], self.tensors[nxt]
-            if a.shape != b.shape or a.dtype != b.dtype:
-                raise GraphError(f"state '{a.name}' {a.shape} and its next value '{b.name}' {b.shape} differ")
-        if self.loss is not None and self.tensors[self.loss].shape != ():
-            raise GraphError(f"loss '{self.tensors[self.loss].name}' is not a scalar")
-
-    def _check_acyclic(self, producer) -> None:
-        indeg = [0] * len(self.nodes)
-        succ: list[list[int]] = [[] for _ in self.nodes]
-        for n in self.nodes:
-            for p in dict.fromkeys(producer[t] for t in n.inputs):
-                if p >= 0:
-                    indeg[n.id] += 1
-                    succ[p].append(n.id)
-        ready = [i for i, d in enumerate(indeg) if d == 0]
-        seen = 0
-        while ready:
-            i = ready.pop()
-            seen += 1
-            for s in succ[i]:
-                indeg[s] -= 1
-                if indeg[s] == 0:
-                    ready.append(s)
-        if seen != len(self.nodes):
-            stuck = next(i for i, d in enumerate(indeg) if d > 0)
-            raise GraphError(f"node '{self.nodes[stuck].name}' ({self.nodes[stuck].op}) is on a cycle")
-
-    def check_order(self, order: Sequence[int]) -> None:
-        """Raise GraphError unless ``order`` lists every node once, each after its inputs' producers."""
-        if len(order) != len(self.nodes) or set(order) != set(range(len(self.nodes))):
-            raise GraphError("schedule must list every node exactly once")
-        done = np.zeros(len(self.nodes), dtype=bool)
-        for nid in order:
-            for p in self.predecessors(nid):
-                if not done[p]:
-                    raise GraphError(f"schedule runs node '{self.nodes[nid].name}' before its input's "
-                                     f"producer '{self.nodes[p].name}'")
-            done[nid] = True
-
     def scratch_bytes(self) -> tuple[int, int]:
         """(bytes, node id): the most device scratch any one operator declares
         (``Op.workspace``, e.g. split-K partial sums) and the node needing it (-1 if none).
@@ -377,72 +304,3 @@ class Graph:
                 best = (int(need), n.id)
         self._scratch = (size, best)
         return best
-
-    def fingerprint(self) -> str:
-        """A short hash of the structure (operators, attributes, edges, shapes, dtypes, kinds),
-        so that a plan or profile made for one graph is not applied to another. Cached: graphs
-        only grow, so the node and tensor counts tell whether it is still current."""
-        import hashlib
-        import json
-
-        size = (len(self.nodes), len(self.tensors), len(self.state_pairs), self.loss)
-        if getattr(self, "_fingerprint", (None,))[0] == size:
-            return self._fingerprint[1]
-        d = self.to_dict()
-        for t in d["tensors"]:
-            del t["name"]
-        for n in d["nodes"]:
-            del n["name"]
-        del d["name"]
-        self._fingerprint = (size, hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16])
-        return self._fingerprint[1]
-
-    # ------------------------------------------------------------------ serialization
-    def to_dict(self) -> dict:
-        def jsonable(v):
-            if isinstance(v, tuple):
-                return [jsonable(x) for x in v]
-            return v
-
-        return {
-            "format": "swapengine.graph/1",
-            "name": self.name,
-            "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype.name,
-                         "kind": t.kind.name.lower(), "init": t.init} for t in self.tensors],
-            "nodes": [{"name": n.name, "op": n.op, "attrs": {k: jsonable(v) for k, v in n.attrs.items()},
-                       "inputs": list(n.inputs), "outputs": list(n.outputs)} for n in self.nodes],
-            "state_pairs": [list(p) for p in self.state_pairs],
-            "loss": self.loss,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Graph":
-        """Rebuild a graph from ``to_dict`` output and validate it (GraphError if malformed)."""
-        if not isinstance(d, dict) or d.get("format") != "swapengine.graph/1":
-            raise GraphError("not a swapengine graph (expected format 'swapengine.graph/1')")
-        g = cls(d.get("name", "graph"))
-        try:
-            for t in d["tensors"]:
-                g._new_tensor(t["name"], t["shape"], t["dtype"], Kind[t["kind"].upper()], t.get("init"))
-            for i, n in enumerate(d["nodes"]):
-                try:
-                    attrs = op_registry.get(n["op"]).canon(dict(n["attrs"]))
-                except OpError as e:
-                    raise GraphError(f"node '{n['name']}' ({n['op']}): {e}") from None
-                node = Node(i, n["name"], n["op"], attrs, tuple(n["inputs"]), tuple(n["outputs"]))
-                g.nodes.append(node)
-                g._node_names[node.name] = i
-                for t in node.outputs:
-                    if 0 <= t < len(g.tensors):
-                        g.producer[t] = i
-                for t in dict.fromkeys(node.inputs):
-                    if 0 <= t < len(g.tensors):
-                        g.users[t].append(i)
-            g.state_pairs = [(int(a), int(b)) for a, b in d.get("state_pairs", [])]
-            g.loss = d.get("loss")
-        except (KeyError, TypeError, ValueError) as e:
-            if isinstance(e, GraphError):
-                raise
-            raise GraphError(f"malformed graph description: {e!r}") from None
-        g.validate()
-        return g

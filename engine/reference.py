@@ -10,6 +10,7 @@ import numpy as np
 from ops import registry as op_registry
 
 from .arrays import aligned_empty
+from .graph_check import check_order
 from .ir import Graph, GraphError
 
 
@@ -30,7 +31,7 @@ def run(g: Graph, feeds: Mapping[int, np.ndarray], order: Sequence[int] | None =
     every tensor); other tensors are freed after their last use.
     """
     order = g.default_order() if order is None else list(order)
-    g.check_order(order)
+    check_order(g, order)
     return execute(g, order, feeds, keep)
 
 

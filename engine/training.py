@@ -17,6 +17,7 @@ import numpy as np
 
 from . import reference
 from .data import TeacherData
+from .graph_check import check_order
 from .initializers import initial_state
 from .ir import PERSISTENT_KINDS, Graph
 from .errors import EngineError
@@ -43,7 +44,7 @@ class ReferenceRunner:
     def __init__(self, g: Graph, order: Sequence[int] | None = None):
         self.g = g
         self.order = g.default_order() if order is None else list(order)
-        g.check_order(self.order)
+        check_order(g, self.order)
         self._state: dict[int, np.ndarray] = {}
 
     def load_state(self, state):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from allocator import aligned_bytes
+from engine.graph_check import misordered
 from engine.ir import Graph
 from engine.schedules import in_degrees, schedule_successors
 from planner.facts import GraphFacts
@@ -119,9 +120,9 @@ class GraphContext:
 
     def check_order(self, order) -> bool:
         """Whether ``order`` lists every node once, each after all of its predecessors."""
-        order = np.asarray(order, dtype=np.int64)
-        if order.size != self.num_nodes or not np.array_equal(np.sort(order), np.arange(self.num_nodes)):
-            return False
-        pos = np.empty(self.num_nodes, dtype=np.int64)
-        pos[order] = np.arange(self.num_nodes)
-        return all(pos[s] > pos[v] for v in range(self.num_nodes) for s in self.successors[v])
+        predecessors: list[list[int]] = [[] for _ in range(self.num_nodes)]
+        for v, succ in enumerate(self.successors):
+            for s in succ:
+                predecessors[s].append(v)
+        order = np.asarray(order, dtype=np.int64).tolist()
+        return misordered(order, self.num_nodes, predecessors.__getitem__) is None

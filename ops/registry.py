@@ -76,6 +76,13 @@ class Op:
     differentiable: bool = True
     cuda_kernels: tuple[str, ...] = ()
 
+    def check_arity(self, n_inputs: int) -> None:
+        """Raise OpError unless the operator takes ``n_inputs`` inputs."""
+        if self.arity is not None and n_inputs != self.arity:
+            raise OpError(f"takes {self.arity} inputs, got {n_inputs}")
+        if self.arity is None and not n_inputs:
+            raise OpError("takes at least one input, got none")
+
     def canon(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs:
             raise OpError(f"takes no attributes, got {sorted(attrs)}")

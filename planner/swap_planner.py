@@ -25,6 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from allocator import SizeClassLayout
+from engine.graph_io import fingerprint
 from engine.inplace import in_place_input
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
@@ -266,4 +267,4 @@ def plan(g: Graph, schedule: Sequence[int], allocation, scratch_bytes: int,
     else:
         raise PlanError(f"the double pass did not settle in {options.max_passes} passes")
     return Program(g.name, list(schedule), Arena.of(layout, scratch_bytes), scan.instrs, dict(resident), policy,
-                   g.fingerprint())
+                   fingerprint(g))

@@ -9,6 +9,7 @@ sees, are the same except for BN's small per-channel outputs.
 """
 from __future__ import annotations
 
+from engine.graph_check import validate
 from engine.ir import Graph
 
 from .layers import image_classifier_head
@@ -23,5 +24,5 @@ def resnet(depth: int = 152, batch: int = 64, size: int = 224, classes: int = 10
     images = g.input("images", (batch, 3, size, size), dtype)
     x = features(g, images, blocks, 1, base_width)
     image_classifier_head(g, x, classes)
-    g.validate()
+    validate(g)
     return g

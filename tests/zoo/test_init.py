@@ -3,6 +3,7 @@ import pytest
 
 import zoo
 from engine.autodiff import SGD
+from engine.graph_check import validate
 from engine.ir import Kind
 
 
@@ -74,5 +75,5 @@ def test_dtype_reaches_every_float_tensor():
 @pytest.mark.parametrize("family", sorted(zoo.TINY))
 def test_every_family_has_a_tiny_configuration(family):
     g = zoo.tiny(family)
-    g.validate()
+    validate(g)
     assert (g.loss is None) == (not zoo.FAMILIES[family].training)
