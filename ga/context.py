@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from allocator import aligned_bytes
+from allocator.size_classes import class_last_sizes
 from engine.graph_check import misordered
 from engine.ir import Graph
 from engine.schedules import in_degrees, schedule_successors
@@ -109,9 +110,7 @@ class GraphContext:
 
     def class_slot_bytes(self, cls) -> np.ndarray:
         """Per class of a valid CLS: its padded object size (the largest size of its run)."""
-        cls = np.asarray(cls, dtype=np.int64)
-        last = np.append(np.flatnonzero(np.diff(cls)), cls.size - 1)
-        return self.slot_bytes[last]
+        return self.slot_bytes[class_last_sizes(cls)]
 
     def class_peaks(self, cls) -> np.ndarray:
         """Per class: the sum of its sizes' peak demand (more objects than that are never used)."""

@@ -209,7 +209,12 @@ class _Checker:
         in_objs = ins.objects[:len(node.inputs)]
         for t, o in zip(node.inputs, in_objs):
             self.read(t, o, i)
-        for k, (t, o) in enumerate(zip(node.outputs, ins.objects[len(node.inputs):])):
+        out_objs = ins.objects[len(node.inputs):]
+        for k, (t, o) in enumerate(zip(node.outputs, out_objs)):
+            clash = [m for m, eo in enumerate(out_objs[:k]) if eo == o or eo in self.sharing[o]]
+            if clash:   # one kernel writes both: neither would survive the other
+                self.fail(f"{self.instr(i)} writes outputs '{self.name(node.outputs[clash[0]])}' and "
+                          f"'{self.name(t)}' into the same bytes (objects {out_objs[clash[0]]} and {o})")
             shared = [j for j, io in enumerate(in_objs) if io == o]
             if shared and in_place_input(node, k) not in shared:
                 self.fail(f"{self.instr(i)} writes output '{self.name(t)}' over its input "

@@ -219,5 +219,24 @@ def test_rejects_an_output_over_bytes_its_input_still_occupies():
         verify(p, g)
 
 
+def test_rejects_two_outputs_of_one_operator_in_the_same_bytes():
+    """One kernel writes all its outputs: two of them in shared bytes cannot both survive."""
+    g = Graph("two outputs")
+    x = g.input("x", (2, 256))
+    g.apply("split", [x], name="halves", axis=0, sizes=(1, 1))
+    instrs = [Instr(SWAP_IN, 0, 0), Instr(COMPUTE, 0, objects=(0, 1, 2), deps=[0])]
+    ok = Arena(np.array([0, 2 * KIB, 3 * KIB], np.int64), np.array([2 * KIB, KIB, KIB], np.int64), 4 * KIB, 0)
+    verify(Program(g.name, [0], ok, instrs, {}), g)
+    overlapping = Arena(np.array([0, 2 * KIB, 2 * KIB + KIB // 2], np.int64),
+                        np.array([2 * KIB, KIB, KIB], np.int64), 4 * KIB, 0)
+    with pytest.raises(VerificationError, match=r"writes outputs 'halves:0' and 'halves:1' into the same bytes "
+                                                r"\(objects 1 and 2\)"):
+        verify(Program(g.name, [0], overlapping, instrs, {}), g)
+    same = Arena(np.array([0, 2 * KIB], np.int64), np.array([2 * KIB, KIB], np.int64), 3 * KIB, 0)
+    with pytest.raises(VerificationError, match="into the same bytes"):
+        verify(Program(g.name, [0], same, [Instr(SWAP_IN, 0, 0), Instr(COMPUTE, 0, objects=(0, 1, 1), deps=[0])],
+                       {}), g)
+
+
 def test_verification_error_is_an_engine_error():
     assert issubclass(VerificationError, EngineError) and issubclass(VerificationError, ValueError)
