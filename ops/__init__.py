@@ -1,4 +1,4 @@
 """The operator library. Importing this package registers every operator."""
 from . import registry  # noqa: F401
-from . import conv, dense, elementwise, loss, norm, optim, pool, shape  # noqa: F401
+from . import conv, dense, elementwise, loss, norm, optim, pooling, shape  # noqa: F401
 from .registry import REGISTRY, Cost, Op, OpError, ShapeError, UnknownOpError, get  # noqa: F401

@@ -1,4 +1,4 @@
-// Helpers shared by every op family's .cu file. engine/backends/kernels.py pastes this
+// Helpers shared by every op family's .cu file. engine/backends/nvrtc.py pastes this
 // file in place of the `#include "common.cuh"` line before NVRTC compiles a family, so
 // each .cu file is also a valid translation unit for nvcc.
 //

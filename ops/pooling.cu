@@ -1,4 +1,4 @@
-// Pooling (ops/pool.py): max and average over windows, global average, and gradients.
+// Pooling (ops/pooling.py): max and average over windows, global average, and gradients.
 // x [N,C,H,W] -> y [N,C,OH,OW]; padding counts as -inf for max and 0 for average.
 //
 // Forward kernels: one thread per output, the window read in row-major order. Gradient

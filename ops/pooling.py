@@ -114,7 +114,7 @@ def _first_max_parts(windows, y, dy):
 
 
 def _pool_dims(x_shape, y_shape, attrs) -> tuple:
-    """pool.cu's POOL_PARAMS: N, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw."""
+    """pooling.cu's POOL_PARAMS: N, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw."""
     n, c, h, w = x_shape
     return tuple(i32(v) for v in (n, c, h, w, *y_shape[2:], *attrs["kernel"], *attrs["stride"], *attrs["padding"]))
 

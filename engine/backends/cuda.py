@@ -17,7 +17,7 @@ value. It issues every iteration afresh (no CUDA graph), so each draws new delay
 
 Nothing CUDA is created until ``detect_gpu`` has found a device: without one the
 constructor raises :class:`CudaUnavailable` before touching cuda.core. This module and
-``kernels`` (NVRTC) are the only ones that import cuda.
+``nvrtc`` are the only ones that import cuda.
 
 Scratch memory for operators that declare it (``Op.cuda_workspaces``) is the arena's
 last ``scratch_bytes`` (``Pool.scratch_bytes``, sized by the planner and counted in the
@@ -37,7 +37,7 @@ from ops import registry as op_registry
 from ops.workspace import workspace_bytes, workspace_offsets
 
 from ..program import COMPUTE, SWAP_IN, SWAP_OUT
-from . import kernels as kernel_sources
+from . import nvrtc
 from .detect import detect_gpu
 from .pinned import PinnedHostMemory
 from ..errors import EngineError
@@ -124,7 +124,7 @@ class CudaBackend:
         self._handles = [int(s.handle) for s in self.streams]
         self._timing = core.EventOptions(timing_enabled=True)
         self._pinned = PinnedHostMemory(core.LegacyPinnedMemoryResource())
-        self._cubins = kernel_sources.compile_all(self.arch)      # name -> cubin; cached on disk
+        self._cubins = nvrtc.compile_all(self.arch)      # name -> cubin; cached on disk
         self._modules: dict[int, object] = {}
         self._kernels: dict[str, object] = {}
         self.use_graphs = graphs and not sanitize
@@ -133,7 +133,7 @@ class CudaBackend:
         self._jitter_ns = [int(j * 1e9) for j in (jitter_s if isinstance(jitter_s, tuple) else (jitter_s,) * 3)]
         self._delay = None
         if sanitize:
-            module = self._ObjectCode.from_cubin(kernel_sources.compile_sanitizer(self.arch))
+            module = self._ObjectCode.from_cubin(nvrtc.compile_sanitizer(self.arch))
             self._delay = (module.get_kernel("sanitizer_delay"), self._LaunchConfig(grid=1, block=1))
         self._arena_ptr, self._arena_bytes, self._generation = 0, 0, 0
         self._scratch_ptr, self._scratch_bytes = 0, 0     # the arena's tail, for the compute stream

@@ -29,7 +29,7 @@ from pathlib import Path
 import ops
 
 OPS_DIR = Path(ops.__file__).resolve().parent
-FAMILIES = ("elementwise", "dense", "norm", "loss", "shape", "optim", "conv", "pool")
+FAMILIES = ("elementwise", "dense", "norm", "loss", "shape", "optim", "conv", "pooling")
 STD = "c++17"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.backends import kernels
+from engine.backends import nvrtc
 
 HERE = Path(__file__).resolve().parent
 _KERNEL = re.compile(r'extern\s+"C"\s+void\s+(\w+)\s*\(([^)]*)\)\s*\{', re.S)
@@ -40,7 +40,7 @@ def _param_type(param: str) -> str:
 @lru_cache(maxsize=None)
 def library(family: str):
     """(ctypes library, kernel names) for one op family, built once per source text."""
-    source = '#include "cuda_emu.h"\n' + kernels.family_source(family)
+    source = '#include "cuda_emu.h"\n' + nvrtc.family_source(family)
     key = hashlib.sha256((source + (HERE / "cuda_emu.h").read_text()).encode()).hexdigest()[:16]
     build = Path(tempfile.gettempdir()) / "swapengine-cuda-emu"
     build.mkdir(exist_ok=True)
@@ -73,7 +73,7 @@ def library(family: str):
 @lru_cache(maxsize=None)
 def _family_of() -> dict[str, str]:
     out = {}
-    for family in kernels.FAMILIES:
+    for family in nvrtc.FAMILIES:
         for name in library(family)[1]:
             out[name] = family
     return out

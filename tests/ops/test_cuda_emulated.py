@@ -82,5 +82,5 @@ def test_the_emulated_cases_reach_every_kernel(monkeypatch):
         monkeypatch.setattr(cuda_launch, "FULL_GPU_TILES", full)
         for c in small_cases():
             launched.update(l.kernel for l in c.decl.cuda_launches(c.attrs, c.ins, c.outs))
-    defined = {name for family in cuda_emulator.kernels.FAMILIES for name in cuda_emulator.library(family)[1]}
+    defined = {name for family in cuda_emulator.nvrtc.FAMILIES for name in cuda_emulator.library(family)[1]}
     assert defined - launched == set()

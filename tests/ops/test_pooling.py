@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-import ops.pool  # noqa: F401  (registers the operators)
+import ops.pooling  # noqa: F401  (registers the operators)
 from ops import registry
 from ops.registry import OpError, ShapeError
 

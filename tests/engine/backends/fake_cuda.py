@@ -30,8 +30,8 @@ def install(monkeypatch, emulate: bool = False) -> "Api":
     api = Api(emulate)
     monkeypatch.setattr(cuda_backend, "detect_gpu", lambda: (1, ""))
     monkeypatch.setattr(cuda_backend, "_cuda_api", lambda: (api.driver, api.core))
-    monkeypatch.setattr(cuda_backend.kernel_sources, "compile_all", lambda arch: AnyKernel())
-    monkeypatch.setattr(cuda_backend.kernel_sources, "compile_sanitizer", lambda arch: b"cubin")
+    monkeypatch.setattr(cuda_backend.nvrtc, "compile_all", lambda arch: AnyKernel())
+    monkeypatch.setattr(cuda_backend.nvrtc, "compile_sanitizer", lambda arch: b"cubin")
     return api
 
 

@@ -1,6 +1,6 @@
 """Our use of cuda.core and cuda.bindings, checked against the INSTALLED library without a GPU.
 
-engine/backends/cuda.py, detect.py and kernels.py (and engine/cuda_profiling.py through them)
+engine/backends/cuda.py, detect.py and nvrtc.py (and engine/cuda_profiling.py through them)
 were written against cuda.core 1.2 / cuda.bindings 13 and have not run on a GPU; the fake CUDA
 the other backend tests use (fake_cuda.py) only says how we think the API behaves. Here the
 installed library answers, three ways, none of which loads libcuda or touches a device:
@@ -61,7 +61,7 @@ from cuda.bindings import driver as real_driver
 from cuda.bindings import nvrtc as real_nvrtc
 
 from engine.backends import cuda as cuda_backend
-from engine.backends import kernels
+from engine.backends import nvrtc
 from engine.backends.cuda import CudaBackend
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
 from ops.cuda_launch import IN, OUT, Coverage, Launch
@@ -139,7 +139,7 @@ def _names_used(path: Path) -> list[tuple[str, object]]:
                                     (r"\bd\.(cu[A-Za-z]\w*)", real_driver),
                                     (r"\bcore\.([A-Za-z_]\w*)", core)],
         "engine/backends/detect.py": [(r"\bdriver\.([A-Za-z_][\w.]*)", real_driver)],
-        "engine/backends/kernels.py": [(r"\bnvrtc\.([A-Za-z_]\w*)", real_nvrtc)],
+        "engine/backends/nvrtc.py": [(r"\bnvrtc\.([A-Za-z_]\w*)", real_nvrtc)],
     }[str(path.relative_to(ROOT))]
     found = [(m, mod) for pat, mod in patterns for m in re.findall(pat, text)]
     for names in re.findall(r"from cuda\.core import ([\w, ]+)", text):
@@ -148,7 +148,7 @@ def _names_used(path: Path) -> list[tuple[str, object]]:
 
 
 @pytest.mark.parametrize("path", ["engine/backends/cuda.py", "engine/backends/detect.py",
-                                  "engine/backends/kernels.py"])
+                                  "engine/backends/nvrtc.py"])
 def test_every_cuda_name_our_code_spells_exists_in_the_installed_library(path):
     """Catches typos on paths no CPU test runs (e.g. the >48 KiB shared-memory opt-in)."""
     used = _names_used(ROOT / path)
@@ -360,12 +360,12 @@ def test_detect_catches_what_a_missing_driver_raises():
 
 def _nvrtc_or_skip():
     try:
-        kernels._nvrtc_version()
+        nvrtc._nvrtc_version()
     except (ImportError, RuntimeError, OSError) as e:
         pytest.skip(f"NVRTC cannot be loaded: {e}")
 
 
-def test_nvrtc_program_and_options_as_kernels_uses_them():
+def test_nvrtc_program_and_options_as_our_compiler_uses_them():
     _nvrtc_or_skip()
     v = real_nvrtc.nvrtcVersion()
     assert len(v) == 3 and v[0] == real_nvrtc.nvrtcResult.NVRTC_SUCCESS            # err, major, minor
@@ -373,10 +373,10 @@ def test_nvrtc_program_and_options_as_kernels_uses_them():
     assert {"name", "arch", "std"} <= fields
     assert _params(core.Program.compile)[:2] == ["self", "target_type"]
     src = 'extern "C" __global__ void k(float* y, int n, float a) { if (threadIdx.x < n) y[threadIdx.x] *= a; }'
-    obj = core.Program(src, code_type="c++", options=kernels._options("sm_90")).compile("cubin")
+    obj = core.Program(src, code_type="c++", options=nvrtc._options("sm_90")).compile("cubin")
     assert isinstance(obj, core.ObjectCode) and isinstance(obj.code, bytes) and obj.code[:4] == b"\x7fELF"
-    assert kernels.compile_source(src, "sm_90", cache=False) == bytes(obj.code)
-    assert kernels.kernel_signatures(obj.code)["k"].param_sizes == (8, 4, 4)
+    assert nvrtc.compile_source(src, "sm_90", cache=False) == bytes(obj.code)
+    assert nvrtc.kernel_signatures(obj.code)["k"].param_sizes == (8, 4, 4)
 
 
 BINDINGS_SCRIPT = textwrap.dedent(r'''

@@ -1,11 +1,11 @@
-"""NVRTC compilation of the operators' CUDA C (engine/backends/kernels.py), without a GPU:
+"""NVRTC compilation of the operators' CUDA C (engine/backends/nvrtc.py), without a GPU:
 every family compiles to cubin for sm_90, every kernel an operator names or launches is in
 it, and every launch passes arguments of the sizes the kernel's parameters have."""
 import numpy as np
 import pytest
 
 import ops
-from engine.backends import kernels
+from engine.backends import nvrtc
 from tests.ops.cuda_cases import all_cases
 
 ARCH = "sm_90"
@@ -15,7 +15,7 @@ STATIC_SHARED_LIMIT = 48 * 1024
 def _nvrtc_or_skip():
     pytest.importorskip("cuda.core")
     try:
-        kernels._nvrtc_version()
+        nvrtc._nvrtc_version()
     except (ImportError, RuntimeError, OSError) as e:     # DynamicLibNotFoundError is a RuntimeError
         pytest.skip(f"NVRTC cannot be loaded: {e}")
 
@@ -23,23 +23,23 @@ def _nvrtc_or_skip():
 @pytest.fixture(scope="module")
 def compiled():
     _nvrtc_or_skip()
-    cubins = kernels.compile_all(ARCH)
+    cubins = nvrtc.compile_all(ARCH)
     sigs = {}
     for cubin in {id(c): c for c in cubins.values()}.values():
-        sigs.update(kernels.kernel_signatures(cubin))
+        sigs.update(nvrtc.kernel_signatures(cubin))
     return cubins, sigs
 
 
 def test_every_family_compiles_and_defines_kernels(compiled):
     cubins, sigs = compiled
     assert set(sigs) == set(cubins)
-    for family in kernels.FAMILIES:
-        assert any(c == kernels.compile_family(family, ARCH) for c in cubins.values()), family
+    for family in nvrtc.FAMILIES:
+        assert any(c == nvrtc.compile_family(family, ARCH) for c in cubins.values()), family
 
 
 def test_the_sanitizers_delay_kernel_compiles():
     _nvrtc_or_skip()
-    sigs = kernels.kernel_signatures(kernels.compile_sanitizer(ARCH))
+    sigs = nvrtc.kernel_signatures(nvrtc.compile_sanitizer(ARCH))
     assert sigs["sanitizer_delay"].param_sizes == (8,)       # an unsigned long long of nanoseconds
 
 
@@ -72,8 +72,8 @@ def test_a_broken_source_raises_with_nvrtc_log(tmp_path, monkeypatch):
     _nvrtc_or_skip()
     monkeypatch.setenv("SWAPENGINE_KERNEL_CACHE", str(tmp_path))
     src = 'extern "C" __global__ void broken(float* y) { y[0] = not_declared_anywhere; }'
-    with pytest.raises(kernels.KernelCompileError) as err:
-        kernels.compile_source(src, ARCH, "broken.cu")
+    with pytest.raises(nvrtc.KernelCompileError) as err:
+        nvrtc.compile_source(src, ARCH, "broken.cu")
     msg = str(err.value)
     assert "broken.cu" in msg and ARCH in msg
     assert "not_declared_anywhere" in msg and "undefined" in msg     # NVRTC's own log
@@ -84,18 +84,18 @@ def test_cache_round_trip(tmp_path, monkeypatch):
     _nvrtc_or_skip()
     monkeypatch.setenv("SWAPENGINE_KERNEL_CACHE", str(tmp_path))
     src = 'extern "C" __global__ void twice(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] *= 2.0f; }'
-    first = kernels.compile_source(src, ARCH)
+    first = nvrtc.compile_source(src, ARCH)
     files = list(tmp_path.glob("*.cubin"))
     assert len(files) == 1 and files[0].read_bytes() == first
     files[0].write_bytes(first + b"marker")            # a hit is served from the file
-    assert kernels.compile_source(src, ARCH) == first + b"marker"
-    assert kernels.compile_source(src + " ", ARCH) == first     # any change in the source: a new key
-    sig = kernels.kernel_signatures(first)["twice"]
+    assert nvrtc.compile_source(src, ARCH) == first + b"marker"
+    assert nvrtc.compile_source(src + " ", ARCH) == first     # any change in the source: a new key
+    sig = nvrtc.kernel_signatures(first)["twice"]
     assert sig.param_sizes == (8, 4)
 
 
 def test_headers_are_pasted_once():
-    src = kernels.family_source("conv")
+    src = nvrtc.family_source("conv")
     assert not any(line.strip().startswith("#include") for line in src.splitlines())
     assert src.count("#define REDUCE_THREADS") == 1      # common.cuh, reached through gemm.cuh too
 
