@@ -17,7 +17,7 @@ from tabulate import tabulate
 from engine.backends.cpu import CpuBackend, EmulatedLink
 from engine.executor import ProgramExecutor
 from engine.liveness import peak_bytes
-from engine.profiling import measure_cpu_profile
+from engine.cpu_profiling import measure_cpu_profile
 from engine.training import Trainer
 from planner import policy
 from planner.facts import GraphFacts

@@ -1,7 +1,8 @@
 from engine.backends.cpu import CpuBackend, EmulatedLink
+from engine.cpu_profiling import measure_cpu_profile
 from engine.profile import signature
-from engine.profiling import measure_cpu_profile, measure_link
-from planner.baselines import make_program
+from engine.profiling import measure_link
+from planner.policy import unlimited_program
 from zoo import small
 
 
@@ -23,6 +24,6 @@ def test_link_fit_recovers_the_emulated_rates():
 
 def test_profile_has_a_time_for_every_node():
     g = small.lstm(batch=4, steps=2, features=4, hidden=8, layers=1, classes=3)
-    p = measure_cpu_profile(g, make_program("ideal", g, None), iterations=1)
+    p = measure_cpu_profile(g, unlimited_program(g), iterations=1)
     assert all(signature(g, n.id) in p.ops for n in g.nodes)
     assert (p.node_seconds(g) > 0).all() and p.dispatch_s >= 0

@@ -1,0 +1,89 @@
+"""Measuring a profile on a backend, shared by the CPU (engine/cpu_profiling.py) and CUDA
+(engine/cuda_profiling.py) entry points, which differ only in their backend, how many
+iterations they time and how they derive the per-instruction (dispatch) cost.
+
+Operator times are medians of the kernels' times while the unlimited-memory program trains
+on the backend (warm, as in training). The link is timed through the backend's own copy path.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from .data import TeacherData
+from .executor import ProgramExecutor
+from .ir import Graph
+from .profile import Link, signature
+from .program import COMPUTE, SWAP_IN, SWAP_OUT, Program
+from .training import Trainer
+
+LINK_SIZES = (2**12, 2**16, 2**20, 2**22)
+
+
+def measure_link(backend, sizes=LINK_SIZES, repeats: int = 5) -> Link:
+    """Fit latency + bytes/bandwidth to copies each way timed on their stream, and time both
+    ways at once for the duplex rate. Works on any backend with host_buffer, allocate_arena,
+    view, copy_h2d/copy_d2h, synchronize and a ``timings`` list."""
+    biggest = max(sizes)
+    backend.allocate_arena(2 * biggest)
+    host = [backend.host_buffer((biggest,), np.uint8) for _ in range(2)]
+    dev = [backend.view(0, (biggest,), np.uint8), backend.view(biggest, (biggest,), np.uint8)]
+    backend.timings = []
+    for n in sizes * repeats:
+        backend.copy_h2d(SWAP_IN, dev[0][:n], host[0][:n])
+        backend.synchronize()
+        backend.copy_d2h(SWAP_OUT, host[1][:n], dev[1][:n])
+        backend.synchronize()
+    fits = []
+    for stream in (SWAP_IN, SWAP_OUT):
+        xs, ys = zip(*[(n, t1 - t0) for s, n, t0, t1 in backend.timings if s == stream])
+        slope, intercept = np.polyfit(np.array(xs, float), np.array(ys), 1)
+        fits.append((max(float(intercept), 0.0), 1.0 / float(slope)))
+    latency = float(np.mean([f[0] for f in fits]))
+    both = []
+    for _ in range(repeats):
+        backend.timings = []
+        backend.copy_h2d(SWAP_IN, dev[0], host[0])
+        backend.copy_d2h(SWAP_OUT, host[1], dev[1])
+        backend.synchronize()
+        both.append(max(t1 for *_, t1 in backend.timings) - min(t0 for _, _, t0, _ in backend.timings))
+    backend.timings = None
+    duplex = 2 * biggest / max(min(both) - latency, 1e-9)
+    return Link(fits[0][1], fits[1][1], duplex, latency)
+
+
+@dataclass
+class Measurement:
+    ops: dict[str, float]                       # signature -> median kernel seconds
+    kernels: list[tuple[int, float, float]]     # (node, start, end) on the compute stream, timed iterations
+    step_seconds: list[float]                   # wall time of each untimed iteration (``wall_iterations``)
+    link: Link
+
+
+def measure_profile(backend, g: Graph, ideal: Program, seed: int, iterations: int, data: TeacherData | None,
+                    wall_iterations: int = 0, link_sizes=LINK_SIZES) -> Measurement:
+    """Train ``ideal`` (the unlimited program) on ``backend``: a warm-up iteration, then
+    ``wall_iterations`` with the kernels untimed (their wall times kept), then ``iterations``
+    with every kernel timed; then time the link. Closes the backend."""
+    try:
+        trainer = Trainer(g, seed=seed, runner=ProgramExecutor(ideal, g, backend), data=data)
+        trainer.step()                                    # warm-up: caches, module loads, first replay
+        walls = []
+        for _ in range(wall_iterations):
+            trainer.step()
+            walls.append(trainer.step_seconds)
+        backend.timings = []
+        for _ in range(iterations):
+            trainer.step()
+        kernels = [(nid, t0, t1) for stream, nid, t0, t1 in backend.timings if stream == COMPUTE]
+        backend.timings = None
+        link = measure_link(backend, sizes=link_sizes)
+    finally:
+        backend.close()
+    samples: dict[str, list[float]] = defaultdict(list)
+    for nid, t0, t1 in kernels:
+        samples[signature(g, nid)].append(t1 - t0)
+    ops = {sig: float(np.median(ts)) for sig, ts in samples.items()}
+    return Measurement(ops, kernels, walls, link)
