@@ -6,14 +6,14 @@ import zoo
 from engine.cuda_profiling import measure_cuda_profile
 from engine.profile import Profile, signature
 from engine.program import COMPUTE
-from planner.baselines import make_program
+from planner.policy import unlimited_program
 from tests.engine.backends import fake_cuda
 
 
 def test_profile_has_every_signature_a_link_and_a_dispatch_cost(monkeypatch):
     fake_cuda.install(monkeypatch)
     g = zoo.tiny("rnn")
-    ideal = make_program("ideal", g, None)
+    ideal = unlimited_program(g)
     profile = measure_cuda_profile(g, ideal, iterations=2)
     assert profile.device == "cuda:Fake GPU"
     assert all(signature(g, i.target) in profile.ops for i in ideal.instrs if i.kind == COMPUTE)

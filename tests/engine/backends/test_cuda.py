@@ -26,8 +26,8 @@ from engine.liveness import peak_bytes
 from engine.profiling import measure_link
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
 from engine.training import Trainer
-from planner.allocation import size_demand, smallest_budget
-from planner.baselines import make_program
+from planner.facts import GraphFacts
+from planner.policy import plan_with, unlimited_program
 from planner.verify import verify
 from tests.ops import cuda_emulator
 from tests.ops.cuda_cases import case
@@ -267,8 +267,8 @@ def test_fake_executor_issues_every_kernel_once_per_iteration(fake, fake_backend
     """The executor, unchanged, on this backend: capture (with its sizing pass), pinned host
     buffers for every swap, and one replay per step running every node's kernels."""
     g = zoo.tiny("rnn")
-    budget = smallest_budget(size_demand(g, g.default_order()))
-    program = make_program("swapadvisor", g, budget)
+    budget = GraphFacts(g).smallest_budget
+    program = plan_with("swapadvisor", g, budget)
     ex = ProgramExecutor(program, g, fake_backend)
     assert ex.graph is not None and fake.launches == []
     per_iteration = sum(len(ops.get(g.nodes[i.target].op).cuda_launches(
@@ -310,10 +310,10 @@ def test_fake_training_with_host_emulated_kernels_is_bit_identical_at_a_quarter_
     fake CUDA), the executor, capture and replay, swaps at a quarter of the peak."""
     fake_cuda.install(monkeypatch, emulate=True)
     g = small.lstm(batch=2, steps=3, features=4, hidden=4, layers=1, classes=3)
-    budget = max(peak_bytes(g) // 4, smallest_budget(size_demand(g, g.default_order())))
-    program = make_program("swapadvisor", g, budget)
+    budget = max(peak_bytes(g) // 4, GraphFacts(g).smallest_budget)
+    program = plan_with("swapadvisor", g, budget)
     assert program.count(SWAP_IN) > 0
-    (ref, _), (state, _) = _train(g, make_program("ideal", g, None)), _train(g, program)
+    (ref, _), (state, _) = _train(g, unlimited_program(g)), _train(g, program)
     assert all(np.array_equal(a, state[t]) for t, a in ref.items())
     cpu = Trainer(g, seed=0)
     for _ in range(ITERATIONS):
@@ -348,9 +348,9 @@ def test_fake_sanitizer_delays_and_poisons_before_each_instruction(fake):
 def test_fake_sanitized_training_with_host_emulated_kernels_is_bit_identical(monkeypatch):
     fake_cuda.install(monkeypatch, emulate=True)
     g = small.lstm(batch=2, steps=3, features=4, hidden=4, layers=1, classes=3)
-    budget = max(peak_bytes(g) // 4, smallest_budget(size_demand(g, g.default_order())))
-    ref, _ = _train(g, make_program("ideal", g, None))
-    state, _ = _train(g, make_program("swapadvisor", g, budget), sanitize=True, seed=5)
+    budget = max(peak_bytes(g) // 4, GraphFacts(g).smallest_budget)
+    ref, _ = _train(g, unlimited_program(g))
+    state, _ = _train(g, plan_with("swapadvisor", g, budget), sanitize=True, seed=5)
     assert all(np.array_equal(a, state[t]) for t, a in ref.items())
 
 
@@ -419,15 +419,15 @@ FAMILIES = ["wresnet", "inception", "nasnet", "rnn", "brnn"]
 def test_quarter_budget_training_is_bit_identical_on_the_gpu(family):
     g = zoo.tiny(family)
     budget = peak_bytes(g) // 4
-    assert budget >= smallest_budget(size_demand(g, g.default_order())), family
-    ref_state, ref_losses = _train(g, make_program("ideal", g, None))
+    assert budget >= GraphFacts(g).smallest_budget, family
+    ref_state, ref_losses = _train(g, unlimited_program(g))
     # The first loss agrees with the numpy reference to fp32 rounding. Later ones need not:
     # tiny models have batch-norm over 2 values, whose outputs cancel exactly in residual
     # sums, so a relu's mask can flip on rounding (seen for wresnet in the host emulation).
     cpu = Trainer(g, seed=0)
     np.testing.assert_allclose(ref_losses[0], cpu.step(), rtol=1e-4)
     for policy, graphs in (("swapadvisor", True), ("odswap", True), ("swapadvisor", False)):
-        program = make_program(policy, g, budget)
+        program = plan_with(policy, g, budget)
         verify(program, g, budget)
         state, losses = _train(g, program, graphs=graphs)
         bad = [g.tensors[t].name for t, a in ref_state.items() if not np.array_equal(a, state[t])]
@@ -442,8 +442,8 @@ def test_sanitized_quarter_budget_training_is_bit_identical_on_the_gpu(family):
     """Random delays of up to 200 us before each instruction, destinations poisoned."""
     g = zoo.tiny(family)
     budget = peak_bytes(g) // 4
-    ref_state, ref_losses = _train(g, make_program("ideal", g, None))
-    state, losses = _train(g, make_program("swapadvisor", g, budget), sanitize=True, seed=1, jitter_s=2e-4)
+    ref_state, ref_losses = _train(g, unlimited_program(g))
+    state, losses = _train(g, plan_with("swapadvisor", g, budget), sanitize=True, seed=1, jitter_s=2e-4)
     bad = [g.tensors[t].name for t, a in ref_state.items() if not np.array_equal(a, state[t])]
     assert not bad and losses == ref_losses, f"{family}: {bad[:3]} differ"
 
@@ -455,8 +455,8 @@ def test_cuda_sanitizer_turns_a_missing_edge_into_a_wrong_answer():
     arriving (swap-ins held back up to 2 ms each): the run must not match the reference."""
     g = zoo.tiny("rnn")
     budget = peak_bytes(g) // 4
-    ref_state, _ = _train(g, make_program("ideal", g, None))
-    broken = make_program("swapadvisor", g, budget)
+    ref_state, _ = _train(g, unlimited_program(g))
+    broken = plan_with("swapadvisor", g, budget)
     for ins in broken.instrs:
         if ins.kind == COMPUTE:
             ins.deps = [d for d in ins.deps if broken.instrs[d].kind != SWAP_IN]
