@@ -152,3 +152,39 @@ __device__ __forceinline__ void map2(T* y, const T* a, const T* b, i64 n, F f) {
     }
     for (i64 i = done + tid; i < n; i += stride) y[i] = f(a[i], b[i]);
 }
+
+// Calls f(i, j, p, q) for every output window (p, q) of a strided, padded 2-D window (any
+// dims with KH, KW, sh, sw, ph, pw, OH, OW: pooling's and convolution's) that covers input
+// pixel (h, w) at window offset (i, j), in row-major offset order: gradients that add over
+// the windows add in one fixed order.
+template <typename Dims, typename F>
+__device__ __forceinline__ void for_each_window_over(int h, int w, const Dims& d, F f) {
+    for (int i = 0; i < d.KH; ++i) {
+        const int hp = h + d.ph - i;
+        if (hp < 0 || hp % d.sh) continue;
+        const int p = hp / d.sh;
+        if (p >= d.OH) continue;
+        for (int j = 0; j < d.KW; ++j) {
+            const int wp = w + d.pw - j;
+            if (wp < 0 || wp % d.sw) continue;
+            const int q = wp / d.sw;
+            if (q >= d.OW) continue;
+            f(i, j, p, q);
+        }
+    }
+}
+
+// Calls f(i, j, h, w) for every input pixel (h, w) inside the d.H x d.W image that output
+// window (p, q) covers at window offset (i, j), in row-major offset order (padding skipped).
+template <typename Dims, typename F>
+__device__ __forceinline__ void for_each_pixel_in(int p, int q, const Dims& d, F f) {
+    for (int i = 0; i < d.KH; ++i) {
+        const int h = p * d.sh - d.ph + i;
+        if ((unsigned)h >= (unsigned)d.H) continue;
+        for (int j = 0; j < d.KW; ++j) {
+            const int w = q * d.sw - d.pw + j;
+            if ((unsigned)w >= (unsigned)d.W) continue;
+            f(i, j, h, w);
+        }
+    }
+}

@@ -157,15 +157,9 @@ __device__ __forceinline__ void conv_fwd_direct_t(T* y, const T* x, const T* w, 
         T acc = T(0);
         for (int c = 0; c < Cg; ++c) {
             const T* xc = x + ((i64)n * d.C + g * Cg + c) * d.H * d.W;
-            for (int r = 0; r < d.KH; ++r) {
-                const int h = p * d.sh - d.ph + r;
-                if ((unsigned)h >= (unsigned)d.H) continue;
-                for (int s = 0; s < d.KW; ++s) {
-                    const int wc = q * d.sw - d.pw + s;
-                    if ((unsigned)wc >= (unsigned)d.W) continue;
-                    acc = fma(wo[(c * d.KH + r) * d.KW + s], xc[(i64)h * d.W + wc], acc);
-                }
-            }
+            for_each_pixel_in(p, q, d, [&](int r, int s, int h, int wc) {
+                acc = fma(wo[(c * d.KH + r) * d.KW + s], xc[(i64)h * d.W + wc], acc);
+            });
         }
         y[i] = acc;
     }
@@ -183,19 +177,9 @@ __device__ __forceinline__ void conv_grad_data_direct_t(T* dx, const T* w, const
             const int o = g * Og + ol;
             const T* dyo = dy + ((i64)n * d.O + o) * d.OH * d.OW;
             const T* wo = w + ((i64)o * Cg + cl) * d.KK();
-            for (int r = 0; r < d.KH; ++r) {
-                const int hp = h + d.ph - r;
-                if (hp < 0 || hp % d.sh) continue;
-                const int p = hp / d.sh;
-                if (p >= d.OH) continue;
-                for (int s = 0; s < d.KW; ++s) {
-                    const int wp = wc + d.pw - s;
-                    if (wp < 0 || wp % d.sw) continue;
-                    const int q = wp / d.sw;
-                    if (q >= d.OW) continue;
-                    acc = fma(wo[r * d.KW + s], dyo[(i64)p * d.OW + q], acc);
-                }
-            }
+            for_each_window_over(h, wc, d, [&](int r, int s, int p, int q) {
+                acc = fma(wo[r * d.KW + s], dyo[(i64)p * d.OW + q], acc);
+            });
         }
         dx[i] = acc;
     }

@@ -40,40 +40,15 @@ __device__ __forceinline__ void max_pool_fwd_t(T* y, const T* x, PoolDims d) {
         const i64 plane = i / ((i64)d.OW * d.OH);
         const T* xc = x + plane * d.H * d.W;
         T best = neg_inf<T>();
-        for (int a = 0; a < d.KH; ++a) {
-            const int h = p * d.sh - d.ph + a;
-            if ((unsigned)h >= (unsigned)d.H) continue;
-            for (int b = 0; b < d.KW; ++b) {
-                const int w = q * d.sw - d.pw + b;
-                if ((unsigned)w >= (unsigned)d.W) continue;
-                const T v = xc[(i64)h * d.W + w];
-                if (best == best && (v != v || v > best)) best = v;   // NaN propagates, as in np.max
-            }
-        }
+        for_each_pixel_in(p, q, d, [&](int, int, int h, int w) {
+            const T v = xc[(i64)h * d.W + w];
+            if (best == best && (v != v || v > best)) best = v;   // NaN propagates, as in np.max
+        });
         y[i] = best;
     }
 }
 KERNEL void max_pool2d_fwd(float* y, const float* x, POOL_PARAMS) { max_pool_fwd_t(y, x, POOL_ARGS); }
 KERNEL void max_pool2d_fwd_f64(double* y, const double* x, POOL_PARAMS) { max_pool_fwd_t(y, x, POOL_ARGS); }
-
-// Calls f(i, j, p, q) for every output window (p, q) that covers input pixel (h, w) at kernel
-// offset (i, j), in row-major offset order: the gradients add in one fixed order.
-template <typename F>
-__device__ __forceinline__ void for_each_window_over(int h, int w, const PoolDims& d, F f) {
-    for (int i = 0; i < d.KH; ++i) {
-        const int hp = h + d.ph - i;
-        if (hp < 0 || hp % d.sh) continue;
-        const int p = hp / d.sh;
-        if (p >= d.OH) continue;
-        for (int j = 0; j < d.KW; ++j) {
-            const int wp = w + d.pw - j;
-            if (wp < 0 || wp % d.sw) continue;
-            const int q = wp / d.sw;
-            if (q >= d.OW) continue;
-            f(i, j, p, q);
-        }
-    }
-}
 
 template <typename T>
 __device__ __forceinline__ void max_pool_bwd_t(T* dx, const T* x, const T* y, const T* dy, PoolDims d) {
