@@ -286,21 +286,3 @@ class Graph:
         if limit is not None and len(self.nodes) > limit:
             lines.append(f"  ... {len(self.nodes) - limit} more nodes")
         return "\n".join(lines)
-
-    def scratch_bytes(self) -> tuple[int, int]:
-        """(bytes, node id): the most device scratch any one operator declares
-        (``Op.workspace``, e.g. split-K partial sums) and the node needing it (-1 if none).
-        Kernels run one at a time on the compute stream, so one region of this size, kept at
-        the end of the pool's arena and counted in the budget, serves every operator.
-        Cached like ``fingerprint``."""
-        size = (len(self.nodes), len(self.tensors))
-        if getattr(self, "_scratch", (None,))[0] == size:
-            return self._scratch[1]
-        best = (0, -1)
-        for n in self.nodes:
-            need = op_registry.get(n.op).workspace(n.attrs, [self.tensors[t] for t in n.inputs],
-                                                   [self.tensors[t] for t in n.outputs])
-            if need > best[0]:
-                best = (int(need), n.id)
-        self._scratch = (size, best)
-        return best

@@ -2,7 +2,7 @@ from engine.report import PolicyRow, policy_table, rows_to_json
 
 
 def rows(real=True):
-    return [PolicyRow("ideal", 0.10, 0.11 if real else None, 8, 0, 0, 40 * 2**20, 100),
+    return [PolicyRow("ideal", 0.10, 0.11 if real else None, 8, 0, 0, 40 * 2**20, 100, unlimited=True),
             PolicyRow("swapadvisor", 0.12, 0.13 if real else None, 8, 3 * 2**20, 2**20, 12 * 2**20, 180)]
 
 
