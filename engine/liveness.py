@@ -72,9 +72,10 @@ def lifetimes(g: Graph, order: Sequence[int]) -> Lifetimes:
     return Lifetimes(start, end, inplace_of)
 
 
-def live_bytes_per_step(g: Graph, order: Sequence[int]) -> np.ndarray:
-    """Bytes of tensors live while each step runs (its inputs and outputs included)."""
-    lt = lifetimes(g, order)
+def live_bytes_per_step(g: Graph, order: Sequence[int], lt: Lifetimes | None = None) -> np.ndarray:
+    """Bytes of tensors live while each step runs (its inputs and outputs included);
+    ``lt``: the order's lifetimes, if already known."""
+    lt = lifetimes(g, order) if lt is None else lt
     sizes = np.array([t.nbytes for t in g.tensors], dtype=np.int64)
     counted, end = lt.storage()     # an in-place chain is one allocation
     diff = np.zeros(len(order) + 1, dtype=np.int64)

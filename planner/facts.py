@@ -18,8 +18,7 @@ import numpy as np
 from allocator import Allocation, aligned_bytes
 from engine.inplace import in_place_pairs
 from engine.ir import Graph
-from engine.liveness import lifetimes
-from engine.liveness import peak_bytes as unlimited_peak_bytes
+from engine.liveness import Lifetimes, lifetimes, live_bytes_per_step
 from ops import registry as op_registry
 
 
@@ -53,11 +52,12 @@ class SizeDemand:
     heaviest_bytes: int
 
 
-def size_demand(g: Graph, order: Sequence[int]) -> SizeDemand:
-    """Demand per tensor size under ``order``. Call it through ``GraphFacts.demand``."""
+def size_demand(g: Graph, order: Sequence[int], lt: Lifetimes | None = None) -> SizeDemand:
+    """Demand per tensor size under ``order`` (``lt``: its lifetimes, if already known).
+    Call it through ``GraphFacts.demand``."""
     nbytes = np.array([t.nbytes for t in g.tensors], dtype=np.int64)
     sizes, size_index = np.unique(nbytes, return_inverse=True)
-    lt = lifetimes(g, order)
+    lt = lifetimes(g, order) if lt is None else lt
     n_steps = max(1, len(order))
     live = np.zeros((len(sizes), n_steps + 1), dtype=np.int64)
     counted, end = lt.storage()     # an in-place chain is one object
@@ -85,8 +85,12 @@ class GraphFacts:
         self.order = graph.default_order() if order is None else [int(n) for n in order]
 
     @cached_property
+    def lifetimes(self) -> Lifetimes:
+        return lifetimes(self.graph, self.order)
+
+    @cached_property
     def demand(self) -> SizeDemand:
-        return size_demand(self.graph, self.order)
+        return size_demand(self.graph, self.order, self.lifetimes)
 
     @cached_property
     def scratch(self) -> OperatorScratch:
@@ -95,7 +99,9 @@ class GraphFacts:
     @cached_property
     def peak_bytes(self) -> int:
         """Peak device memory of the unlimited-memory run under this order."""
-        return unlimited_peak_bytes(self.graph, self.order)
+        if not self.order:
+            return sum(t.nbytes for t in self.graph.tensors)
+        return int(live_bytes_per_step(self.graph, self.order, self.lifetimes).max())
 
     @cached_property
     def minimal_allocation(self) -> Allocation:

@@ -26,7 +26,7 @@ import numpy as np
 
 from allocator import SizeClassLayout
 from engine.graph_io import fingerprint
-from engine.inplace import in_place_input
+from engine.inplace import in_place_input, in_place_pairs
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
 
@@ -71,6 +71,8 @@ class _Static:
         self.step_end = np.cumsum(step_secs)                    # finish time of each step, compute only
         self.link = link_bytes_per_s
         self.initial_host = set(g.leaves(Kind.INPUT, Kind.LABEL, *PERSISTENT_KINDS))
+        # Most operators declare no in-place output: the scan asks the rule only for those that do.
+        self.declares_inplace = [bool(in_place_pairs(n)) for n in g.nodes]
 
 
 class _Scan:
@@ -181,7 +183,7 @@ class _Scan:
             dying = {t for t in node.inputs if self.read_ptr[t] + 1 >= len(s.reads[t]) and t not in s.kept}
             out_objs = []
             for k, t in enumerate(node.outputs):
-                src = in_place_input(node, k, dying.__contains__)
+                src = in_place_input(node, k, dying.__contains__) if s.declares_inplace[nid] else None
                 if src is not None:
                     # An updated state takes over its old value's object (MXNet's in-place update).
                     dying.discard(node.inputs[src])

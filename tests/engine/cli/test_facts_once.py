@@ -9,9 +9,9 @@ def test_size_demand_is_computed_once_per_graph_and_order(monkeypatch, tmp_path)
     calls = Counter()
     real = facts_module.size_demand
 
-    def counting(g, order):
+    def counting(g, order, lt=None):
         calls[(id(g), tuple(order))] += 1
-        return real(g, order)
+        return real(g, order, lt)
 
     monkeypatch.setattr(facts_module, "size_demand", counting)
     # The default run (small-cnn, the three policies, a search, training, the bit-for-bit check),
