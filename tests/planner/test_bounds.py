@@ -1,0 +1,147 @@
+"""Lower bounds on an iteration's time: never above a verified plan's simulated time, equal to
+the compute when memory is unlimited, right on a graph small enough to work out by hand, and
+the earlier prototype's figures on the paper's models."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import zoo
+from engine.ir import Graph
+from engine.profile import Link, Profile, analytic_profile
+from engine.program import COMPUTE
+from planner.allocation import unlimited_allocation
+from planner.bounds import ACTIVATION, LEAF, NEXT_VALUE, lower_bounds, split_per_step, tensor_classes
+from planner.budget import Budget, make_budget
+from planner.facts import GraphFacts
+from planner.policy import plan_with
+from planner.simulate import simulate
+from planner.verify import verify
+from zoo import small
+from zoo.stats import PAPER
+
+V100 = analytic_profile("v100")
+# A link slow enough that swapping, not compute, sets the pace of the small models.
+SLOW = dataclasses.replace(V100, link=Link(2e8, 2e8, 3.2e8, 1e-5), dispatch_s=2e-6)
+
+
+def small_models():
+    return [small.residual_cnn(), small.lstm(), zoo.tiny("nasnet")]
+
+
+def budgets(facts):
+    full = unlimited_allocation(facts).pool_bytes + facts.scratch.bytes
+    return [int(b) for b in np.geomspace(facts.smallest_budget, full, 4)]
+
+
+@pytest.mark.parametrize("profile", [V100, SLOW], ids=["v100", "slow-link"])
+@pytest.mark.parametrize("g", small_models(), ids=lambda g: g.name)
+def test_no_verified_plan_beats_its_bound(g, profile):
+    facts = GraphFacts(g)
+    ideal = plan_with("ideal", g, facts=facts)
+    verify(ideal, g, None)
+    assert lower_bounds(facts, None, profile).bound <= simulate(ideal, g, profile).total
+    for device in budgets(facts):
+        budget = make_budget(facts, device)
+        for policy in ("odswap", "swapadvisor"):
+            program = plan_with(policy, g, device, profile, facts=facts)
+            verify(program, g, device)
+            b = lower_bounds(GraphFacts(g, program.schedule), budget, profile)
+            t = simulate(program, g, profile).total
+            assert b.bound <= t * (1 + 1e-9), (policy, device, b, t)
+
+
+@pytest.mark.parametrize("g", small_models(), ids=lambda g: g.name)
+def test_split_bound_is_the_compute_when_memory_is_unlimited(g):
+    facts = GraphFacts(g)
+    for budget in (None, Budget(10 * facts.peak_bytes, facts.scratch.bytes)):
+        b = lower_bounds(facts, budget, SLOW)
+        assert b.split_s == pytest.approx(b.compute_s, rel=1e-12)
+        assert b.peak_s == 0
+
+
+def test_compute_is_what_the_simulator_charges_the_ideal_plan():
+    g = small.lstm()
+    facts = GraphFacts(g)
+    b = lower_bounds(facts, None, SLOW)
+    expected = SLOW.node_seconds(g).sum() + SLOW.dispatch_s * len(g.nodes)
+    assert b.compute_s == pytest.approx(expected)
+    ideal = plan_with("ideal", g, facts=facts)
+    assert simulate(ideal, g, SLOW).busy(ideal, COMPUTE) == pytest.approx(expected)
+
+
+MB = 1_000_000
+
+
+def hand_graph():
+    """Five relu/add steps over 1 MB tensors: a leaf w read first and last, an activation a
+    read at steps 1 and 3.
+
+        s0: a = relu(x)     s1: b = relu(a)     s2: c = relu(b)     s3: d = add(a, c)
+        s4: e = add(w, d)
+
+    Live: s0 {x, w, a}, s1 {w, a, b}, s2 {w, a, b, c}, s3 {w, a, c, d}, s4 {w, d, e}."""
+    g = Graph("hand")
+    x = g.input("x", (MB // 4,))
+    w = g.input("w", (MB // 4,))
+    (a,) = g.apply("relu", [x], name="s0")
+    (b,) = g.apply("relu", [a], name="s1")
+    (c,) = g.apply("relu", [b], name="s2")
+    (d,) = g.apply("add", [a, c], name="s3")
+    g.apply("add", [w, d], name="s4")
+    return g
+
+
+def test_a_graph_worked_out_by_hand():
+    g = hand_graph()
+    facts = GraphFacts(g)
+    profile = Profile("hand", Link(h2d_bytes_per_s=MB / 5, d2h_bytes_per_s=MB / 5, duplex_bytes_per_s=MB / 4,
+                                   latency_s=0))
+    secs = np.ones(5)
+    # A pool of 3 MB: one of the four live at s2 or s3 is off the device. At s2 that may be w
+    # (a leaf: a 5 s swap-in after the 2 s of s0, s1) or a; at s3 it can only be w.
+    b = lower_bounds(facts, Budget(3 * MB, 0), profile, secs)
+    assert b.compute_s == 5
+    assert b.split_step == 3 and b.split_s == pytest.approx(3 + 5)     # s0..s2, then w comes in
+    assert b.peak_s == pytest.approx(1 * MB / (MB / 4))                # one byte in per byte off
+    assert b.persistent_s == pytest.approx(2 * MB / (MB / 5))          # the batch: x and w
+    assert b.bound == pytest.approx(10)
+    # With 4 MB nothing need leave; the batch still comes in.
+    b = lower_bounds(facts, Budget(4 * MB, 0), profile, secs)
+    assert (b.split_s, b.peak_s, b.bound) == (5, 0, 10)
+
+
+def test_split_chooses_the_cheapest_cover():
+    one = np.array([1.0])
+    # 4 bytes off from 3 of leaves and 3 of next values; 2 s of compute on either side, 1 B/s:
+    # 2 out before and 2 in after fit exactly under the compute.
+    assert split_per_step(4 * one, 3 * one, 3 * one, 2 * one, 2 * one, 1.0, 1.0)[0] == pytest.approx(4)
+    # Only 1 + 1 one-copy bytes for 5: 3 activations go out and come back in.
+    assert split_per_step(5 * one, one, one, 0 * one, 0 * one, 1.0, 1.0)[0] == pytest.approx(4 + 4)
+    # Nothing off: the compute.
+    assert split_per_step(0 * one, one, one, 2 * one, 3 * one, 1.0, 1.0)[0] == pytest.approx(5)
+
+
+def test_tensor_classes():
+    g = zoo.tiny("rnn")
+    cls = tensor_classes(g)
+    for cur, nxt in g.state_pairs:
+        assert cls[cur] == LEAF and cls[nxt] == NEXT_VALUE
+    produced = [t.id for t in g.tensors if g.producer[t.id] >= 0
+                and t.id not in {n for _, n in g.state_pairs} and t.id != g.loss]
+    assert (cls[produced] == ACTIVATION).all()
+
+
+# The earlier prototype's figures: analytic V100, 16 GiB, default order. (compute, bound)
+PROTOTYPE = {"wresnet-152-10": (29.071, 34.698), "inception-4": (5.160, 5.618), "nasnet-25": (3.721, 24.521),
+             "rnn-8-8k": (16.491, 19.347), "brnn-4-8k": (12.662, 17.095)}
+
+
+@pytest.mark.parametrize("paper", PAPER, ids=lambda p: p.model)
+def test_the_paper_models_match_the_prototype(paper):
+    g = zoo.build(paper.model, batch=paper.batch)
+    facts = GraphFacts(g)
+    b = lower_bounds(facts, make_budget(facts, 16 * 2**30), V100)
+    compute, bound = PROTOTYPE[paper.model]
+    assert b.compute_s == pytest.approx(compute, abs=1e-3)
+    assert b.split_s == pytest.approx(bound, abs=1e-3) and b.bound == b.split_s
