@@ -31,18 +31,12 @@ class Timeline:
         return float(np.sum(self.finish[sel] - self.start[sel]))
 
     def to_chrome_trace(self, program: Program, g: Graph) -> dict:
-        """Chrome trace JSON (open in Perfetto or chrome://tracing): one row per stream."""
-        events = [{"ph": "M", "pid": 0, "tid": k, "name": "thread_name", "args": {"name": STREAM_NAMES[k]}}
-                  for k in range(3)]
-        for i, ins in enumerate(program.instrs):
-            name = g.nodes[ins.target].name if ins.kind == COMPUTE else g.tensors[ins.target].name
-            args = {"instruction": i, "deps": [int(d) for d in ins.deps]}
-            if ins.kind != COMPUTE:
-                args["bytes"] = int(g.tensors[ins.target].nbytes) if ins.copy else 0
-            events.append({"ph": "X", "pid": 0, "tid": ins.kind, "name": name,
-                           "ts": self.start[i] * 1e6, "dur": (self.finish[i] - self.start[i]) * 1e6,
-                           "args": args})
-        return {"traceEvents": events, "displayTimeUnit": "ms"}
+        """Chrome trace JSON (open in Perfetto or chrome://tracing): one row per stream, a counter
+        of device bytes in use, and a flow arrow per dependency that crosses streams
+        (``planner.trace``)."""
+        from .trace import chrome_trace
+
+        return chrome_trace(program, g, self.start, self.finish, self.total)
 
 
 def simulate(program: Program, g: Graph, profile: Profile, node_seconds: np.ndarray | None = None) -> Timeline:
