@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 
+from planner.bounds import Bounds, lower_bounds
 from planner.budget import Budget, make_budget
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest, Policy, unlimited_program
-from planner.simulate import simulate
+from planner.simulate import Timeline, simulate
+from planner.stalls import Stalls, stall_report
 from planner.verify import verify
 
 from ..autodiff import SGD
@@ -133,3 +136,28 @@ def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Pr
               f"{sim.total:.4f} s/iter ({time.perf_counter() - t0:.2f} s to plan)", flush=True)
         programs[policy.name] = (program, sim)
     return programs
+
+
+@dataclass(frozen=True)
+class PlanQuality:
+    """How good one simulated Program is: the lower bound of its order under the budget it
+    was planned for, and where its iteration stalls."""
+    bounds: Bounds
+    stalls: Stalls
+
+
+def plan_quality(program: Program, sim: Timeline, facts: GraphFacts, budget: Budget | None, profile: Profile,
+                 node_seconds=None) -> PlanQuality:
+    """``facts`` are of the graph in some order; the bound is taken in the Program's own order
+    (a search may have chosen another)."""
+    g = facts.graph
+    ordered = facts if list(program.schedule) == facts.order else GraphFacts(g, program.schedule)
+    return PlanQuality(lower_bounds(ordered, budget, profile, node_seconds), stall_report(program, g, sim))
+
+
+def assess_plans(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Profile, programs: dict) -> dict:
+    """{policy name: PlanQuality} for every planned policy. A policy that needs no budget (the
+    unlimited plan) is bounded without one: it was not planned to fit the run's budget."""
+    secs = profile.node_seconds(facts.graph)
+    return {p.name: plan_quality(*programs[p.name], facts, budget if p.needs_budget else None, profile, secs)
+            for p in cfg.planned if p.name in programs}

@@ -33,7 +33,7 @@ from ..training import Trainer
 from ..units import format_bytes
 from .config import RunConfig
 from .flags import PROG, UsageError, parser
-from .plans import batch_of, build_model, choose_budget, choose_profile, plan_policies
+from .plans import assess_plans, batch_of, build_model, choose_budget, choose_profile, plan_policies
 from .runners import device_name, make_runner, unlimited_runner
 
 __all__ = ["UsageError", "main", "parser"]
@@ -47,6 +47,7 @@ class Run:
     placement: Placement | None        # None with --simulate-only: nothing runs
     data: TeacherData | None
     programs: dict = field(default_factory=dict)
+    quality: dict = field(default_factory=dict)     # policy name -> plans.PlanQuality
     device_name: str = ""              # known once a backend has been made
 
     @property
@@ -136,11 +137,19 @@ def identical_to_unlimited(run: Run, final_state) -> bool:
 
 
 def policy_rows(run: Run, measured: dict | None = None) -> list[PolicyRow]:
-    g, programs = run.graph, run.programs
-    return [PolicyRow(p.name, programs[p.name][1].total, measured[p.name] if measured else None, batch_of(g),
-                      programs[p.name][0].bytes_moved(g, SWAP_IN), programs[p.name][0].bytes_moved(g, SWAP_OUT),
-                      programs[p.name][0].arena.arena_bytes, len(programs[p.name][0].instrs), p.unlimited)
-            for p in run.cfg.policies if p.name in programs]
+    g = run.graph
+    rows = []
+    for p in run.cfg.policies:
+        if p.name not in run.programs:
+            continue
+        program, sim = run.programs[p.name]
+        quality = run.quality.get(p.name)
+        rows.append(PolicyRow(p.name, sim.total, measured[p.name] if measured else None, batch_of(g),
+                              program.bytes_moved(g, SWAP_IN), program.bytes_moved(g, SWAP_OUT),
+                              program.arena.arena_bytes, len(program.instrs), p.unlimited,
+                              quality.bounds.bound if quality else None,
+                              quality.stalls.to_json() if quality else None))
+    return rows
 
 
 def check_input_files(cfg: RunConfig) -> None:
@@ -186,6 +195,7 @@ def train(cfg: RunConfig) -> int:
         print(f"profile saved to {cfg.save_profile}")
     out_dir = cfg.out or os.path.join("runs", g.name)
     run.programs = plan_policies(cfg, facts, budget, profile, out_dir) if budget else {}
+    run.quality = assess_plans(cfg, facts, budget, profile, run.programs) if budget else {}
     figures = {"model": g.name, "budget": budget.device_bytes if budget else None}
     if cfg.simulate_only:
         rows = policy_rows(run)
