@@ -1,0 +1,153 @@
+"""How far the plans are from what any plan could do: the Table 1 models' lower bounds beside
+their ideal, ODSwap and unsearched SwapAdvisor plans, with the stalls of each.
+
+For each model at the paper's configuration (zoo.stats.PAPER), on the analytic V100 profile
+with a 16 GiB budget and the default order: the lower bound on an iteration's time and its
+parts (planner.bounds), then each plan's simulated seconds, its time over the bound of its
+order ("x bound"), its throughput as a fraction of ideal beside the paper's Figure 6, and
+where it stalls (planner.stalls). The unlimited plan is bounded without a budget, as it
+was planned without one.
+
+    python -m bench.plan_quality [--models inception-4,rnn-8-8k] [--budget-gib 16] [--save]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import io
+import os
+import platform
+import sys
+import time
+
+from tabulate import tabulate
+
+import zoo
+from bench.ga_search import PAPER_FIG6
+from engine.cli.plans import plan_quality
+from engine.profile import analytic_profile
+from planner import policy
+from planner.bounds import lower_bounds
+from planner.budget import make_budget
+from planner.errors import PlanError
+from planner.facts import GraphFacts
+from planner.simulate import simulate
+from planner.verify import verify
+from zoo.stats import PAPER
+
+PLANS = ("ideal", "odswap", "swapadvisor")    # swapadvisor unsearched: default order, simple allocation
+
+
+def machine() -> str:
+    """The platform and CPU model, for the results file."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return f"{platform.platform()}, {os.cpu_count()} cores: {cpu}"
+
+
+def plan_rows(name: str, label: str, device_bytes: int, profile, say) -> tuple[list, list]:
+    """(the bound row, one row per plan) for one model."""
+    paper = next(p for p in PAPER if p.model == name)
+    g = zoo.build(name, batch=paper.batch)
+    facts = GraphFacts(g)
+    secs = profile.node_seconds(g)
+    try:
+        budget = make_budget(facts, device_bytes)
+    except PlanError as e:
+        say(f"{label}: {e}")
+        return [label] + ["n/a"] * 8, []
+    t0 = time.perf_counter()
+    b = lower_bounds(GraphFacts(g), budget, profile, secs)     # fresh facts: the order's lifetimes included
+    bound_ms = (time.perf_counter() - t0) * 1e3
+    sa_paper, od_paper = PAPER_FIG6[name]
+    rows, ideal = [], None
+    for plan_name in PLANS:
+        p = policy.get(plan_name)
+        limit = budget if p.needs_budget else None
+        try:
+            program = p.make(policy.PlanRequest(g, facts, limit, profile, secs))
+            verify(program, g, limit.device_bytes if limit else None)
+        except PlanError as e:
+            say(f"{label} {plan_name}: {e}")
+            continue
+        sim = simulate(program, g, profile, secs)
+        q = plan_quality(program, sim, facts, limit, profile, secs)
+        s = q.stalls
+        ideal = sim.total if p.unlimited else ideal
+        paper_frac = {"odswap": od_paper, "swapadvisor": sa_paper}.get(plan_name, "1")
+        rows.append([label, plan_name, f"{sim.total:.3f}", f"{sim.total / q.bounds.bound:.2f}",
+                     f"{ideal / sim.total:.3f}" if ideal else "n/a", paper_frac,
+                     f"{s.compute_idle_s:.3f}", f"{s.copy_compute_overlap_s:.3f}", f"{s.both_directions_s:.3f}",
+                     f"{s.swap_ins_held_by_swap_out}/{s.swap_ins} ({s.held_fraction:.2f})",
+                     f"{s.compute_wait_on_swap_in_s:.3f}"])
+    bound_row = [label, f"{ideal:.3f}" if ideal else "n/a", f"{b.compute_s:.3f}", f"{b.peak_s:.3f}",
+                 f"{b.persistent_s:.3f}", f"{b.split_s:.3f}", g.nodes[facts.order[b.split_step]].name,
+                 f"{b.bound:.3f}", f"{bound_ms:.0f}"]
+    return bound_row, rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.plan_quality", description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(p.model for p in PAPER),
+                    help="comma-separated Table 1 models (default: all five)")
+    ap.add_argument("--budget-gib", type=float, default=16)
+    ap.add_argument("--save", action="store_true", help="also write bench/results/plan_quality_<date>.txt")
+    args = ap.parse_args(argv)
+    papers = {p.model: p for p in PAPER}
+    models = [m for m in args.models.split(",") if m]
+    unknown = [m for m in models if m not in papers]
+    if unknown or not models:
+        ap.error(f"unknown model {unknown[0] if unknown else '(none)'}; choose from {', '.join(papers)}")
+    profile = analytic_profile("v100")
+    device_bytes = int(args.budget_gib * 2**30)
+    started = time.perf_counter()
+    out = io.StringIO()
+
+    def say(line: str = "") -> None:
+        print(line, flush=True)
+        out.write(line + "\n")
+
+    say(f"# python -m bench.plan_quality {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
+    say(f"# {datetime.datetime.now():%Y-%m-%d %H:%M}, {machine()}")
+    say(f"# analytic V100 profile, {args.budget_gib:g} GiB budget, default order, paper batches")
+    bound_rows, rows = [], []
+    for name in models:
+        bound_row, plan_rows_ = plan_rows(name, papers[name].label, device_bytes, profile, say)
+        bound_rows.append(bound_row)
+        rows += plan_rows_
+        print(f"  [{papers[name].label} done, {time.perf_counter() - started:.0f} s so far]", file=sys.stderr)
+    say()
+    say("Lower bounds on one iteration (seconds; planner.bounds)")
+    say(tabulate(bound_rows, headers=["model", "ideal", "compute", "peak", "persistent", "split",
+                                      "split at", "bound", "bound ms"], disable_numparse=True))
+    say("compute: every operator once; peak: the bytes over the pool at the worst step, each crossing "
+        "the link once or twice; persistent: state and batch that cannot stay resident; split: copies "
+        "before and after the worst step beside the compute on each side. bound ms: time to compute "
+        "them (the order's lifetimes included, op times not).")
+    say()
+    say("Plans: simulated seconds, over the bound (x bound), as a fraction of ideal, and stalls (seconds)")
+    say(tabulate(rows, headers=["model", "plan", "seconds", "x bound", "frac ideal", "paper frac",
+                                "compute idle", "copy+compute", "both dirs", "held swap-ins", "wait on in"],
+                 disable_numparse=True))
+    say("swapadvisor: unsearched (default order, simple allocation). x bound: seconds over the bound of "
+        "the plan's order under the budget it was planned for (ideal: none). copy+compute: time a "
+        "byte-moving copy and a compute both run; both dirs: a swap-in and a swap-out both move bytes; "
+        "held swap-ins: started when a write-back of their object finished; wait on in: compute idle "
+        "gaps ended by a swap-in.")
+    say()
+    say(f"total {time.perf_counter() - started:.0f} s")
+    if args.save:
+        os.makedirs(os.path.join("bench", "results"), exist_ok=True)
+        path = os.path.join("bench", "results", f"plan_quality_{datetime.date.today().isoformat()}.txt")
+        with open(path, "w") as f:
+            f.write(out.getvalue())
+        print(f"saved {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
