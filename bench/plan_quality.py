@@ -85,7 +85,8 @@ def plan_rows(name: str, label: str, device_bytes: int, profile, say) -> tuple[l
                      f"{s.swap_ins_held_by_swap_out}/{s.swap_ins} ({s.held_fraction:.2f})",
                      f"{s.compute_wait_on_swap_in_s:.3f}"])
     bound_row = [label, f"{ideal:.3f}" if ideal else "n/a", f"{b.compute_s:.3f}", f"{b.peak_s:.3f}",
-                 f"{b.persistent_s:.3f}", f"{b.split_s:.3f}", g.nodes[facts.order[b.split_step]].name,
+                 f"{b.persistent_s:.3f}", f"{b.split_s:.3f}",
+                 g.nodes[facts.order[b.split_step]].name if b.split_step >= 0 else "-",
                  f"{b.bound:.3f}", f"{bound_ms:.0f}"]
     return bound_row, rows
 

@@ -43,7 +43,8 @@ class Bounds:
     peak_s: float
     persistent_s: float
     split_s: float
-    split_step: int     # position in the order of the step whose split gives split_s
+    split_step: int     # position in the order of the step whose split gives split_s; -1 when
+                        # the pool holds every step's live bytes (then split_s is the compute)
 
     @property
     def bound(self) -> float:
@@ -132,8 +133,8 @@ def lower_bounds(facts: GraphFacts, budget: Budget | None, profile: Profile,
     before = np.concatenate(([0.0], np.cumsum(steps)[:-1]))  # compute finished when step s starts
     after = compute - before
     split = split_per_step(excess, leaf, nxt, before, after, h2d, d2h)
-    s = int(np.argmax(split))
-    return Bounds(compute, peak, persistent, float(split[s]), s)
+    s = int(np.argmax(split)) if excess.any() else -1
+    return Bounds(compute, peak, persistent, float(split[s]) if s >= 0 else compute, s)
 
 
 def split_per_step(excess, leaf, nxt, before, after, h2d, d2h) -> np.ndarray:
