@@ -48,7 +48,7 @@ def main(argv=None):
         plan_s, sim_s = [], []
         for _ in range(args.repeats):
             t0 = time.perf_counter()
-            program = plan(g, order, alloc, budget.scratch_bytes, secs, profile.link.h2d_bytes_per_s)
+            program = plan(g, order, alloc, budget.scratch_bytes, profile, secs)
             t1 = time.perf_counter()
             timeline = simulate(program, g, profile, secs)
             plan_s.append(t1 - t0)

@@ -181,7 +181,7 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
     ctx = GraphContext.from_facts(facts)
     node_seconds = profile.node_seconds(graph)
     try:
-        simple = simple_allocation(facts, budget)
+        simple = simple_allocation(facts, budget, profile, node_seconds)
     except PlanError:
         simple = None
     variation = Variation(opts.mode, opts.mutation, opts.sigma)

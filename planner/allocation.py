@@ -1,5 +1,5 @@
-"""Size-class allocations derived from a graph's demand: the minimal one, the simple one, the
-unlimited one.
+"""Size-class allocations derived from a graph's demand: the minimal one, the simple (default)
+one, the unlimited one.
 
 An operator runs only if its inputs and outputs are all resident at once, so
 each size class needs at least as many objects as any one operator uses of
@@ -13,70 +13,173 @@ from __future__ import annotations
 import numpy as np
 
 from allocator import Allocation, aligned_bytes
+from engine.ir import Kind, PERSISTENT_KINDS
+from engine.profile import Profile
 
 from .budget import Budget
 from .facts import GraphFacts, SizeDemand
 
+# A leaf stays in the working set between two reads when the compute between them is
+# shorter than this many round trips of its bytes over the link (working_set).
+KEEP_READS = 10.0
+# A size class holds sizes down to 1/MAX_SPREAD of its slot, or any size if the slot is at
+# most SMALL_SLOT bytes: a small tensor in a much larger slot takes a large tensor's place.
+MAX_SPREAD = 4.0
+SMALL_SLOT = 2**20
 
-def minimal_allocation(d: SizeDemand) -> Allocation:
-    """The allocation of fewest bytes that can run every operator: classes are runs of
-    consecutive sizes (object = the run's largest size), each with as many objects as
-    any one operator needs from the run. Exact, by dynamic programming over run ends."""
+
+def _class_needs(d: SizeDemand) -> np.ndarray:
+    """need[i, j]: objects a class of sizes i..j needs so that every operator can run."""
     s = len(d.sizes)
-    slot = aligned_bytes(d.sizes)
     cum = np.concatenate([np.zeros((d.per_node.shape[0], 1), np.int64), np.cumsum(d.per_node, axis=1)], axis=1)
+    need = np.zeros((s, s), dtype=np.int64)
+    for i in range(s):
+        need[i, i:] = np.maximum((cum[:, i + 1:] - cum[:, [i]]).max(axis=0, initial=0), 1)
+    return need
+
+
+def working_set(facts: GraphFacts, step_seconds: np.ndarray | None = None,
+                link_bytes_per_s: float | None = None) -> np.ndarray:
+    """[size, step]: tensors of each size that a plan should keep on the device at each step.
+    Activations and gradients from their first write to their last use (moving them costs a
+    copy each way). Leaves (inputs, labels, parameters, optimizer state) have a current host
+    copy, so evicting them moves nothing: they count at the steps that read them, and between
+    two reads only if the compute between them is shorter than KEEP_READS round trips of the
+    link (without op times and a link: reads in consecutive steps)."""
+    g, order, d = facts.graph, facts.order, facts.demand
+    lt = facts.lifetimes
+    n_steps = max(1, len(order))
+    counted, end = lt.storage()
+    leaf = np.zeros(len(g.tensors), dtype=bool)
+    leaf[g.leaves(Kind.INPUT, Kind.LABEL, *PERSISTENT_KINDS)] = True
+    spans = np.nonzero(counted & ~leaf)[0]
+    starts, ends, idx = [lt.start[spans]], [end[spans]], [d.size_index[spans]]
+    if step_seconds is None or not link_bytes_per_s:
+        clock, reach = np.arange(n_steps + 1, dtype=float), np.full(len(g.tensors), 1.0)
+    else:
+        clock = np.concatenate(([0.0], np.cumsum(step_seconds)))
+        reach = KEEP_READS * 2 * np.array([t.nbytes for t in g.tensors], dtype=float) / link_bytes_per_s
+    last = np.full(len(g.tensors), -1, dtype=np.int64)
+    a, b, k = [], [], []
+    for step, nid in enumerate(order):
+        for t in dict.fromkeys(g.nodes[nid].inputs):
+            if leaf[t]:
+                prev = last[t]
+                keep = prev >= 0 and clock[step] - clock[prev + 1] <= reach[t]
+                a.append(prev + 1 if keep else step)
+                b.append(step)
+                k.append(d.size_index[t])
+                last[t] = step
+    starts.append(np.asarray(a, dtype=np.int64))
+    ends.append(np.asarray(b, dtype=np.int64))
+    idx.append(np.asarray(k, dtype=np.int64))
+    start, stop, size = (np.concatenate(x) for x in (starts, ends, idx))
+    live = np.zeros((len(d.sizes), n_steps + 1), dtype=np.int64)
+    np.add.at(live, (size, start), 1)
+    np.add.at(live, (size, stop + 1), -1)
+    return np.cumsum(live, axis=1)[:, :n_steps]
+
+
+def _class_peaks(d: SizeDemand, live: np.ndarray) -> np.ndarray:
+    """peak[i, j]: most tensors of sizes i..j in ``live`` ([size, step]) at once."""
+    s = len(d.sizes)
+    cum = np.concatenate([np.zeros((1, live.shape[1]), np.int64), np.cumsum(live, axis=0, dtype=np.int64)])
+    peak = np.zeros((s, s), dtype=np.int64)
+    for i in range(s):
+        peak[i, i:] = (cum[i + 1:] - cum[i]).max(axis=1, initial=0)
+    return peak
+
+
+def _cheapest_runs(slot: np.ndarray, count: np.ndarray, allowed: np.ndarray | None = None
+                   ) -> tuple[float, list[tuple[int, int]]]:
+    """Group the sorted sizes into runs of consecutive sizes (object = the run's largest
+    size) of fewest bytes, a run i..j costing slot[j] * count[i, j]; exact, by dynamic
+    programming over run ends. Returns (bytes, [(first, end) of each run])."""
+    s = len(slot)
     best = np.full(s + 1, np.inf)
     best[0] = 0
     cut = np.zeros(s + 1, dtype=np.int64)
-    need = np.zeros((s, s), dtype=np.int64)        # need[i, j]: objects for a class of sizes i..j
-    for i in range(s):
-        need[i, i:] = np.maximum((cum[:, i + 1:] - cum[:, [i]]).max(axis=0, initial=0), 1)
+    cost = slot[None, :].astype(float) * count
+    if allowed is not None:
+        cost = np.where(allowed, cost, np.inf)
     for j in range(1, s + 1):
-        costs = best[:j] + slot[j - 1] * need[np.arange(j), j - 1]
+        costs = best[:j] + cost[np.arange(j), j - 1]
         cut[j] = int(np.argmin(costs))
         best[j] = costs[cut[j]]
-    bounds, j = [], s
+    runs, j = [], s
     while j > 0:
-        bounds.append((cut[j], j))
-        j = cut[j]
-    bounds.reverse()
-    cls = np.concatenate([np.full(b - a, k) for k, (a, b) in enumerate(bounds)])
-    cnt = np.array([need[a, b - 1] for a, b in bounds], dtype=np.int64)
+        runs.append((int(cut[j]), j))
+        j = int(cut[j])
+    runs.reverse()
+    return float(best[s]), runs
+
+
+def _allocation_of_runs(d: SizeDemand, runs, count: np.ndarray) -> Allocation:
+    cls = np.concatenate([np.full(b - a, k) for k, (a, b) in enumerate(runs)])
+    cnt = np.array([count[a, b - 1] for a, b in runs], dtype=np.int64)
     return Allocation(d.sizes, cls, cnt)
 
 
-def simple_allocation(facts: GraphFacts, budget: Budget) -> Allocation:
-    """One class per distinct size if each size's per-operator minimum fits the budget (else
-    the minimal allocation's classes); each class gets its minimum, then a common fraction
-    of the objects it would need for no swapping at all, as far as the budget's pool allows."""
+def minimal_allocation(d: SizeDemand) -> Allocation:
+    """The allocation of fewest bytes that can run every operator: classes are runs of
+    consecutive sizes, each with as many objects as any one operator needs from the run."""
+    need = _class_needs(d)
+    _, runs = _cheapest_runs(aligned_bytes(d.sizes), need)
+    return _allocation_of_runs(d, runs, need)
+
+
+def simple_allocation(facts: GraphFacts, budget: Budget, profile: Profile | None = None,
+                      node_seconds: np.ndarray | None = None) -> Allocation:
+    """The default allocation (SwapAdvisor's search starts from it; without a search it is
+    the plan's): every class gets the same fraction f of its peak working set (``working_set``;
+    at least what one operator needs), f as large as the budget's pool allows, with the sizes
+    grouped, at that f, into the classes of fewest bytes whose slots are at most MAX_SPREAD
+    times their smallest size (else, in a pool too small for that, any grouping). What the
+    pool has left after rounding goes to the largest classes, up to their peak. A pool that
+    holds every size's peak gets the unlimited allocation. ``profile``
+    (op times, ``node_seconds`` if precomputed, and link) decides which leaves stay in the
+    working set between reads; without one, only reads in consecutive steps."""
     d = facts.demand
-    budget = budget.pool_bytes
+    pool = budget.pool_bytes
+    unlimited = unlimited_allocation(facts)
+    if unlimited.pool_bytes <= pool:
+        return unlimited
     slot = aligned_bytes(d.sizes)
-    if int((slot * d.minimum).sum()) > budget:
-        return _grow(facts.minimal_allocation, d, budget)
-    spare = budget - int((slot * d.minimum).sum())
-    extra = d.peak - d.minimum
-    want = int((slot * extra).sum())
-    frac = 1.0 if want <= spare else spare / want
-    cnt = d.minimum + np.floor(extra * frac).astype(np.int64)
-    # Spend what flooring left, largest sizes first, without exceeding their peak.
-    left = budget - int((slot * cnt).sum())
-    for k in np.argsort(-slot):
-        add = min(int(d.peak[k] - cnt[k]), left // int(slot[k]))
-        cnt[k] += add
-        left -= add * int(slot[k])
-    return Allocation(d.sizes, np.arange(len(d.sizes)), np.maximum(cnt, 1))
+    need = _class_needs(d)
+    step_seconds, link = None, None
+    if profile is not None:
+        secs = profile.node_seconds(facts.graph) if node_seconds is None else np.asarray(node_seconds)
+        step_seconds, link = secs[np.asarray(facts.order, dtype=np.int64)], profile.link.h2d_bytes_per_s
+    peak = np.maximum(_class_peaks(d, working_set(facts, step_seconds, link)), need)
+
+    def counts(f: float) -> np.ndarray:
+        return np.maximum(need, np.ceil(f * peak - 1e-9).astype(np.int64))
+
+    def fits(f: float, allowed) -> bool:
+        return _cheapest_runs(slot, counts(f), allowed)[0] <= pool
+
+    spread_ok = (slot[None, :] <= MAX_SPREAD * d.sizes[:, None]) | (slot[None, :] <= SMALL_SLOT)
+    allowed = spread_ok if fits(0.0, spread_ok) else None
+    lo, hi = 0.0, 1.0
+    if fits(hi, allowed):
+        lo = hi
+    else:
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if fits(mid, allowed) else (lo, mid)
+    _, runs = _cheapest_runs(slot, counts(lo), allowed)
+    return _grow(_allocation_of_runs(d, runs, counts(lo)), peak, runs, pool)
 
 
-def _grow(alloc: Allocation, d: SizeDemand, budget: int) -> Allocation:
+def _grow(alloc: Allocation, peak: np.ndarray, runs, pool: int) -> Allocation:
     """Add objects to a fitting allocation, largest classes first, up to each class's peak
-    demand (the sum of its sizes' peaks) while the budget allows."""
+    working set (``peak[first, last]`` of its run of sizes), while the pool allows."""
     cnt = alloc.cnt.copy()
     slot = alloc.class_slot_bytes
-    peak = np.bincount(alloc.cls, weights=d.peak).astype(np.int64)
-    left = budget - int((slot * cnt).sum())
-    for k in np.argsort(-slot):
-        add = max(0, min(int(peak[k] - cnt[k]), left // int(slot[k])))
+    left = pool - int((slot * cnt).sum())
+    for k in np.argsort(-slot, kind="stable"):
+        a, b = runs[k]
+        add = max(0, min(int(peak[a, b - 1] - cnt[k]), left // int(slot[k])))
         cnt[k] += add
         left -= add * int(slot[k])
     return alloc.with_counts(cnt)

@@ -19,6 +19,7 @@ Program then leaves the device as it found it and can run every iteration.
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -28,9 +29,11 @@ from allocator import SizeClassLayout
 from engine.graph_io import fingerprint
 from engine.inplace import in_place_input, in_place_pairs
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
+from engine.profile import Profile
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
 
 from .errors import PlanError
+from .stream_order import order_copies, renumber
 
 
 @dataclass(frozen=True)
@@ -38,13 +41,21 @@ class PlanOptions:
     victim: str = "belady"            # "belady" (SwapAdvisor) or "lru" (on-demand swapping)
     threshold_s: float | None = None  # recency threshold; None: the incoming tensor's transfer time
     max_passes: int = 16
+    # Evict ahead of need: after each operator, keep this fraction of each size class's
+    # objects free by evicting (Belady) tensors whose next use is far enough away that the
+    # swap-out and the swap-in back both fit before it (``ahead_gap`` transfer times).
+    headroom: float = 0.0
+    ahead_gap: float = 2.0
+    # Reorder the copy streams by urgency after planning (planner.stream_order); needs op
+    # times and a link.
+    order_copies: bool = False
 
 
 class _Static:
     """Per-graph, per-schedule facts the scan reads: dense arrays by tensor id."""
 
     def __init__(self, g: Graph, schedule: Sequence[int], layout: SizeClassLayout,
-                 op_seconds: np.ndarray | None, link_bytes_per_s: float | None):
+                 op_seconds: np.ndarray | None, link_bytes_per_s: float | None, opts: PlanOptions):
         self.g, self.schedule, self.layout = g, list(schedule), layout
         n_t = len(g.tensors)
         self.nbytes = np.array([t.nbytes for t in g.tensors], dtype=np.int64)
@@ -69,10 +80,23 @@ class _Static:
         secs = np.ones(len(g.nodes)) if op_seconds is None else np.asarray(op_seconds, dtype=float)
         step_secs = secs[self.schedule] if self.schedule else np.zeros(0)
         self.step_end = np.cumsum(step_secs)                    # finish time of each step, compute only
+        # When each step starts, then the end (kept tensors' next use) and never.
+        self.use_time = np.concatenate(([0.0], self.step_end[:-1] if len(step_secs) else [],
+                                        [self.step_end[-1] if len(step_secs) else 0.0, np.inf]))
+
         self.link = link_bytes_per_s
         self.initial_host = set(g.leaves(Kind.INPUT, Kind.LABEL, *PERSISTENT_KINDS))
         # Most operators declare no in-place output: the scan asks the rule only for those that do.
         self.declares_inplace = [bool(in_place_pairs(n)) for n in g.nodes]
+        # Leaves whose host copy is current stay resident after their last read until evicted
+        # (the paper's semantics; evicting them copies nothing).
+        self.stays = np.zeros(n_t, dtype=bool)
+        self.stays[list(self.initial_host)] = True
+        self.stays[list(self.kept)] = False
+        counts = np.array([len(layout.objects_of_class(k)) for k in range(layout.num_classes)])
+        self.ahead_gap = opts.ahead_gap
+        self.object_class = layout.object_class.tolist()
+        self.headroom = np.ceil(opts.headroom * counts).astype(np.int64) if opts.headroom > 0 else None
 
 
 class _Scan:
@@ -85,30 +109,30 @@ class _Scan:
         self.tenant = np.full(n_obj, -1, dtype=np.int64)
         # Scalar per-tensor state is in Python lists: numpy scalar indexing is slow in this loop.
         self.obj_of = [-1] * len(s.g.tensors)
-        self.free: list[list[int]] = []
+        # Free objects of each class, the earliest freed first: a copy into it can start soonest.
+        self.free: list[deque[int]] = []
         taken = set(resident.values())
         for k in range(lay.num_classes):
-            self.free.append([o for o in reversed(lay.objects_of_class(k)) if o not in taken])
+            self.free.append(deque(o for o in lay.objects_of_class(k) if o not in taken))
         # Instructions that must finish before an object is written again, one per stream.
         self.release = [[-1, -1, -1] for _ in range(n_obj)]
         self.writer = [-1] * len(s.g.tensors)        # instr that made it resident
         self.host_writer: dict[int, int] = {t: -1 for t in s.initial_host if t not in resident}
+
         self.read_ptr = [0] * len(s.g.tensors)
+
         self.next_read = s.first_read.copy()       # step of each tensor's next read (see _Static)
         self.busy = np.zeros(len(s.g.tensors), dtype=bool)   # the current operator's tensors
         self.last_touch = np.full(len(s.g.tensors), -1, dtype=np.int64)  # step of last read or write
         self.instrs: list[Instr] = []
-        self.kinds: list[int] = []                 # instrs[i].kind, read by emit
         for t, o in resident.items():
             self.tenant[o], self.obj_of[t] = t, o
 
     # ------------------------------------------------------------------ helpers
     def emit(self, ins: Instr) -> int:
-        # Same-stream order is implied; keep only edges that cross streams.
-        kinds, kind = self.kinds, ins.kind
-        ins.deps = sorted({d for d in ins.deps if d >= 0 and kinds[d] != kind})
+        # Every edge, same-stream ones included, until the streams' order is final (plan()).
+        ins.deps = sorted({d for d in ins.deps if d >= 0})
         self.instrs.append(ins)
-        kinds.append(kind)
         return len(self.instrs) - 1
 
     def advance_read(self, t: int) -> None:
@@ -125,14 +149,14 @@ class _Scan:
         self.tenant[o] = -1
 
     def free_object(self, o: int) -> None:
-        self.free[self.s.klass[self.tenant[o]]].append(o)
+        self.free[self.s.object_class[o]].append(o)
         self.vacate(o)
 
     def acquire(self, t: int, pos: int, busy: set[int]) -> int:
         """A free object of t's class, evicting a resident tensor if none is free."""
         k = self.s.klass[t]
         if self.free[k]:
-            return self.free[k].pop()
+            return self.free[k].popleft()
         objects = self.s.layout.objects_of_class(k)
         cands = self.tenant[objects.start:objects.stop]
         cands = cands[cands >= 0]
@@ -143,6 +167,10 @@ class _Scan:
             raise PlanError(f"operator '{node.name}' ({node.op}) needs {need} objects of size class {k} "
                             f"at once; the allocation has {len(objects)}")
         victim = self.choose_victim(cands, t, pos)
+        return self.evict(victim)
+
+    def evict(self, victim: int) -> int:
+        """Take ``victim`` off the device (copying it out if its host copy is stale); its object."""
         o = self.obj_of[victim]
         if not self.host_current(victim):
             i = self.emit(Instr(SWAP_OUT, victim, o, copy=True, deps=[self.writer[victim]]))
@@ -150,6 +178,33 @@ class _Scan:
             self.release[o][SWAP_OUT] = i
         self.vacate(o)
         return o
+
+    def evict_ahead(self, pos: int, classes) -> None:
+        """Keep each class's headroom free: evict, furthest next use first, tensors whose next
+        use leaves time to swap them out and back (so a later copy into their object need
+        not wait for the step that needs it)."""
+        s = self.s
+        now = s.step_end[pos]
+        for k in classes:
+            want = int(s.headroom[k]) - len(self.free[k])
+            if want <= 0:
+                continue
+            objects = s.layout.objects_of_class(k)
+            cands = self.tenant[objects.start:objects.stop]
+            cands = cands[cands >= 0]
+            if not len(cands):
+                continue
+            nxt = self.next_read[cands]
+            best = np.argsort(-self.farness(cands, now), kind="stable")[:want]
+            for t, r in zip(cands[best].tolist(), nxt[best].tolist()):
+                if r == s.end:          # state's next value or the loss: leaves at the end
+                    continue
+                if r < s.end:
+                    needed = s.step_end[r - 1] if r > 0 else 0.0
+                    travel = s.nbytes[t] / s.link if s.link else 0.0
+                    if needed - now < s.ahead_gap * travel or (not s.link and r - pos < 2):
+                        break
+                self.free[k].append(self.evict(t))
 
     def host_current(self, t: int) -> bool:
         return t in self.host_writer
@@ -166,8 +221,12 @@ class _Scan:
         now = s.step_end[pos - 1] if pos > 0 else 0.0
         idle = (touched < 0) | (now - s.step_end[np.maximum(touched, 0)] >= threshold)
         pool = cands[idle] if idle.any() else cands
-        nxt = self.next_read[pool]
-        return int(pool[nxt == nxt.max()].min())
+        far = self.farness(pool, now)
+        return int(pool[far == far.max()].min())
+
+    def farness(self, cands: np.ndarray, now: float) -> np.ndarray:
+        """How far away each candidate's next use is, in compute seconds (Belady's key)."""
+        return self.s.use_time[self.next_read[cands]] - now
 
     # ------------------------------------------------------------------ the pass
     def run(self) -> None:
@@ -205,18 +264,23 @@ class _Scan:
                 self.release[o] = [i, -1, -1]
                 self.last_touch[t] = pos
             for t in dying:
-                self.free_object(self.obj_of[t])
+                if not s.stays[t]:
+                    self.free_object(self.obj_of[t])
             for t in node.outputs:
                 if not s.reads[t] and t not in s.kept:
                     self.free_object(self.obj_of[t])
             self.busy[list(busy)] = False
+            if s.headroom is not None:
+                self.evict_ahead(pos, {int(s.klass[t]) for t in busy})
 
     def swap_in(self, t: int, pos: int, busy: set[int]) -> None:
         if t not in self.host_writer:
             node = self.s.g.nodes[self.s.schedule[pos]]
             raise PlanError(f"operator '{node.name}' reads '{self.s.g.tensors[t].name}', which is "
                             "neither resident nor on the host (planner bug)")
-        o = self.acquire(t, pos, busy)
+        self.copy_in(t, self.acquire(t, pos, busy))
+
+    def copy_in(self, t: int, o: int) -> None:
         i = self.emit(Instr(SWAP_IN, t, o, deps=[self.host_writer[t], *self.release[o]]))
         self.place(t, o, i)
         self.release[o] = [-1, i, -1]
@@ -238,17 +302,21 @@ class _Scan:
         return strayed
 
 
-def plan(g: Graph, schedule: Sequence[int], allocation, scratch_bytes: int,
-         op_seconds: np.ndarray | None = None, link_bytes_per_s: float | None = None,
-         options: PlanOptions = PlanOptions(), policy: str = "swapadvisor") -> Program:
+def plan(g: Graph, schedule: Sequence[int], allocation, scratch_bytes: int, profile: Profile | None = None,
+         node_seconds: np.ndarray | None = None, options: PlanOptions = PlanOptions(),
+         policy: str = "swapadvisor") -> Program:
     """Inputs: the training graph, a topological order of its nodes, an allocation
     (sizes, cls, cnt: allocator.Allocation), the operator scratch to reserve at the arena's
-    end (``GraphFacts.scratch`` or ``Budget.scratch_bytes``), per-node compute seconds and
-    the link's one-way bandwidth (both optional: they set the recency threshold).
+    end (``GraphFacts.scratch`` or ``Budget.scratch_bytes``), the profile (optional; its op
+    times, ``node_seconds`` if precomputed, and link set the recency threshold and how far
+    ahead to evict, and order the copy streams).
     Output: a Program that runs one iteration within the allocation's objects plus scratch.
     Raises PlanError when the allocation cannot hold some operator's tensors."""
     layout = SizeClassLayout.from_allocation(allocation)
-    s = _Static(g, schedule, layout, op_seconds, link_bytes_per_s)
+    if profile is not None and node_seconds is None:
+        node_seconds = profile.node_seconds(g)
+    link = profile.link.h2d_bytes_per_s if profile is not None else None
+    s = _Static(g, schedule, layout, node_seconds, link, options)
     resident: dict[int, int] = {}
     first = True
     for _ in range(options.max_passes):
@@ -268,5 +336,8 @@ def plan(g: Graph, schedule: Sequence[int], allocation, scratch_bytes: int,
             break
     else:
         raise PlanError(f"the double pass did not settle in {options.max_passes} passes")
-    return Program(g.name, list(schedule), Arena.of(layout, scratch_bytes), scan.instrs, dict(resident), policy,
-                   fingerprint(g))
+    program = Program(g.name, list(schedule), Arena.of(layout, scratch_bytes), scan.instrs, dict(resident),
+                      policy, fingerprint(g))
+    if options.order_copies and profile is not None:
+        return order_copies(program, g, profile, node_seconds)
+    return renumber(program, range(len(program.instrs)))

@@ -13,8 +13,9 @@ from ..swap_planner import PlanOptions, plan
 
 def make(request: PlanRequest):
     facts, budget = request.facts, request.budget
-    return plan(request.graph, facts.order, simple_allocation(facts, budget), budget.scratch_bytes,
-                options=PlanOptions(victim="lru"), policy=POLICY.name)
+    alloc = simple_allocation(facts, budget, request.profile, request.node_seconds)
+    return plan(request.graph, facts.order, alloc, budget.scratch_bytes, options=PlanOptions(victim="lru"),
+                policy=POLICY.name)
 
 
 POLICY = register(Policy("odswap", "on-demand swapping: LRU eviction, prefetch learned from iteration 1", make))

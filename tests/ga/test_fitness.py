@@ -12,6 +12,7 @@ from planner import policy
 from planner.allocation import simple_allocation
 from planner.simulate import simulate
 from planner.swap_planner import plan
+from planner.policies import swapadvisor
 from planner.verify import verify
 
 from .helpers import PROFILE, budget_of, lstm, tight_budget
@@ -24,7 +25,7 @@ def test_time_is_plan_plus_simulate():
     ev = Evaluator(facts, PROFILE, budget)
     assert ev.policy is policy.get("swapadvisor")
     secs = PROFILE.node_seconds(g)
-    expected = simulate(plan(g, g.default_order(), alloc, budget.scratch_bytes, secs, PROFILE.link.h2d_bytes_per_s),
+    expected = simulate(plan(g, g.default_order(), alloc, budget.scratch_bytes, PROFILE, secs, swapadvisor.OPTIONS),
                         g, PROFILE, secs).total
     assert ev.time(np.arange(len(g.nodes), dtype=np.int32), alloc) == expected
     program = ev.program(g.default_order(), alloc)

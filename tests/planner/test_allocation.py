@@ -2,9 +2,13 @@ import numpy as np
 import pytest
 
 from allocator import aligned_bytes
-from planner.allocation import minimal_allocation, simple_allocation, unlimited_allocation
+from engine.ir import Graph
+from engine.program import SWAP_OUT
+from planner.allocation import minimal_allocation, simple_allocation, unlimited_allocation, working_set
 from planner.budget import Budget, make_budget
 from planner.facts import GraphFacts
+from planner.swap_planner import plan
+from planner.verify import verify
 
 
 def test_demand_counts(lstm_graph):
@@ -29,9 +33,31 @@ def test_simple_allocation_fits_and_holds_every_operator(lstm_graph):
         assert (a.cnt >= per_class.max(axis=0)).all()
     u = unlimited_allocation(facts)
     assert (u.cnt == np.maximum(d.peak, 1)).all()
-    # a budget whose pool holds every size's peak gets the unlimited allocation's counts
-    a = simple_allocation(facts, Budget(u.pool_bytes + facts.scratch.bytes, facts.scratch.bytes))
-    assert a.cnt.tolist() == u.cnt.tolist() and a.cls.tolist() == u.cls.tolist()
+    # a pool that holds every size's peak: nothing the iteration computes is ever copied out
+    budget = Budget(u.pool_bytes + facts.scratch.bytes, facts.scratch.bytes)
+    a = simple_allocation(facts, budget)
+    assert a.pool_bytes <= budget.pool_bytes
+    p = plan(g, facts.order, a, budget.scratch_bytes)
+    verify(p, g, budget.device_bytes)
+    computed = {t for n in g.nodes for t in n.outputs} - {nxt for _, nxt in g.state_pairs}
+    assert not [i for i in p.instrs if i.kind == SWAP_OUT and i.copy and i.target in computed]
+
+
+def test_the_working_set_holds_leaves_only_where_they_are_read():
+    """A parameter read at the first and last step is in the working set only there (no
+    profile: reads in consecutive steps keep it); activations from their write to last use."""
+    g = Graph("ws")
+    x = g.input("x", (256,))
+    w = g.parameter("w", (256,))
+    (a,) = g.apply("mul", [x, w], name="a")
+    (b,) = g.apply("relu", [a], name="b")
+    (c,) = g.apply("tanh", [b], name="c")
+    g.apply("mul", [c, w], name="d")
+    facts = GraphFacts(g)
+    live = working_set(facts)            # one size: every tensor is 1 KiB
+    assert live.shape == (1, 4)
+    # step 0: x, w, a; step 1: a, b; step 2: b, c; step 3: c, w, d
+    assert live[0].tolist() == [3, 2, 2, 3]
 
 
 def test_simple_allocation_below_the_per_size_minima_groups_sizes(lstm_graph):
