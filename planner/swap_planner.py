@@ -1,15 +1,23 @@
 """The swap planner (SwapAdvisor Section 4.2): schedule + allocation -> Program.
 
 The planner walks the schedule keeping track of which tensor sits in which object
-of a size-class layout (``allocator.SizeClassLayout``). When an operator needs a tensor that is not resident, or room for an
-output, and the tensor's size class has no free object, it evicts a resident
-tensor of that class: the one used furthest in the future (Belady), among
-those last used at least a threshold ago (so there is time to swap it out
-before its object is needed). A swap-out copies to the host only when the host
-copy is stale. Every instruction carries the edges that make it safe; a
-swap-in depends only on its object being released and its host copy being
-written, so it runs as early as that allows (prefetch), not when the compute
-stream reaches it.
+of a size-class layout (``allocator.SizeClassLayout``). When an operator needs a tensor that
+is not resident, or room for an output, it takes the free object of the tensor's class that
+became free earliest (a copy into it can start soonest); if none is free it evicts a resident
+tensor of that class: the one used furthest in the future (Belady), among those last used at
+least a threshold ago (so there is time to swap it out before its object is needed). Leaves
+whose host copy is current (parameters, inputs) stay resident after their last read until
+evicted, which copies nothing (the paper's semantics). A swap-out copies to the host only
+when the host copy is stale. With ``headroom``, after each operator the planner also evicts
+ahead of need, keeping that fraction of each touched class free, so that the copy into an
+evicted object starts right after the victim's last use instead of at the step that needs it.
+
+Every instruction carries the edges that make it safe; a swap-in depends only on its object
+being released and its host copy being written, so it runs as early as that allows
+(prefetch), not when the compute stream reaches it. The planner keeps every edge until the
+streams' order is final: with ``order_copies`` (and a profile) the copy streams are
+reordered by urgency (``planner.stream_order``), so a swap-in waiting for its object no
+longer holds those queued behind it; then edges within a stream are dropped as implied.
 
 Double pass: the first pass starts with no state on the device; the state whose
 next values end resident become the initial residents of the next pass, in the
