@@ -88,10 +88,8 @@ class _Static:
         secs = np.ones(len(g.nodes)) if op_seconds is None else np.asarray(op_seconds, dtype=float)
         step_secs = secs[self.schedule] if self.schedule else np.zeros(0)
         self.step_end = np.cumsum(step_secs)                    # finish time of each step, compute only
-        # When each step starts, then the end (kept tensors' next use) and never.
-        self.use_time = np.concatenate(([0.0], self.step_end[:-1] if len(step_secs) else [],
-                                        [self.step_end[-1] if len(step_secs) else 0.0, np.inf]))
-
+        # By next-use step: when that step starts; at the end (kept tensors); never.
+        self.use_time = np.concatenate(([0.0], self.step_end, [np.inf]))
         self.link = link_bytes_per_s
         self.initial_host = set(g.leaves(Kind.INPUT, Kind.LABEL, *PERSISTENT_KINDS))
         # Most operators declare no in-place output: the scan asks the rule only for those that do.
