@@ -21,13 +21,13 @@ import argparse
 import datetime
 import io
 import math
-import os
 import sys
 import time
 
 from tabulate import tabulate
 
 import zoo
+from bench.results_file import save_results
 from engine.profile import analytic_profile
 from ga.fitness import Evaluator
 from ga.search import SearchOptions, search
@@ -226,11 +226,7 @@ def main(argv=None) -> int:
     say()
     say(f"total {time.perf_counter() - started:.0f} s")
     if args.save:
-        os.makedirs(os.path.join("bench", "results"), exist_ok=True)
-        path = os.path.join("bench", "results", f"ga_search_{datetime.date.today().isoformat()}.txt")
-        with open(path, "w") as f:
-            f.write(out.getvalue())
-        print(f"saved {path}")
+        print(f"saved {save_results('ga_search', out.getvalue())}")
     return 0
 
 

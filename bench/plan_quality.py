@@ -24,6 +24,7 @@ from tabulate import tabulate
 
 import zoo
 from bench.ga_search import PAPER_FIG6
+from bench.results_file import save_results
 from engine.cli.plans import plan_quality
 from engine.profile import analytic_profile
 from planner import policy
@@ -142,11 +143,7 @@ def main(argv=None) -> int:
     say()
     say(f"total {time.perf_counter() - started:.0f} s")
     if args.save:
-        os.makedirs(os.path.join("bench", "results"), exist_ok=True)
-        path = os.path.join("bench", "results", f"plan_quality_{datetime.date.today().isoformat()}.txt")
-        with open(path, "w") as f:
-            f.write(out.getvalue())
-        print(f"saved {path}")
+        print(f"saved {save_results('plan_quality', out.getvalue())}")
     return 0
 
 

@@ -51,9 +51,10 @@ def run_streams(program: Program, g: Graph, profile: Profile, node_seconds: np.n
             latency[i] = link.latency_s + profile.dispatch_s
         else:
             work[i] = 0.0
-        for d in set(ins.deps):
+        deps = set(ins.deps)
+        for d in deps:
             dependents[d].append(i)
-        waiting[i] = len(set(ins.deps))
+        waiting[i] = len(deps)
     # In an in-order stream each instruction also waits for its stream's previous one.
     for k in in_order:
         seq = np.nonzero(kinds == k)[0]

@@ -50,7 +50,6 @@ class SizeDemand:
     per_node: np.ndarray      # [node, size]: how many objects of that size the node needs at once
     heaviest_node: int        # the node whose inputs and outputs need the most bytes
     heaviest_bytes: int
-    live: np.ndarray | None = None   # [size, step]: tensors of that size live at each step
 
 
 def size_demand(g: Graph, order: Sequence[int], lt: Lifetimes | None = None) -> SizeDemand:
@@ -64,8 +63,7 @@ def size_demand(g: Graph, order: Sequence[int], lt: Lifetimes | None = None) -> 
     counted, end = lt.storage()     # an in-place chain is one object
     np.add.at(live, (size_index[counted], lt.start[counted]), 1)
     np.add.at(live, (size_index[counted], end[counted] + 1), -1)
-    live = np.cumsum(live, axis=1)[:, :n_steps].astype(np.int32)
-    peak = live.max(axis=1)
+    peak = np.cumsum(live, axis=1)[:, :n_steps].max(axis=1)
     per_node = np.zeros((len(g.nodes), len(sizes)), dtype=np.int32)
     heaviest, heaviest_bytes = -1, -1
     for n in g.nodes:
@@ -76,8 +74,7 @@ def size_demand(g: Graph, order: Sequence[int], lt: Lifetimes | None = None) -> 
         if b > heaviest_bytes:
             heaviest, heaviest_bytes = n.id, b
     minimum = per_node.max(axis=0).astype(np.int64) if len(g.nodes) else np.zeros(len(sizes), np.int64)
-    return SizeDemand(sizes, size_index, np.maximum(peak, minimum), minimum, per_node, heaviest, heaviest_bytes,
-                      live)
+    return SizeDemand(sizes, size_index, np.maximum(peak, minimum), minimum, per_node, heaviest, heaviest_bytes)
 
 
 class GraphFacts:

@@ -124,9 +124,7 @@ class _Scan:
         self.release = [[-1, -1, -1] for _ in range(n_obj)]
         self.writer = [-1] * len(s.g.tensors)        # instr that made it resident
         self.host_writer: dict[int, int] = {t: -1 for t in s.initial_host if t not in resident}
-
         self.read_ptr = [0] * len(s.g.tensors)
-
         self.next_read = s.first_read.copy()       # step of each tensor's next read (see _Static)
         self.busy = np.zeros(len(s.g.tensors), dtype=bool)   # the current operator's tensors
         self.last_touch = np.full(len(s.g.tensors), -1, dtype=np.int64)  # step of last read or write
@@ -206,7 +204,7 @@ class _Scan:
                 if r == s.end:          # state's next value or the loss: leaves at the end
                     continue
                 if r < s.end:
-                    needed = s.step_end[r - 1] if r > 0 else 0.0
+                    needed = s.use_time[r]
                     travel = s.nbytes[t] / s.link if s.link else 0.0
                     if needed - now < s.ahead_gap * travel or (not s.link and r - pos < 2):
                         break

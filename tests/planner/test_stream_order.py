@@ -1,10 +1,9 @@
 import numpy as np
-import pytest
 
 from engine.ir import Graph
 from engine.profile import Link, Profile, analytic_profile
 from engine.program import COMPUTE, SWAP_IN, Arena, Instr, Program
-from planner.dispatch import Deadlock, run_streams
+from planner.dispatch import run_streams
 from planner.facts import GraphFacts
 from planner.policy import plan_with
 from planner.simulate import simulate
@@ -45,7 +44,7 @@ def test_a_ready_urgent_copy_goes_before_a_blocked_one():
     q = order_copies(p, g, PROFILE, secs)
     assert [(ins.kind, ins.target) for ins in q.instrs if ins.kind == SWAP_IN] == [(SWAP_IN, 1), (SWAP_IN, 0)]
     after = simulate(q, g, PROFILE, secs).total
-    assert before == pytest.approx(4.0) and after == pytest.approx(2.0)
+    assert (before, after) == (4.0, 2.0)
 
 
 def test_in_order_replay_of_the_dispatch_order_gives_the_same_timeline(lstm_graph):
@@ -61,11 +60,4 @@ def test_in_order_replay_of_the_dispatch_order_gives_the_same_timeline(lstm_grap
     start, finish, order = run_streams(p, g, profile, secs, urgency(p), in_order=(COMPUTE,))
     assert order == list(range(len(p.instrs)))          # already in its own dispatch order
     t = simulate(p, g, profile, secs)
-    assert np.allclose(t.finish, finish)
-
-
-def test_contradicting_edges_deadlock():
-    g, p = toy()
-    p.instrs[0].deps = [3]               # r0 waits for r1, which runs after it on the stream
-    with pytest.raises(Deadlock):
-        run_streams(p, g, PROFILE, np.ones(2))
+    assert np.array_equal(t.finish, finish) and np.array_equal(t.start, start)

@@ -1,0 +1,14 @@
+"""Where a benchmark's ``--save`` writes: ``bench/results/<name>_<today>.txt``."""
+from __future__ import annotations
+
+import datetime
+import os
+
+
+def save_results(name: str, text: str) -> str:
+    """Write ``text`` to bench/results/<name>_<YYYY-MM-DD>.txt (from the project's root); its path."""
+    os.makedirs(os.path.join("bench", "results"), exist_ok=True)
+    path = os.path.join("bench", "results", f"{name}_{datetime.date.today().isoformat()}.txt")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
