@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from typing import Mapping, Protocol, Sequence
 
@@ -20,14 +19,10 @@ from .data import TeacherData
 from .graph_check import check_order
 from .initializers import initial_state
 from .ir import PERSISTENT_KINDS, Graph
-from .errors import EngineError
+from . import checkpoint
+from .checkpoint import FORMAT as CHECKPOINT_FORMAT, CheckpointError
 
-CHECKPOINT_FORMAT = "swapengine.checkpoint/1"
-
-
-
-class CheckpointError(EngineError, ValueError):
-    pass
+__all__ = ["CHECKPOINT_FORMAT", "CheckpointError", "ReferenceRunner", "Runner", "Trainer", "state_fingerprint"]
 
 
 class Runner(Protocol):
@@ -99,32 +94,20 @@ class Trainer:
         return {self.g.tensors[t].name: a for t, a in self.runner.state().items()}
 
     # ------------------------------------------------------------------ checkpoints
-    def save(self, path: str) -> None:
-        """Write parameters, optimizer state and the iteration count; atomic (never half-written)."""
-        header = {"format": CHECKPOINT_FORMAT, "graph": self.g.name, "fingerprint": state_fingerprint(self.g),
-                  "iteration": self.iteration, "seed": self.seed}
-        arrays = {f"t/{name}": a for name, a in self.named_state().items()}
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "wb") as f:
-            np.savez(f, __header__=np.array(json.dumps(header)), **arrays)
-        os.replace(tmp, path)
+    def save(self, path: str, settings: Mapping | None = None) -> None:
+        """Write parameters, optimizer state, the iteration count, the seed and ``settings``
+        (the run's other choices, e.g. lr, checked on resume); atomic and durable
+        (engine/checkpoint.py). Call it between iterations only: mid-iteration the state is
+        half old, half new (engine/interrupts.py keeps Ctrl-C out of an iteration)."""
+        header = {"graph": self.g.name, "fingerprint": state_fingerprint(self.g), "iteration": self.iteration,
+                  "seed": self.seed, "settings": dict(settings or {})}
+        checkpoint.write(path, header, self.named_state())
 
     def load(self, path: str) -> None:
         """Restore a checkpoint saved for this graph; CheckpointError (one line) if it does not fit."""
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                header = json.loads(str(z["__header__"]))
-                arrays = {k[2:]: z[k] for k in z.files if k.startswith("t/")}
-        except FileNotFoundError:
-            raise CheckpointError(f"checkpoint '{path}' does not exist") from None
-        except (OSError, ValueError, KeyError) as e:
-            raise CheckpointError(f"'{path}' is not a readable checkpoint ({e})") from None
-        if not isinstance(header, dict) or header.get("format") != CHECKPOINT_FORMAT:
-            raise CheckpointError(f"'{path}' is not a swapengine checkpoint (format {header.get('format')!r})")
+        header, arrays = checkpoint.read(path)
         if header.get("fingerprint") != state_fingerprint(self.g):
-            raise CheckpointError(f"checkpoint '{path}' was saved for model '{header.get('graph')}', whose "
-                                  f"parameters differ from this model '{self.g.name}'; use the same model flags")
+            raise CheckpointError(f"checkpoint '{path}' does not fit this model: {_mismatch(self.g, header, arrays)}")
         state = {}
         for t in self.g.leaves(*PERSISTENT_KINDS):
             x = self.g.tensors[t]
@@ -134,7 +117,25 @@ class Trainer:
                                       f"shape/dtype (want {x.shape} {x.dtype})")
             state[t] = a
         iteration = header.get("iteration")
-        if not isinstance(iteration, int) or iteration < 0:
-            raise CheckpointError(f"checkpoint '{path}': bad iteration count {iteration!r}")
+        if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration < 0:
+            raise CheckpointError(f"checkpoint '{path}': bad iteration count {iteration!r:.40}")
         self.runner.load_state(state)
         self.iteration = iteration
+
+
+def _mismatch(g: Graph, header: dict, arrays: Mapping[str, np.ndarray]) -> str:
+    """What differs between a checkpoint and this graph's persistent tensors, in words."""
+    saved = header.get("graph")
+    if saved != g.name:
+        return f"it was saved for model '{saved!s:.60}', this is '{g.name}'; use the same model flags"
+    for t in g.leaves(*PERSISTENT_KINDS):
+        x = g.tensors[t]
+        a = arrays.get(x.name)
+        if a is None:
+            return f"it has no tensor '{x.name}'; use the same model flags"
+        if a.dtype != x.dtype:
+            return f"it holds {a.dtype} tensors, this run is {x.dtype}; pass --dtype {a.dtype}"
+        if a.shape != x.shape:
+            return (f"its tensor '{x.name}' has shape {a.shape}, this model's {x.shape}; use the same "
+                    "--batch, --size and model flags")
+    return "its set of tensors differs from this model's; use the same model flags"

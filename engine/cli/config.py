@@ -74,6 +74,13 @@ class RunConfig:
             out=a.out, json=a.json, quiet=a.quiet)
 
     @property
+    def checkpoint_settings(self) -> dict:
+        """What a checkpoint records beside the seed, so that --resume can refuse other values
+        (it would continue silently on other data or another optimizer)."""
+        return {"model": self.model, "dtype": self.dtype, "lr": self.lr, "momentum": self.momentum,
+                "weight_decay": self.weight_decay}
+
+    @property
     def planned(self) -> tuple[Policy, ...]:
         """The policies that make a Program (all but the reference interpreter's)."""
         return tuple(p for p in self.policies if p.runs_program)

@@ -25,6 +25,7 @@ from .. import backend_registry
 from ..backend_registry import Placement
 from ..data import TeacherData
 from ..errors import EngineError
+from ..interrupts import StopAtBoundary
 from ..ir import Graph, Kind
 from ..profile import DEVICES
 from ..program import SWAP_IN, SWAP_OUT
@@ -88,7 +89,11 @@ def time_policy(run: Run, policy: Policy) -> float:
 
 def train_policy(run: Run, policy: Policy):
     """Train with the last policy; return (trainer, final state, losses, seconds per iteration,
-    first iteration), or None if interrupted."""
+    first iteration), or the exit status when stopped by Ctrl-C (or SIGTERM).
+
+    A signal is only acted on between iterations (engine/interrupts.py): the checkpoint then
+    holds one whole iteration's state, never a mix of two. A second Ctrl-C abandons the
+    iteration in flight and saves nothing from it."""
     cfg = run.cfg
     with run.runner(policy) as made:
         trainer = run.trainer(made.runner)
@@ -99,27 +104,45 @@ def train_policy(run: Run, policy: Policy):
         if cfg.resume:
             print(f"resumed from {cfg.resume} at iteration {start}; {todo} to go")
         losses, times = [], []
-        bar = tqdm(total=todo, desc="train", unit="it", disable=cfg.quiet, file=sys.stderr)
-        try:
-            while trainer.iteration < cfg.iterations:
-                losses.append(trainer.step())
-                times.append(trainer.step_seconds)
-                bar.update(1)
-                bar.set_postfix_str(f"loss {smoothed(losses[:10]):.3f} -> {smoothed(losses[-10:]):.3f}")
-                if cfg.checkpoint and trainer.iteration % cfg.checkpoint_every == 0:
-                    trainer.save(cfg.checkpoint)
-        except KeyboardInterrupt:
-            bar.close()
-            if cfg.checkpoint:
-                trainer.save(cfg.checkpoint)
-                print(f"interrupted at iteration {trainer.iteration}; checkpoint saved to {cfg.checkpoint}")
-            else:
-                print(f"interrupted at iteration {trainer.iteration} (no --checkpoint given, nothing saved)")
-            return None
+        bar = progress_bar(cfg, todo)
+        with StopAtBoundary() as stop:
+            try:
+                while trainer.iteration < cfg.iterations and not stop.requested:
+                    losses.append(trainer.step())
+                    times.append(trainer.step_seconds)
+                    bar.update(1)
+                    bar.set_postfix_str(f"loss {losses[-1]:.3f}", refresh=False)
+                    if cfg.checkpoint and trainer.iteration % cfg.checkpoint_every == 0:
+                        save_checkpoint(cfg, trainer)
+                if stop.requested:
+                    bar.close()
+                    if cfg.checkpoint:
+                        save_checkpoint(cfg, trainer)
+                        print(f"interrupted at iteration {trainer.iteration}; checkpoint saved to {cfg.checkpoint}")
+                    else:
+                        print(f"interrupted at iteration {trainer.iteration} (no --checkpoint given, nothing saved)")
+                    return stop.exit_status
+            except KeyboardInterrupt:       # the second signal: the iteration in flight is lost
+                bar.close()
+                kept = (f"; {cfg.checkpoint} keeps its last save" if cfg.checkpoint else "")
+                print(f"interrupted again during iteration {trainer.iteration + 1}: abandoned, nothing saved "
+                      f"from it{kept}")
+                return 130
         bar.close()
         if cfg.checkpoint:
-            trainer.save(cfg.checkpoint)
+            save_checkpoint(cfg, trainer)
         return trainer, trainer.state, losses, times, start
+
+
+def save_checkpoint(cfg: RunConfig, trainer: Trainer) -> None:
+    trainer.save(cfg.checkpoint, cfg.checkpoint_settings)
+
+
+def progress_bar(cfg: RunConfig, total: int) -> tqdm:
+    """tqdm on stderr when it is a terminal; nothing in a piped log (hundreds of carriage-return
+    updates are noise there)."""
+    return tqdm(total=total, desc="train", unit="it", file=sys.stderr,
+                disable=cfg.quiet or not sys.stderr.isatty())
 
 
 def identical_to_unlimited(run: Run, final_state) -> bool:
@@ -205,8 +228,8 @@ def train(cfg: RunConfig) -> int:
     *others, last = cfg.policies
     measured = {p.name: time_policy(run, p) for p in others}
     result = train_policy(run, last)
-    if result is None:
-        return 130
+    if isinstance(result, int):
+        return result
     trainer, final_state, losses, times, start = result
     if not losses:
         print(f"nothing to do: the checkpoint is already at iteration {start} >= --iterations")

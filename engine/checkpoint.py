@@ -1,0 +1,120 @@
+"""Training checkpoints on disk: an npz of named arrays plus a JSON header, never pickled.
+
+Writing is atomic and durable: a temporary file beside the target, flushed and fsynced, then
+renamed over it (and the directory fsynced), so a checkpoint is either the old one or the
+new one, whatever kills the process. A temporary file left by a process that was killed
+mid-write (SIGKILL cannot be caught) is removed by the next save to the same path.
+
+Reading validates everything before anything is trusted: the file is a zip archive (npz),
+the header is a JSON object of our format, and every array is a plain numeric array.
+Each failure is a ``CheckpointError`` whose message is one line.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import zipfile
+
+import numpy as np
+
+from .errors import EngineError
+
+FORMAT = "swapengine.checkpoint/1"
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")     # a zip with members, an empty zip
+
+
+class CheckpointError(EngineError, ValueError):
+    pass
+
+
+def _tmp_prefix(path: str) -> str:
+    return f"{path}.tmp-"
+
+
+def _remove_stale_temporaries(path: str) -> None:
+    """Temporaries of processes that no longer run (killed mid-write)."""
+    for tmp in glob.glob(glob.escape(_tmp_prefix(path)) + "*"):
+        pid = tmp[len(_tmp_prefix(path)):]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        except PermissionError:      # alive, someone else's
+            pass
+
+
+def write(path: str, header: dict, arrays: dict[str, np.ndarray]) -> None:
+    """Write ``header`` (JSON) and ``arrays`` to ``path`` atomically and durably."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    _remove_stale_temporaries(path)
+    tmp = f"{_tmp_prefix(path)}{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, __header__=np.array(json.dumps({"format": FORMAT, **header})),
+                     **{f"t/{name}": a for name, a in arrays.items()})
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    try:                                # the rename itself survives a power cut
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read(path: str) -> tuple[dict, dict[str, np.ndarray]]:
+    """(header, {tensor name: array}) of the checkpoint at ``path``; CheckpointError if it is
+    missing, not an npz, truncated, or not ours."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint '{path}' does not exist") from None
+    except IsADirectoryError:
+        raise CheckpointError(f"checkpoint '{path}' is a directory; give the .npz file --checkpoint wrote") from None
+    except OSError as e:
+        raise CheckpointError(f"checkpoint '{path}' cannot be read ({e.strerror})") from None
+    if magic not in _ZIP_MAGIC:
+        what = "an empty file" if not magic else "not an npz (zip) file"
+        raise CheckpointError(f"'{path}' is not a readable checkpoint: it is {what}; give the .npz file "
+                              "--checkpoint wrote")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if "__header__" not in z.files:
+                raise CheckpointError(f"'{path}' is not a swapengine checkpoint (an npz without a header)")
+            header = json.loads(str(z["__header__"]))
+            arrays = {k[2:]: z[k] for k in z.files if k.startswith("t/")}
+    except CheckpointError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise CheckpointError(f"'{path}' is not a readable checkpoint (truncated or corrupt: {reason})") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        found = header.get("format") if isinstance(header, dict) else type(header).__name__
+        raise CheckpointError(f"'{path}' is not a swapengine checkpoint (its header is {found!r:.40}, "
+                              f"expected format '{FORMAT}')")
+    bad = next((k for k, a in arrays.items() if a.dtype.kind not in "fiub"), None)
+    if bad is not None:
+        raise CheckpointError(f"checkpoint '{path}': tensor '{bad}' is not a numeric array")
+    return header, arrays
+
+
+def read_header(path: str) -> dict:
+    """The validated header alone (the arrays are read too: a truncated file fails here, early)."""
+    return read(path)[0]

@@ -1,0 +1,96 @@
+"""Ctrl-C during training (engine/interrupts.py, engine/cli/run.train_policy): a checkpoint
+holds exactly the iteration it names, and a chain of interrupts and resumes ends bit-identical
+to an uninterrupted run. The signals are real SIGINTs sent at random moments while the stream
+threads work (the sanitizer's delays make each iteration long, so most land inside one)."""
+import os
+import random
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+from engine.cli.plans import build_model
+from engine.cli.config import RunConfig
+from engine.cli.flags import parser
+from engine.interrupts import StopAtBoundary
+from engine.train import main
+from engine.training import Trainer
+
+ITERATIONS = 24
+ARGS = ["--model", "small-lstm", "--batch", "4", "--size", "3", "--quiet", "--search-seconds", "0",
+        "--backend", "cpu", "--policy", "swapadvisor", "--profile", "v100", "--sanitize", "--no-check",
+        "--iterations", str(ITERATIONS), "--checkpoint-every", "1000"]
+
+
+def _interrupt_during_training(monkeypatch, delay_s: float) -> None:
+    """Send SIGINT ``delay_s`` after the first training iteration starts (the only Trainer.step
+    calls in this run: a loaded profile, one policy)."""
+    started = threading.Event()
+    step = Trainer.step
+
+    def step_and_mark(self):
+        started.set()
+        return step(self)
+
+    monkeypatch.setattr(Trainer, "step", step_and_mark)
+
+    def fire():
+        if started.wait(30):
+            threading.Event().wait(delay_s)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=fire, daemon=True).start()
+
+
+def _reference_state(iteration: int) -> dict:
+    g = build_model(RunConfig.from_args(parser().parse_args(ARGS)))
+    tr = Trainer(g, seed=0)
+    for _ in range(iteration):
+        tr.step()
+    return tr.named_state()
+
+
+def _checkpoint(path):
+    import json
+    with np.load(path) as z:
+        return json.loads(str(z["__header__"]))["iteration"], {k[2:]: z[k] for k in z.files if k.startswith("t/")}
+
+
+def test_every_interrupted_checkpoint_is_one_iteration_and_a_chain_of_resumes_is_bit_identical(
+        tmp_path, monkeypatch, capsys):
+    ck = str(tmp_path / "ck.npz")
+    rng = random.Random(15)
+    stops = []
+    for _ in range(6):
+        resume = ["--resume", ck] if os.path.exists(ck) else []
+        with monkeypatch.context() as m:
+            _interrupt_during_training(m, rng.uniform(0.05, 0.6))
+            status = main(ARGS + ["--checkpoint", ck, "--out", str(tmp_path)] + resume)
+        if status == 0:
+            break
+        assert status == 130, capsys.readouterr()
+        assert "checkpoint saved" in capsys.readouterr().out
+        iteration, saved = _checkpoint(ck)
+        stops.append(iteration)
+        want = _reference_state(iteration)
+        assert sorted(saved) == sorted(want)
+        mixed = [name for name in want if not np.array_equal(saved[name], want[name])]
+        assert not mixed, f"checkpoint labelled iteration {iteration} differs from it in {mixed}"
+    else:
+        pytest.fail(f"six runs did not reach {ITERATIONS} iterations (stopped at {stops})")
+    assert len(stops) >= 2, stops           # the chain had interrupts in it
+    iteration, saved = _checkpoint(ck)
+    want = _reference_state(ITERATIONS)
+    assert iteration == ITERATIONS
+    assert all(np.array_equal(saved[name], want[name]) for name in want)
+    assert not [f for f in os.listdir(tmp_path) if ".tmp-" in f]       # no temporaries left behind
+
+
+def test_a_second_signal_stops_at_once():
+    with StopAtBoundary() as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested == signal.SIGINT and stop.exit_status == 130
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler      # restored
