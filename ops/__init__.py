@@ -1,4 +1,5 @@
 """The operator library. Importing this package registers every operator."""
 from . import registry  # noqa: F401
 from . import conv, dense, elementwise, loss, norm, optim, pooling, shape  # noqa: F401
+from . import activation, attention, embedding, layer_norm  # noqa: F401  (transformers)
 from .registry import REGISTRY, Cost, Op, OpError, ShapeError, UnknownOpError, get  # noqa: F401

@@ -51,3 +51,51 @@ KERNEL void sgd_momentum_update_f64(double* w_next, double* m_next, const double
                                     const double* m, double lr, double momentum, double weight_decay, i64 n) {
     sgd_t(w_next, m_next, w, grad, m, lr, momentum, weight_decay, n);
 }
+
+// Adam / AdamW (ops/optim.py's AdamUpdate), element-wise in the same order as numpy, no FMA:
+//   t = step + 1; g = grad (+ wd * w unless decoupled)
+//   m' = b1*m + (1-b1)*g;  v' = b2*v + ((1-b2)*g)*g
+//   w' = w*(decoupled ? 1 - lr*wd : 1) - (lr/(1 - b1^t)) * (m' / (sqrt(v')/sqrt(1 - b2^t) + eps))
+// Outputs may alias their inputs (each element read, then written, by one thread); the step
+// count is advanced by adam_step, launched after, so every thread reads the old count.
+__device__ __forceinline__ float pow_t(float a, float b) { return powf(a, b); }
+__device__ __forceinline__ double pow_t(double a, double b) { return pow(a, b); }
+
+template <typename T>
+__device__ __forceinline__ void adam_t(T* w_next, T* m_next, T* v_next, const T* w, const T* grad, const T* m,
+                                       const T* v, const T* step, T lr, T b1, T b2, T eps, T wd, int decoupled,
+                                       i64 n) {
+    const T count = add_rn(step[0], T(1));
+    const T bc1 = sub_rn(T(1), pow_t(b1, count)), bc2 = sub_rn(T(1), pow_t(b2, count));
+    const T step_size = lr / bc1, root_bc2 = sqrt_t(bc2);
+    const T decay = decoupled ? sub_rn(T(1), mul_rn(lr, wd)) : T(1);
+    const T keep1 = sub_rn(T(1), b1), keep2 = sub_rn(T(1), b2);
+    for (i64 i = global_thread(); i < n; i += global_stride()) {
+        const T wi = w[i];
+        const T g = decoupled ? grad[i] : add_rn(grad[i], mul_rn(wd, wi));
+        const T mn = add_rn(mul_rn(b1, m[i]), mul_rn(keep1, g));
+        const T vn = add_rn(mul_rn(b2, v[i]), mul_rn(mul_rn(keep2, g), g));
+        const T denom = add_rn(sqrt_t(vn) / root_bc2, eps);
+        w_next[i] = sub_rn(mul_rn(wi, decay), mul_rn(step_size, mn / denom));
+        m_next[i] = mn;
+        v_next[i] = vn;
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void adam_step_t(T* step_next, const T* step) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) step_next[0] = add_rn(step[0], T(1));
+}
+
+KERNEL void adam_update(float* w_next, float* m_next, float* v_next, const float* w, const float* grad,
+                        const float* m, const float* v, const float* step, float lr, float beta1, float beta2,
+                        float eps, float weight_decay, int decoupled, i64 n) {
+    adam_t(w_next, m_next, v_next, w, grad, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled, n);
+}
+KERNEL void adam_update_f64(double* w_next, double* m_next, double* v_next, const double* w, const double* grad,
+                            const double* m, const double* v, const double* step, double lr, double beta1,
+                            double beta2, double eps, double weight_decay, int decoupled, i64 n) {
+    adam_t(w_next, m_next, v_next, w, grad, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled, n);
+}
+KERNEL void adam_step(float* step_next, const float* step) { adam_step_t(step_next, step); }
+KERNEL void adam_step_f64(double* step_next, const double* step) { adam_step_t(step_next, step); }

@@ -29,7 +29,8 @@ from pathlib import Path
 import ops
 
 OPS_DIR = Path(ops.__file__).resolve().parent
-FAMILIES = ("elementwise", "dense", "norm", "loss", "shape", "optim", "conv", "pooling")
+FAMILIES = ("elementwise", "dense", "norm", "loss", "shape", "optim", "conv", "pooling", "attention", "layer_norm",
+            "embedding", "activation")
 STD = "c++17"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 
