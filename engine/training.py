@@ -20,6 +20,7 @@ from .graph_check import check_order
 from .initializers import initial_state
 from .ir import PERSISTENT_KINDS, Graph
 from . import checkpoint
+from .blas_threads import one_blas_thread
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT, CheckpointError
 
 __all__ = ["CHECKPOINT_FORMAT", "CheckpointError", "ReferenceRunner", "Runner", "Trainer", "state_fingerprint"]
@@ -50,8 +51,9 @@ class ReferenceRunner:
 
     def step(self, batch):
         g = self.g
-        out = reference.execute(g, self.order, {**self._state, **batch},
-                                keep=[nxt for _, nxt in g.state_pairs] + [g.loss])
+        with one_blas_thread():         # timed like the CPU backend's streams, and as steady
+            out = reference.execute(g, self.order, {**self._state, **batch},
+                                    keep=[nxt for _, nxt in g.state_pairs] + [g.loss])
         for cur, nxt in g.state_pairs:
             self._state[cur] = out[nxt]
         return float(out[g.loss])

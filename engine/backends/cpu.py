@@ -9,6 +9,7 @@ edge turns into a wrong answer instead of passing by luck.
 """
 from __future__ import annotations
 
+import itertools
 import queue
 import random
 import threading
@@ -20,8 +21,10 @@ import numpy as np
 from ops import registry as op_registry
 
 from ..arrays import aligned_empty
+from ..blas_threads import one_blas_thread
 
 POISON = 0xFF
+_ERRORS = itertools.count(1)      # orders stream errors as they happen, across streams
 
 
 @dataclass(frozen=True)
@@ -94,11 +97,16 @@ class Stream:
         self.rng = rng
         self.q: queue.Queue = queue.Queue()
         self.error: BaseException | None = None
+        self.error_order = 0                  # when it happened, among all streams' errors
         self.captured: list | None = None     # work recorded instead of queued (see CpuBackend.capture)
         self.thread = threading.Thread(target=self._work, name=f"stream-{name}", daemon=True)
         self.thread.start()
 
     def _work(self):
+        with one_blas_thread():         # three streams, each one core's worth (engine/blas_threads.py)
+            self._serve()
+
+    def _serve(self):
         while True:
             item = self.q.get()
             if item is None:
@@ -114,6 +122,7 @@ class Stream:
                 fn()
         except BaseException as e:   # reported by synchronize(); later work is skipped
             self.error = e
+            self.error_order = next(_ERRORS)
 
     def submit(self, fn) -> None:
         if self.captured is not None:
@@ -157,6 +166,11 @@ class CpuBackend:
                  jitter_s: float | tuple[float, float, float] = 0.5e-3):
         """``jitter_s``: with ``sanitize``, the largest random delay before each instruction,
         for all streams or per stream (compute, swap-in, swap-out)."""
+        # One BLAS thread while this backend lives: set here, in the creating thread, since
+        # OpenBLAS ignores a limit set from another thread, and again in each stream thread,
+        # since an OpenMP build keeps it per thread (engine/blas_threads.py).
+        self._blas = one_blas_thread()
+        self._blas.__enter__()
         self.link = _LinkState(link)
         self.sanitize = sanitize
         rng = random.Random(seed)
@@ -250,15 +264,22 @@ class CpuBackend:
                 st.q.put(work)
 
     def synchronize(self) -> None:
-        """Wait for every stream to drain; re-raise the first error a stream hit."""
+        """Wait for every stream to drain; re-raise the error that happened first. The others
+        are usually its follow-ons (a stream that waited on the failed one), so the first in
+        time, not in stream order, names the cause."""
         evs = [s.record() for s in self.streams]
         for e in evs:
             e.wait()
-        for s in self.streams:
-            if s.error is not None:
-                err, s.error = s.error, None
-                raise err
+        failed = sorted((s for s in self.streams if s.error is not None), key=lambda s: s.error_order)
+        if failed:
+            err = failed[0].error
+            for s in failed:
+                s.error = None
+            raise err
 
     def close(self) -> None:
         for s in self.streams:
             s.close()
+        if self._blas is not None:      # after the streams: the creating thread restores the limit
+            self._blas.__exit__(None, None, None)
+            self._blas = None

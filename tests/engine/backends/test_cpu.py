@@ -71,3 +71,43 @@ def test_an_error_on_a_stream_is_raised_by_synchronize_and_nothing_hangs(backend
     with pytest.raises(ZeroDivisionError):
         backend.synchronize()
     backend.synchronize()       # cleared: the backend is usable again
+
+
+def test_the_error_that_happened_first_is_raised_not_the_first_stream_s(backend):
+    """The swap-in stream fails first; the compute stream's failure is its follow-on."""
+    class Root(Exception):
+        pass
+    backend.streams[SWAP_IN].submit(lambda: (_ for _ in ()).throw(Root("the link")))
+    failed = backend.record(SWAP_IN)
+    backend.wait(COMPUTE, failed)
+    backend.streams[COMPUTE].submit(lambda: 1 / 0)
+    with pytest.raises(Root):
+        backend.synchronize()
+    backend.synchronize()       # the follow-on was cleared with it
+
+
+def test_stream_threads_and_the_reference_use_one_blas_thread_and_give_it_back():
+    from threadpoolctl import threadpool_limits
+
+    from engine.blas_threads import blas_threads
+    from engine.training import ReferenceRunner, Trainer
+    from zoo import small
+
+    with threadpool_limits(limits=4, user_api="blas"):
+        before = blas_threads()
+        b = CpuBackend()
+        seen = []
+        b.streams[COMPUTE].submit(lambda: seen.append(blas_threads()))
+        b.synchronize()
+        b.close()
+        assert seen == [[1] * len(before)] and blas_threads() == before == [4] * len(before)
+
+        import engine.reference as reference
+        g = small.lstm(batch=2, steps=2, features=4, hidden=4, layers=1, classes=3)
+        execute, inside = reference.execute, []
+        reference.execute = lambda *a, **k: (inside.append(blas_threads()), execute(*a, **k))[1]
+        try:
+            Trainer(g, runner=ReferenceRunner(g)).step()
+        finally:
+            reference.execute = execute
+        assert inside[-1] == [1] * len(before) and blas_threads() == before      # [-1]: the data may use it too
