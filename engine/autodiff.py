@@ -30,6 +30,33 @@ class SGD:
     momentum: float = 0.9
     weight_decay: float = 1e-4
 
+    def update(self, g: Graph, p: int, gp: int) -> None:
+        """One momentum state tensor per parameter, and its sgd_update."""
+        name = g.tensors[p].name
+        m = g.state(f"{name}.momentum", g.shape(p), g.dtype(p), init="zeros")
+        g.apply("sgd_update", [p, gp, m], name=f"{name}.update",
+                lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
+
+
+@dataclass(frozen=True)
+class Adam:
+    """Adam, or AdamW (``decoupled``: weight decay applied to the weights, not the gradient)."""
+    lr: float = 1e-3
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    weight_decay: float = 1e-4
+    decoupled: bool = True
+
+    def update(self, g: Graph, p: int, gp: int) -> None:
+        """Two moment state tensors the parameter's size and a scalar step count, and adam_update."""
+        name, shape, dt = g.tensors[p].name, g.shape(p), g.dtype(p)
+        m = g.state(f"{name}.adam_m", shape, dt, init="zeros")
+        v = g.state(f"{name}.adam_v", shape, dt, init="zeros")
+        step = g.state(f"{name}.adam_step", (), dt, init="zeros")
+        g.apply("adam_update", [p, gp, m, v, step], name=f"{name}.update", lr=self.lr, beta1=self.beta1,
+                beta2=self.beta2, eps=self.eps, weight_decay=self.weight_decay, decoupled=self.decoupled)
+
 
 def gradients(g: Graph, loss: int) -> dict[int, int]:
     """Append the backward pass of scalar ``loss``; return {parameter id: gradient id}."""
@@ -107,15 +134,12 @@ def gradients(g: Graph, loss: int) -> dict[int, int]:
     return result
 
 
-def build_training_graph(g: Graph, loss: int, sgd: SGD = SGD()) -> Graph:
+def build_training_graph(g: Graph, loss: int, optimizer: SGD | Adam = SGD()) -> Graph:
     """Turn a forward graph ending in scalar ``loss`` into a whole iteration, in place:
-    forward, backward, then one SGD-with-momentum update per parameter."""
+    forward, backward, then one optimizer update per parameter (SGD with momentum, or Adam)."""
     g.set_loss(loss)
     grads = gradients(g, loss)
     for p, gp in grads.items():
-        name = g.tensors[p].name
-        m = g.state(f"{name}.momentum", g.shape(p), g.dtype(p), init="zeros")
-        g.apply("sgd_update", [p, gp, m], name=f"{name}.update",
-                lr=sgd.lr, momentum=sgd.momentum, weight_decay=sgd.weight_decay)
+        optimizer.update(g, p, gp)
     validate(g)
     return g
