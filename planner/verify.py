@@ -40,8 +40,29 @@ def verify(program: Program, graph: Graph, device_bytes: int | None = None) -> N
     """Inputs: a Program, the Graph it was planned for, the device budget in bytes
     (``Budget.device_bytes``; None: unlimited). Output: None, or VerificationError naming
     the first violation."""
+    _check_ids(program, graph)
     _check_arena(program, graph, device_bytes)
     _Checker(program, graph).run()
+
+
+def _check_ids(program: Program, graph: Graph) -> None:
+    """Every id a Program names exists (a loaded plan may name anything): node ids in the
+    schedule and compute instructions, tensor ids in swaps and the initial residents."""
+    n_nodes, n_tensors = len(graph.nodes), len(graph.tensors)
+    bad_node = next((n for n in program.schedule if not 0 <= n < n_nodes), None)
+    if bad_node is not None:
+        raise VerificationError(f"the schedule names node {bad_node}; the graph has nodes 0 to {n_nodes - 1}")
+    for i, ins in enumerate(program.instrs):
+        if ins.kind not in (COMPUTE, SWAP_IN, SWAP_OUT):
+            raise VerificationError(f"instruction {i} has unknown kind {ins.kind}")
+        limit, what = (n_nodes, "node") if ins.kind == COMPUTE else (n_tensors, "tensor")
+        if not 0 <= ins.target < limit:
+            raise VerificationError(f"instruction {i} names {what} {ins.target}; the graph has {what}s 0 to "
+                                    f"{limit - 1}")
+    bad_tensor = next((t for t in program.initial_resident if not 0 <= t < n_tensors), None)
+    if bad_tensor is not None:
+        raise VerificationError(f"the initial residents name tensor {bad_tensor}; the graph has tensors 0 to "
+                                f"{n_tensors - 1}")
 
 
 def _check_arena(program: Program, graph: Graph, budget: int | None) -> None:

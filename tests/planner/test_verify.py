@@ -240,3 +240,23 @@ def test_rejects_two_outputs_of_one_operator_in_the_same_bytes():
 
 def test_verification_error_is_an_engine_error():
     assert issubclass(VerificationError, EngineError) and issubclass(VerificationError, ValueError)
+
+
+@pytest.mark.parametrize("field,message", [("schedule", "the schedule names node"),
+                                           ("compute", "names node"), ("swap", "names tensor"),
+                                           ("resident", "the initial residents name tensor")])
+def test_rejects_ids_out_of_range_in_one_line(lstm_graph, tight_program, field, message):
+    """A loaded plan may name anything: an id out of range is a VerificationError, not an IndexError."""
+    import copy
+    p = copy.deepcopy(tight_program[0])
+    far = 10**6
+    if field == "schedule":
+        p.schedule[0] = far
+    elif field == "resident":
+        p.initial_resident[far] = 0
+    else:
+        kind = COMPUTE if field == "compute" else SWAP_IN
+        i = next(i for i, ins in enumerate(p.instrs) if ins.kind == kind)
+        p.instrs[i].target = far
+    with pytest.raises(VerificationError, match=message):
+        verify(p, lstm_graph)
