@@ -80,20 +80,34 @@ class Profile:
 
     @classmethod
     def from_dict(cls, d) -> "Profile":
+        """Parse and validate; ProfileError (one line) naming the first bad field. Every time
+        must be finite and non-negative and every rate finite and positive: a NaN bandwidth
+        would make the simulator loop forever, a zero rate divide by zero."""
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise ProfileError(f"not a swapengine profile (expected format '{FORMAT}')")
         try:
-            link = Link(**{k: float(v) for k, v in d["link"].items()})
-            analytic = Rates(**{k: float(v) for k, v in d["analytic"].items()}) if d.get("analytic") else None
-            ops = {str(k): float(v) for k, v in d.get("ops", {}).items()}
-            dispatch = float(d.get("dispatch_s", 0.0))
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            device = d["device"]
+            if not isinstance(device, str) or not device:
+                raise TypeError("'device' must be a non-empty string")
+            link = Link(**{k: _number(v, f"link.{k}") for k, v in _object(d["link"], "link").items()})
+            analytic = (Rates(**{k: _number(v, f"analytic.{k}") for k, v in _object(d["analytic"], "analytic").items()})
+                        if d.get("analytic") else None)
+            ops = {str(k): _number(v, f"ops[{k!r:.60}]") for k, v in _object(d.get("ops", {}), "ops").items()}
+            dispatch = _number(d.get("dispatch_s", 0.0), "dispatch_s")
+        except KeyError as e:
+            raise ProfileError(f"malformed profile: missing {e}") from None
+        except (TypeError, ValueError) as e:
             raise ProfileError(f"malformed profile: {e}") from None
-        bad = [k for k, v in ops.items() if not (v >= 0 and math.isfinite(v))]
-        rates = [link.h2d_bytes_per_s, link.d2h_bytes_per_s, link.duplex_bytes_per_s]
-        if bad or min(rates) <= 0 or link.latency_s < 0 or not 0 <= dispatch < 1:
-            raise ProfileError("profile has a negative or non-finite time or a non-positive bandwidth")
-        return cls(str(d["device"]), link, analytic, ops, dispatch)
+        _positive(("link.h2d_bytes_per_s", link.h2d_bytes_per_s), ("link.d2h_bytes_per_s", link.d2h_bytes_per_s),
+                  ("link.duplex_bytes_per_s", link.duplex_bytes_per_s))
+        _seconds(("link.latency_s", link.latency_s), ("dispatch_s", dispatch),
+                 *((f"ops[{k!r:.60}]", v) for k, v in ops.items()))
+        if not dispatch < 1:
+            raise ProfileError(f"dispatch_s {dispatch} is a second or more per instruction")
+        if analytic is not None:
+            _positive(("analytic.flops_per_s", analytic.flops_per_s), ("analytic.bytes_per_s", analytic.bytes_per_s))
+            _seconds(("analytic.launch_s", analytic.launch_s))
+        return cls(device, link, analytic, ops, dispatch)
 
     def save(self, path: str) -> None:
         with open(path, "w") as f:
@@ -102,12 +116,43 @@ class Profile:
     @classmethod
     def load(cls, path: str) -> "Profile":
         try:
-            with open(path) as f:
+            with open(path, encoding="utf-8") as f:
                 return cls.from_dict(json.load(f))
         except FileNotFoundError:
             raise ProfileError(f"profile file '{path}' does not exist") from None
+        except IsADirectoryError:
+            raise ProfileError(f"profile file '{path}' is a directory; give a JSON file --save-profile wrote") from None
+        except UnicodeDecodeError:
+            raise ProfileError(f"profile file '{path}' is not text (binary data); give a JSON file "
+                               "--save-profile wrote") from None
         except json.JSONDecodeError as e:
             raise ProfileError(f"profile file '{path}' is not valid JSON ({e})") from None
+        except ProfileError as e:
+            raise ProfileError(f"profile file '{path}': {e}") from None
+
+
+def _object(v, where: str) -> dict:
+    if not isinstance(v, dict):
+        raise TypeError(f"'{where}' must be an object, got {type(v).__name__}")
+    return v
+
+
+def _number(v, where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"'{where}' must be a number, got {v!r:.40}")
+    return float(v)
+
+
+def _positive(*named) -> None:
+    for where, v in named:
+        if not (v > 0 and math.isfinite(v)):
+            raise ProfileError(f"{where} is {v}; rates must be finite and positive")
+
+
+def _seconds(*named) -> None:
+    for where, v in named:
+        if not (v >= 0 and math.isfinite(v)):
+            raise ProfileError(f"{where} is {v}; times must be finite and non-negative")
 
 
 def signature(g: Graph, nid: int) -> str:

@@ -39,5 +39,45 @@ def test_bad_profiles(tmp_path):
         Profile.load(str(tmp_path / "bad.json"))
     d = analytic_profile("v100").to_dict()
     d["link"]["h2d_bytes_per_s"] = -1
-    with pytest.raises(ProfileError, match="non-positive bandwidth"):
+    with pytest.raises(ProfileError, match="link.h2d_bytes_per_s is -1.0; rates must be finite and positive"):
         Profile.from_dict(json.loads(json.dumps(d)))
+
+
+def _v100(**changes):
+    d = json.loads(json.dumps(analytic_profile("v100").to_dict()))
+    for path, value in changes.items():
+        *keys, last = path.split("__")
+        target = d
+        for k in keys:
+            target = target[k]
+        if value is KeyError:
+            del target[last]
+        else:
+            target[last] = value
+    return d
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"link__h2d_bytes_per_s": float("nan")}, "link.h2d_bytes_per_s is nan"),      # hung the simulator
+    ({"link__duplex_bytes_per_s": float("inf")}, "link.duplex_bytes_per_s is inf"),
+    ({"link__latency_s": float("nan")}, "link.latency_s is nan"),
+    ({"analytic__flops_per_s": 0}, "analytic.flops_per_s is 0.0"),                  # ZeroDivisionError
+    ({"analytic__bytes_per_s": -2}, "analytic.bytes_per_s is -2.0"),
+    ({"device": KeyError}, "missing 'device'"),                                     # KeyError
+    ({"device": 7}, "'device' must be a non-empty string"),
+    ({"link": [1, 2]}, "'link' must be an object"),
+    ({"link__h2d_bytes_per_s": "fast"}, "must be a number"),
+    ({"ops": {"conv": float("nan")}}, "ops\\['conv'\\] is nan"),
+    ({"dispatch_s": 5}, "dispatch_s 5.0 is a second or more"),
+])
+def test_every_bad_profile_field_is_named_in_one_line(changes, message):
+    with pytest.raises(ProfileError, match=message) as e:
+        Profile.from_dict(_v100(**changes))
+    assert "\n" not in str(e.value)
+
+
+def test_a_binary_profile_file_is_one_line(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_bytes(bytes(range(256)))
+    with pytest.raises(ProfileError, match="is not text"):
+        Profile.load(str(path))
