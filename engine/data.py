@@ -1,7 +1,8 @@
 """Synthetic training data: a fixed data set labelled by a fixed random teacher network.
 
 The teacher is the model's own forward graph with weights drawn from another
-seed: whatever the architecture, the labels are a function the student can
+seed (integer inputs are ids, uniform over the embedding table reading them; a GPT's
+labels are thus its teacher's next-token predictions from each prefix): whatever the architecture, the labels are a function the student can
 represent, so the loss can really fall. The data set (``samples`` inputs drawn
 once) is visited in a fresh random order each epoch; the batch of iteration i
 depends only on (seed, i), which makes resumed runs bit-identical to
@@ -18,6 +19,32 @@ from .ir import Graph, Kind
 LOSS_OPS = ("softmax_cross_entropy",)
 
 
+def _draw(rng, g: Graph, t: int, samples: int) -> np.ndarray:
+    """``samples`` values of input ``t``: N(0, 1) floats, or ids uniform over the rows of the
+    embedding table that reads them (token sequences)."""
+    x = g.tensors[t]
+    shape = (samples, *x.shape[1:])
+    if x.dtype.kind in "iu":
+        tables = [g.nodes[u].inputs[0] for u in g.users[t] if g.nodes[u].op == "embedding"]
+        rows = g.tensors[tables[0]].shape[0] if tables else 2
+        return rng.integers(0, rows, size=shape).astype(x.dtype)
+    return rng.standard_normal(shape).astype(x.dtype)
+
+
+def _loss_reader(g: Graph, label: int):
+    """The loss node reading ``label``, directly or through reshapes (a [batch, seq] label
+    flattened to one class per row), or None."""
+    frontier = [label]
+    for t in frontier:
+        for u in g.users[t]:
+            n = g.nodes[u]
+            if n.op in LOSS_OPS:
+                return n
+            if n.op == "reshape":
+                frontier.append(n.outputs[0])
+    return None
+
+
 class TeacherData:
     def __init__(self, g: Graph, seed: int = 0, samples: int = 256, teacher_seed: int | None = None):
         self.g = g
@@ -29,8 +56,7 @@ class TeacherData:
         chunks = max(1, -(-samples // self.batch_size))
         self.samples = chunks * self.batch_size
         rng = np.random.default_rng([seed, 0x5EED])
-        self.data = {t: rng.standard_normal((self.samples, *g.tensors[t].shape[1:])).astype(g.tensors[t].dtype)
-                     for t in self.inputs}
+        self.data = {t: _draw(rng, g, t, self.samples) for t in self.inputs}
         for label in self.labels:
             self.data[label] = np.zeros((self.samples, *g.tensors[label].shape[1:]), g.tensors[label].dtype)
         self._label_with_teacher(chunks, (seed + 1) * 7919 if teacher_seed is None else teacher_seed)
@@ -39,9 +65,9 @@ class TeacherData:
         g = self.g
         logits_of = {}
         for label in self.labels:
-            readers = [g.nodes[u] for u in g.users[label] if g.nodes[u].op in LOSS_OPS]
-            if readers:
-                logits_of[label] = readers[0].inputs[0]
+            reader = _loss_reader(g, label)
+            if reader is not None:
+                logits_of[label] = reader.inputs[0]
         if not logits_of:
             return
         # The teacher runs only the forward nodes its logits depend on.

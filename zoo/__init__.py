@@ -8,9 +8,12 @@ Names (case-insensitive), as the paper writes them (Section 6.1):
 - ``rnn-L-XK``     L LSTM layers of hidden size X*1024
 - ``brnn-L-XK``    L bidirectional LSTM layers of hidden size X*1024
 - ``resnet-D``     forward-only ResNet of depth D, for inference
+- ``gpt-tiny``, ``gpt2-small|medium|large|xl``, ``gpt-7b``  GPT decoders (zoo/gpt.py presets)
+- ``gpt-L-W-H``    a GPT of L blocks of width W with H heads (GPT-2's vocabulary, 1024 tokens)
 
-Training models are a whole iteration: forward, backward and the SGD update.
-``size`` is the image side for CNNs and the sequence length for RNNs. Builder
+Training models are a whole iteration: forward, backward and the optimizer's update
+(``optimizer``: an engine.autodiff SGD or Adam; each family has a default, ``Family.optimizer``).
+``size`` is the image side for CNNs and the sequence length for RNNs and GPTs. Builder
 modules are imported on first use, so importing ``zoo`` (or ``zoo.small``) is cheap.
 """
 from __future__ import annotations
@@ -24,7 +27,8 @@ from typing import Callable
 from engine.ir import Graph
 
 VALID_FORMS = "wresnet-D-X (e.g. wresnet-152-10), inception-X, nasnet-R, rnn-L-XK (e.g. rnn-8-8k), " \
-              "brnn-L-XK, resnet-D"
+              "brnn-L-XK, resnet-D, gpt-tiny, gpt2-small|medium|large|xl, gpt-7b, gpt-L-W-H"
+GPT_PRESETS = ("gpt-tiny", "gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt-7b")
 NUMBER = r"(\d+(?:\.\d+)?)"
 
 
@@ -36,6 +40,14 @@ class Family:
     size_option: str         # the builder's argument that ``size`` sets
     args: Callable[[re.Match], dict]
     training: bool = True
+    optimizer: str = "sgd"   # the optimizer it trains with unless told otherwise (sgd, adam, adamw)
+
+
+def _gpt_args(m: re.Match) -> dict:
+    if m[1]:
+        from .gpt import preset     # the table lives with the builder
+        return preset(m[1])
+    return {"layers": int(m[2]), "width": int(m[3]), "heads": int(m[4])}
 
 
 FAMILIES = {
@@ -51,6 +63,8 @@ FAMILIES = {
                    lambda m: {"layers": int(m[1]), "hidden": round(float(m[2]) * 1024)}),
     "resnet": Family(r"resnet-(\d+)", "zoo.resnet", "resnet", "size",
                      lambda m: {"depth": int(m[1])}, training=False),
+    "gpt": Family(rf"({'|'.join(GPT_PRESETS)})|gpt-(\d+)-(\d+)-(\d+)", "zoo.gpt", "gpt", "seq", _gpt_args,
+                  optimizer="adamw"),
 }
 
 # Small configurations that run one iteration on the numpy reference interpreter in about a second.
@@ -61,6 +75,7 @@ TINY = {
     "rnn": dict(layers=2, hidden=16, batch=4, steps=8, classes=7),
     "brnn": dict(layers=2, hidden=16, batch=4, steps=5, classes=7),
     "resnet": dict(blocks=(1, 1, 1, 1), base_width=4, batch=2, size=32, classes=10),
+    "gpt": dict(layers=2, width=16, heads=2, seq=6, vocab=11, batch=2),
 }
 
 
@@ -81,8 +96,16 @@ def _builder(family: Family) -> Callable[..., Graph]:
     return getattr(importlib.import_module(family.module), family.builder)
 
 
+def default_optimizer(model: str) -> str:
+    """The optimizer ``model`` trains with by default: sgd, or adamw for GPTs (ValueError if unknown)."""
+    return parse(model)[0].optimizer
+
+
 def _call(builder: Callable[..., Graph], model: str, kwargs: dict) -> Graph:
     params = inspect.signature(builder).parameters
+    if "optimizer" in kwargs and "optimizer" not in params and "sgd" in params:
+        kwargs = dict(kwargs)
+        kwargs["sgd"] = kwargs.pop("optimizer")      # the older builders' name for it
     unknown = sorted(set(kwargs) - set(params))
     if unknown:
         allowed = ", ".join(p for p in params if p not in ("batch", "dtype"))
@@ -94,13 +117,14 @@ def build(model: str, batch: int | None = None, size: int | None = None, dtype: 
           **options) -> Graph:
     """The graph of ``model`` (see the module docstring for names). ``batch`` and ``size``
     default to the paper's (each builder's defaults); ``options`` go to the builder
-    (``sgd``, ``classes``, ...). Inference models ignore ``sgd``. Raises ValueError (one
+    (``optimizer``, ``classes``, ...). Inference models ignore ``optimizer``. Raises ValueError (one
     line) for a malformed name, an unknown option or a configuration that does not build."""
     family, args = parse(model)
     if batch is not None and batch < 1 or size is not None and size < 1:
         raise ValueError(f"model '{model}': batch and size must be positive, got {batch} and {size}")
     if not family.training:
         options.pop("sgd", None)
+        options.pop("optimizer", None)
     kwargs = {**args, "dtype": dtype, **options}
     if batch is not None:
         kwargs["batch"] = batch
