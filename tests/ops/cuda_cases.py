@@ -137,6 +137,8 @@ def _synthetic_cases() -> list[Case]:
         case("conv2d_grad_data", [(32, 256, 3, 3), (64, 32, 16, 16)], padding=1, input_hw=(16, 16)),
         case("conv2d_grad_weight", [(1, 1024, 8, 8), (1, 1024, 8, 8)], padding=1, kernel_hw=(3, 3)),
     ]
+    from .transformer_cases import large_tile_cases, transformer_cases
+    c += transformer_cases() + large_tile_cases()
     return c + [with_dtype(x, "float64") for x in c]
 
 

@@ -54,7 +54,7 @@ def emulate(c, arrays):
 
 
 GEMM_OPS = {"fully_connected", "fully_connected_grad_data", "fully_connected_grad_weight", "conv2d",
-            "conv2d_grad_data", "conv2d_grad_weight"}
+            "conv2d_grad_data", "conv2d_grad_weight", "batch_matmul"}
 
 
 @pytest.fixture(params=["default tiles", "128x128 tiles"])

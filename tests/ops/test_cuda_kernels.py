@@ -15,6 +15,7 @@ import pytest
 from engine.backends.detect import detect_gpu
 from engine.program import COMPUTE
 
+from . import transformer_cases
 from .cuda_cases import all_cases, case
 
 GPUS, WHY = detect_gpu()
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPUS == 0, reason=f"no GPU ({W
 # Kernels written in numpy's evaluation order with no FMA contraction: bit-identical.
 EXACT = {"relu", "relu_grad", "sigmoid_grad", "tanh_grad", "add", "accumulate", "mul", "scale", "sum_n", "fill", "sgd_update",
          "concat", "split", "reshape", "max_pool2d", "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad",
-         "global_avg_pool_grad", "softmax_cross_entropy_grad"}
+         "global_avg_pool_grad", "softmax_cross_entropy_grad", "transpose", "embedding", "embedding_grad"}
 TOLERANCE = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12}
 _ids = itertools.count()
 
@@ -38,6 +39,8 @@ def backend():
 
 def make_inputs(c, rng) -> list[np.ndarray]:
     """Random inputs that the operator accepts (positive variances, valid labels, real maxima)."""
+    if c.op in transformer_cases.OPS:
+        return transformer_cases.make_inputs(c, rng)
     arrays = []
     for i, t in enumerate(c.ins):
         dt = np.dtype(t.dtype)
