@@ -58,6 +58,20 @@ class Adam:
                 beta2=self.beta2, eps=self.eps, weight_decay=self.weight_decay, decoupled=self.decoupled)
 
 
+OPTIMIZERS = ("sgd", "adam", "adamw")
+
+
+def make_optimizer(name: str, lr: float | None = None, momentum: float = 0.9,
+                   weight_decay: float = 1e-4) -> SGD | Adam:
+    """The optimizer called ``name`` (one of OPTIMIZERS); ``lr`` None: its own default
+    (0.05 for SGD, 1e-3 for Adam). ``momentum`` is SGD's only."""
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer '{name}' (choose from {', '.join(OPTIMIZERS)})")
+    if name == "sgd":
+        return SGD(SGD.lr if lr is None else lr, momentum, weight_decay)
+    return Adam(lr=Adam.lr if lr is None else lr, weight_decay=weight_decay, decoupled=name == "adamw")
+
+
 def gradients(g: Graph, loss: int) -> dict[int, int]:
     """Append the backward pass of scalar ``loss``; return {parameter id: gradient id}."""
     lt = g.tensors[loss]

@@ -35,7 +35,8 @@ class RunConfig:
     dtype: str
     iterations: int
     seed: int
-    lr: float
+    optimizer: str | None              # sgd, adam, adamw; None: the model's own
+    lr: float | None                   # None: the optimizer's default
     momentum: float
     weight_decay: float
     memory: int | None                 # device bytes (--memory); None: the default fraction of the peak
@@ -63,7 +64,7 @@ class RunConfig:
     def from_args(cls, a: argparse.Namespace) -> RunConfig:
         return cls(
             model=a.model, batch=a.batch, size=a.size, dtype=a.dtype, iterations=a.iterations, seed=a.seed,
-            lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay, memory=a.memory,
+            optimizer=a.optimizer, lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay, memory=a.memory,
             policies=tuple(policies_registry.get(name) for name in a.policy),
             measure_iterations=a.measure_iterations, backend=a.backend, device=a.device, link_gbps=a.link_gbps,
             profile=a.profile, save_profile=a.save_profile,
@@ -77,7 +78,8 @@ class RunConfig:
     def checkpoint_settings(self) -> dict:
         """What a checkpoint records beside the seed, so that --resume can refuse other values
         (it would continue silently on other data or another optimizer)."""
-        return {"model": self.model, "dtype": self.dtype, "lr": self.lr, "momentum": self.momentum,
+        return {"model": self.model, "dtype": self.dtype, "optimizer": self.optimizer, "lr": self.lr,
+                "momentum": self.momentum,
                 "weight_decay": self.weight_decay}
 
     @property

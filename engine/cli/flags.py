@@ -12,6 +12,7 @@ import argparse
 from planner import policy as policies_registry
 
 from .. import backend_registry
+from ..autodiff import OPTIMIZERS
 from ..errors import EngineError
 from ..units import parse_bytes
 
@@ -102,14 +103,19 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog=f"python -m {PROG}", description="Train a model on synthetic data and report throughput.")
     p.add_argument("--model", default="small-cnn",
                    help="small-cnn, small-lstm, or a zoo model: wresnet-D-X, inception-X, nasnet-R, "
-                        "rnn-L-XK, brnn-L-XK, resnet-D (default: small-cnn)")
+                        "rnn-L-XK, brnn-L-XK, resnet-D, gpt-tiny, gpt2-small|medium|large|xl, gpt-7b, "
+                        "gpt-L-W-H (default: small-cnn)")
     p.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the model's own)")
     p.add_argument("--size", type=positive_int, default=None,
-                   help="image side for CNNs, sequence length for RNNs (default: the model's own)")
+                   help="image side for CNNs, sequence length for RNNs and GPTs (default: the model's own)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="tensor dtype")
     p.add_argument("--iterations", type=positive_int, default=150, help="training iterations (default 150)")
     p.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the data (default 0)")
-    p.add_argument("--lr", type=positive_float, default=0.05, help="SGD learning rate (default 0.05)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None,
+                   help="sgd (with momentum), adam, or adamw (decoupled weight decay); default: the model's "
+                        "own (adamw for gpt models, sgd otherwise)")
+    p.add_argument("--lr", type=positive_float, default=None,
+                   help="learning rate (default: 0.05 for sgd, 1e-3 for adam and adamw)")
     p.add_argument("--momentum", type=nonnegative_float, default=0.9, help="SGD momentum (default 0.9)")
     p.add_argument("--weight-decay", type=nonnegative_float, default=1e-4, help="weight decay (default 1e-4)")
     p.add_argument("--checkpoint", metavar="FILE", help="save parameters and optimizer state here (npz)")

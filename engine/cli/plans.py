@@ -19,12 +19,12 @@ from planner.simulate import Timeline, simulate
 from planner.stalls import Stalls, stall_report
 from planner.verify import verify
 
-from ..autodiff import SGD
+from ..autodiff import make_optimizer
 from ..backend_registry import Placement
 from ..graph_io import fingerprint
 from ..ir import Graph, Kind
 from ..profile import DEVICES, Profile, analytic_profile
-from ..program import Program
+from ..program import Program, ProgramFormatError
 from .config import RunConfig
 from .flags import UsageError
 
@@ -33,21 +33,25 @@ DEFAULT_BUDGET_FRACTION = 0.3      # of the unlimited-memory peak, when --memory
 
 
 def build_model(cfg: RunConfig) -> Graph:
-    sgd = SGD(lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
     name = cfg.model.lower()
+    import zoo
+
+    try:
+        kind = cfg.optimizer or ("sgd" if name in SMALL_MODELS else zoo.default_optimizer(name))
+    except ValueError as e:
+        raise UsageError(f"--model {cfg.model}: {e}") from None
+    optimizer = make_optimizer(kind, cfg.lr, cfg.momentum, cfg.weight_decay)
     if name in SMALL_MODELS:
         from zoo import small
 
-        kw = {"dtype": cfg.dtype, "sgd": sgd}
+        kw = {"dtype": cfg.dtype, "sgd": optimizer}
         if cfg.batch:
             kw["batch"] = cfg.batch
         if name == "small-cnn":
             return small.residual_cnn(**({"image": cfg.size} if cfg.size else {}), **kw)
         return small.lstm(**({"steps": cfg.size} if cfg.size else {}), **kw)
-    import zoo
-
     try:
-        return zoo.build(name, batch=cfg.batch, size=cfg.size, dtype=cfg.dtype, sgd=sgd)
+        return zoo.build(name, batch=cfg.batch, size=cfg.size, dtype=cfg.dtype, optimizer=optimizer)
     except ValueError as e:
         raise UsageError(f"--model {cfg.model}: {e}") from None
 
@@ -56,13 +60,14 @@ def batch_of(g: Graph) -> int:
     return next((g.tensors[t].shape[0] for t in g.leaves(Kind.INPUT)), 0)
 
 
-def choose_profile(cfg: RunConfig, facts: GraphFacts, placement: Placement | None, data) -> Profile:
-    """--profile (a device name or a file), else analytic v100 with --simulate-only, else
-    measured on the chosen backend with the unlimited program."""
+def choose_profile(cfg: RunConfig, facts: GraphFacts, placement: Placement | None, data,
+                   loaded: Profile | None = None) -> Profile:
+    """--profile (a device name, or a file: ``loaded`` when already read), else analytic v100
+    with --simulate-only, else measured on the chosen backend with the unlimited program."""
     if cfg.profile:
         if cfg.profile.lower() in DEVICES:
             return analytic_profile(cfg.profile)
-        return Profile.load(cfg.profile)
+        return loaded or Profile.load(cfg.profile)
     if cfg.simulate_only:
         return analytic_profile("v100")
     ideal = unlimited_program(facts.graph, facts)
@@ -77,24 +82,39 @@ def choose_budget(cfg: RunConfig, facts: GraphFacts) -> Budget:
     return make_budget(facts, max(facts.smallest_budget, int(DEFAULT_BUDGET_FRACTION * facts.peak_bytes)))
 
 
-def load_plan(path: str, g: Graph) -> Program:
+def read_plan(path: str) -> Program:
+    """A saved Program, parsed (its safety is planner.verify's question, asked before it runs)."""
     try:
-        with open(path) as f:
-            program = Program.from_dict(json.load(f))
+        with open(path, encoding="utf-8") as f:
+            return Program.from_dict(json.load(f))
     except FileNotFoundError:
         raise UsageError(f"plan file '{path}' does not exist") from None
+    except IsADirectoryError:
+        raise UsageError(f"plan file '{path}' is a directory; give a JSON file --save-plan wrote") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"plan file '{path}' is not text (binary data); give a JSON file --save-plan wrote") from None
     except json.JSONDecodeError as e:
         raise UsageError(f"plan file '{path}' is not valid JSON ({e})") from None
+    except ProgramFormatError as e:
+        raise UsageError(f"plan file '{path}': {e}") from None
+    except (AttributeError, IndexError) as e:      # shapes from_dict does not expect
+        raise UsageError(f"plan file '{path}': malformed program description ({e})") from None
+
+
+def load_plan(path: str, g: Graph, program: Program | None = None) -> Program:
+    """``program`` (already read from ``path``) or the file, checked to be made for ``g``."""
+    program = program or read_plan(path)
     if program.graph_fingerprint != fingerprint(g):
         raise UsageError(f"plan file '{path}' was made for another graph ('{program.graph_name}' with other "
                          "shapes or structure); use the same --model, --batch, --size and --dtype")
     return program
 
 
-def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_dir: str) -> Program:
+def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_dir: str,
+                     loaded: Program | None = None) -> Program:
     """The searching policy's Program: loaded, or searched (schedule and allocation), or unsearched."""
     if cfg.load_plan:
-        return load_plan(cfg.load_plan, request.graph)
+        return load_plan(cfg.load_plan, request.graph, loaded)
     if not cfg.search.wanted:
         return policy.make(request)
     from ga.search import SearchOptions, search
@@ -116,7 +136,8 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
                                    request.node_seconds, result.best_schedule, result.best_allocation))
 
 
-def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Profile, out_dir: str) -> dict:
+def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Profile, out_dir: str,
+                  loaded: Program | None = None) -> dict:
     """{policy name: (Program, simulated Timeline)} for every policy that makes a Program, each
     verified against the budget it was made for."""
     g = facts.graph
@@ -127,7 +148,7 @@ def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Pr
         limit = budget if policy.needs_budget else None
         request = PlanRequest(g, facts, limit, profile, secs)
         if policy is cfg.searching:
-            program = searched_program(cfg, policy, request, out_dir)
+            program = searched_program(cfg, policy, request, out_dir, loaded)
         else:
             program = policy.make(request)
         verify(program, g, limit.device_bytes if limit else None)
