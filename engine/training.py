@@ -23,7 +23,8 @@ from . import checkpoint
 from .blas_threads import one_blas_thread
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT, CheckpointError
 
-__all__ = ["CHECKPOINT_FORMAT", "CheckpointError", "ReferenceRunner", "Runner", "Trainer", "state_fingerprint"]
+__all__ = ["CHECKPOINT_FORMAT", "CheckpointError", "ReferenceRunner", "Runner", "Trainer", "checkpoint_mismatch",
+           "state_fingerprint"]
 
 
 class Runner(Protocol):
@@ -108,8 +109,9 @@ class Trainer:
     def load(self, path: str) -> None:
         """Restore a checkpoint saved for this graph; CheckpointError (one line) if it does not fit."""
         header, arrays = checkpoint.read(path)
-        if header.get("fingerprint") != state_fingerprint(self.g):
-            raise CheckpointError(f"checkpoint '{path}' does not fit this model: {_mismatch(self.g, header, arrays)}")
+        why = checkpoint_mismatch(self.g, header, arrays)
+        if why:
+            raise CheckpointError(f"checkpoint '{path}' does not fit this model: {why}")
         state = {}
         for t in self.g.leaves(*PERSISTENT_KINDS):
             x = self.g.tensors[t]
@@ -125,8 +127,11 @@ class Trainer:
         self.iteration = iteration
 
 
-def _mismatch(g: Graph, header: dict, arrays: Mapping[str, np.ndarray]) -> str:
-    """What differs between a checkpoint and this graph's persistent tensors, in words."""
+def checkpoint_mismatch(g: Graph, header: dict, arrays: Mapping[str, np.ndarray]) -> str | None:
+    """What differs between a checkpoint (``engine.checkpoint.read``) and this graph's
+    persistent tensors, in words; None when it fits."""
+    if header.get("fingerprint") == state_fingerprint(g):
+        return None
     saved = header.get("graph")
     if saved != g.name:
         return f"it was saved for model '{saved!s:.60}', this is '{g.name}'; use the same model flags"

@@ -1,6 +1,7 @@
 """Parsing and printing byte sizes. Binary units only: '16GB' is refused as ambiguous."""
 from __future__ import annotations
 
+import math
 import re
 
 UNITS = {"B": 1, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -24,9 +25,14 @@ def parse_bytes(text: str) -> int:
 
 
 def format_bytes(n: float) -> str:
-    """Human-readable binary size: 3.1 MiB, 180.2 GiB."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+    """Human-readable binary size, rounded up to the digit shown (3.1 MiB, 180.2 GiB): a size
+    printed as a budget that works is one that works when typed back as --memory."""
+    n = math.ceil(n)
+    if abs(n) < 1024:
+        return f"{n} B"
+    sign, n = ("-", -n) if n < 0 else ("", n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        tenths = -(-n * 10 // UNITS[unit.upper()])         # integer ceiling: no float rounding down
+        if tenths < 10240 or unit == "TiB":
+            return f"{sign}{tenths // 10}.{tenths % 10} {unit}"
     raise AssertionError

@@ -50,9 +50,21 @@ def nonnegative_int(text: str) -> int:
 
 
 def positive_float(text: str) -> float:
+    """A finite number above 0 (inf and nan are refused: --lr inf diverges, --link-gbps inf
+    overflows the emulated link)."""
     v = _number(float, text, "a number")
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite positive number, got '{text}'")
+    return v
+
+
+SEED_LIMIT = 2**32        # numpy's seeds are unsigned 32-bit words
+
+
+def seed(text: str) -> int:
+    v = _number(int, text, "an integer")
+    if not 0 <= v < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be 0 to {SEED_LIMIT - 1}, got {v}")
     return v
 
 
@@ -110,7 +122,7 @@ def parser() -> argparse.ArgumentParser:
                    help="image side for CNNs, sequence length for RNNs and GPTs (default: the model's own)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="tensor dtype")
     p.add_argument("--iterations", type=positive_int, default=150, help="training iterations (default 150)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the data (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the initial weights and the data (default 0)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=None,
                    help="sgd (with momentum), adam, or adamw (decoupled weight decay); default: the model's "
                         "own (adamw for gpt models, sgd otherwise)")

@@ -9,6 +9,7 @@ file, no GPU) becomes one line on stderr and exit status 2; Ctrl-C saves a check
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import sys
@@ -27,13 +28,13 @@ from ..data import TeacherData
 from ..errors import EngineError
 from ..interrupts import StopAtBoundary
 from ..ir import Graph, Kind
-from ..profile import DEVICES
 from ..program import SWAP_IN, SWAP_OUT
 from ..report import PolicyRow, policy_table, rows_to_json
 from ..training import Trainer
 from ..units import format_bytes
 from .config import RunConfig
 from .flags import PROG, UsageError, parser
+from .preflight import check_flags, check_host_memory, check_inputs, check_outputs, check_resume_fits
 from .plans import assess_plans, batch_of, build_model, choose_budget, choose_profile, plan_policies
 from .runners import device_name, make_runner, unlimited_runner
 
@@ -156,7 +157,8 @@ def identical_to_unlimited(run: Run, final_state) -> bool:
         while ref.iteration < cfg.iterations:
             ref.step()
         state = ref.state
-    return all(np.array_equal(a, final_state[t]) for t, a in state.items())
+    # equal_nan: a run that diverged holds NaNs, bit-identical ones included
+    return all(np.array_equal(a, final_state[t], equal_nan=True) for t, a in state.items())
 
 
 def policy_rows(run: Run, measured: dict | None = None) -> list[PolicyRow]:
@@ -175,19 +177,10 @@ def policy_rows(run: Run, measured: dict | None = None) -> list[PolicyRow]:
     return rows
 
 
-def check_input_files(cfg: RunConfig) -> None:
-    """Files the run will read must exist before anything is built, planned or measured."""
-    if cfg.resume and not os.path.isfile(cfg.resume):
-        raise UsageError(f"checkpoint '{cfg.resume}' does not exist")
-    if cfg.load_plan and not os.path.isfile(cfg.load_plan):
-        raise UsageError(f"plan file '{cfg.load_plan}' does not exist")
-    if cfg.profile and cfg.profile.lower() not in DEVICES and not os.path.isfile(cfg.profile):
-        raise UsageError(f"--profile {cfg.profile}: neither a device with an analytic profile "
-                         f"({', '.join(DEVICES)}) nor a profile file")
-
-
 def train(cfg: RunConfig) -> int:
-    check_input_files(cfg)
+    check_flags(cfg)
+    check_outputs(cfg)
+    inputs = check_inputs(cfg)
     placement = None
     if not cfg.simulate_only:          # nothing runs when simulating
         try:
@@ -197,27 +190,30 @@ def train(cfg: RunConfig) -> int:
         print(placement.announcement())
     g = build_model(cfg)
     facts = GraphFacts(g)
+    check_resume_fits(cfg, g, inputs)
+    unplanned = [p.name for p in cfg.policies if not p.runs_program]
+    if cfg.simulate_only and unplanned:
+        raise UsageError(f"--simulate-only cannot run the {unplanned[0]} policy; choose from "
+                         f"{', '.join(n for n, p in POLICIES.items() if p.runs_program)}")
+    budget = choose_budget(cfg, facts) if cfg.planned else None
+    if not cfg.simulate_only:
+        check_host_memory(cfg, g, facts.peak_bytes)
     data = None if cfg.simulate_only else TeacherData(g, cfg.seed)   # made once, shared by every run
     run = Run(cfg, facts, placement, data)
     s = g.summary()
     print(f"model {g.name}, batch {batch_of(g)}, {g.tensors[g.leaves(Kind.INPUT)[0]].dtype}: {s.operators} "
           f"operators, {s.distinct_sizes} distinct tensor sizes, "
           f"{format_bytes(s.bytes_by_kind['parameter'] // 2)} parameters")
-    unplanned = [p.name for p in cfg.policies if not p.runs_program]
-    if cfg.simulate_only and unplanned:
-        raise UsageError(f"--simulate-only cannot run the {unplanned[0]} policy; choose from "
-                         f"{', '.join(n for n, p in POLICIES.items() if p.runs_program)}")
-    budget = choose_budget(cfg, facts) if cfg.planned else None
     if budget:
         peak = facts.peak_bytes
         print(f"unlimited-memory peak {format_bytes(peak)}; budget {format_bytes(budget.device_bytes)} "
               f"({budget.device_bytes / peak:.2f} of peak)")
-    profile = choose_profile(cfg, facts, placement, data) if budget else None
+    profile = choose_profile(cfg, facts, placement, data, inputs.profile) if budget else None
     if profile and cfg.save_profile:
         profile.save(cfg.save_profile)
         print(f"profile saved to {cfg.save_profile}")
     out_dir = cfg.out or os.path.join("runs", g.name)
-    run.programs = plan_policies(cfg, facts, budget, profile, out_dir) if budget else {}
+    run.programs = plan_policies(cfg, facts, budget, profile, out_dir, inputs.plan) if budget else {}
     run.quality = assess_plans(cfg, facts, budget, profile, run.programs) if budget else {}
     figures = {"model": g.name, "budget": budget.device_bytes if budget else None}
     if cfg.simulate_only:
@@ -231,9 +227,6 @@ def train(cfg: RunConfig) -> int:
     if isinstance(result, int):
         return result
     trainer, final_state, losses, times, start = result
-    if not losses:
-        print(f"nothing to do: the checkpoint is already at iteration {start} >= --iterations")
-        return 0
     measured[last.name] = statistics.median(times[1:] or times)
     rows = policy_rows(run, measured)
     if rows:
@@ -242,6 +235,11 @@ def train(cfg: RunConfig) -> int:
     first, final, k = loss_ends(losses)
     print(f"train  {len(losses)} iterations with {last.name}: loss {first:.3f} -> {final:.3f} (means of the "
           f"first and last {k}), {statistics.median(times):.4f} s/iter")
+    diverged = next((start + i + 1 for i, x in enumerate(losses) if not math.isfinite(x)),
+                    None)
+    if diverged is not None:
+        print(f"warning: the loss is not finite from iteration {diverged} on: training diverged (a smaller --lr "
+              "may help)", file=sys.stderr)
     same = None
     if cfg.check and last.runs_program:
         same = identical_to_unlimited(run, final_state)

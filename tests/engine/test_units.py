@@ -18,5 +18,13 @@ def test_parse_rejects_with_a_hint(text, hint):
 
 def test_format():
     assert format_bytes(512) == "512 B"
-    assert format_bytes(3.1 * 2**20) == "3.1 MiB"
+    assert format_bytes(int(3.1 * 2**20)) == "3.1 MiB"
     assert format_bytes(180 * 2**30) == "180.0 GiB"
+
+
+@pytest.mark.parametrize("n", [14592, 1025, 2**20 - 1, 3 * 2**30 + 1, 7 * 2**40 + 5, 999_999_999])
+def test_a_printed_size_typed_back_is_never_smaller(n):
+    """'the smallest budget that runs this model is 14.2 KiB' was itself refused (14592 B)."""
+    printed = format_bytes(n)
+    assert parse_bytes(printed.replace(" ", "")) >= n, printed
+    assert format_bytes(14592) == "14.3 KiB" and format_bytes(2**20 - 1) == "1.0 MiB"

@@ -1,0 +1,194 @@
+"""Everything a run can refuse, refused before any long work starts.
+
+Training, profiling and a search take minutes; a bad flag combination, an unwritable output
+path or a corrupt input file found after them loses that work (and, for an output, the
+checkpoint). So the run asks here first, in this order: flags that contradict each other,
+outputs it will write, inputs it will read (parsed and validated once, and handed on), then,
+once the model is built, whether the checkpoint fits it and whether the host can hold the
+run. Each refusal is a UsageError: one line, exit status 2.
+"""
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+
+from planner import policy as policies_registry
+
+from .. import checkpoint
+from ..ir import PERSISTENT_KINDS, Graph, Kind
+from ..profile import DEVICES, Profile
+from ..program import Program
+from ..training import checkpoint_mismatch
+from ..units import format_bytes
+from .config import RunConfig
+from .flags import UsageError
+from .plans import read_plan
+
+STDOUT = "-"          # --json - writes the report to standard output
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The input files, read and validated once."""
+    profile: Profile | None = None          # --profile FILE (a device name is analytic: None here)
+    plan: Program | None = None             # --load-plan
+    resume: tuple[dict, dict] | None = None  # --resume: (header, arrays)
+
+
+# ---------------------------------------------------------------------- flags
+def check_flags(cfg: RunConfig) -> None:
+    """Flags that contradict each other, or one that needs another."""
+    searching = cfg.searching
+    wanted = ", ".join(p.name for p in policies_registry.REGISTRY.values() if p.searches)
+    for flag, given in (("--load-plan", cfg.load_plan), ("--save-plan", cfg.save_plan),
+                        ("--search-checkpoint", cfg.search.checkpoint), ("--resume-search", cfg.search.resume)):
+        if given and searching is None:
+            raise UsageError(f"{flag} is about the searched policy's plan, but --policy "
+                             f"{','.join(p.name for p in cfg.policies)} has none; add {wanted} to --policy")
+    if cfg.search.resume and not cfg.search.checkpoint:
+        raise UsageError("--resume-search continues from --search-checkpoint FILE; give that too")
+    if cfg.load_plan and (cfg.search.checkpoint or cfg.search.resume):
+        raise UsageError("--load-plan runs a saved plan without searching; drop --search-checkpoint and "
+                         "--resume-search, or drop --load-plan to search")
+    if cfg.simulate_only:
+        for flag, given in (("--checkpoint", cfg.checkpoint), ("--resume", cfg.resume)):
+            if given:
+                raise UsageError(f"{flag} is about training, which --simulate-only does not do; drop one of them")
+
+
+# ---------------------------------------------------------------------- outputs
+def _check_directory(directory: str, flag: str, path: str) -> None:
+    """``directory`` exists and takes new files, or can be made under an ancestor that does."""
+    probe = os.path.abspath(directory)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise UsageError(f"{flag} {path}: '{probe}' is a file, not a directory; choose another path")
+    try:                  # os.access says yes to root on a read-only file system: try it
+        fd, tmp = tempfile.mkstemp(prefix=".swapengine-probe-", dir=probe)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise UsageError(f"{flag} {path}: cannot write in '{probe}' ({e.strerror}); choose a writable "
+                         "path") from None
+
+
+def check_writable_file(path: str, flag: str) -> None:
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path}: is a directory; give a file name")
+    _check_directory(os.path.dirname(os.path.abspath(path)), flag, path)
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UsageError(f"{flag} {path}: the file is not writable; choose another path")
+
+
+def check_outputs(cfg: RunConfig) -> None:
+    """Every path the run will write, before the work whose result it holds."""
+    for flag, path in (("--checkpoint", cfg.checkpoint), ("--save-plan", cfg.save_plan),
+                       ("--save-profile", cfg.save_profile), ("--search-checkpoint", cfg.search.checkpoint),
+                       ("--json", None if cfg.json == STDOUT else cfg.json)):
+        if path:
+            check_writable_file(path, flag)
+    out = cfg.out or "runs"
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError(f"--out {out}: is a file, not a directory; choose a directory")
+    _check_directory(out, "--out", out)
+
+
+# ---------------------------------------------------------------------- inputs
+def check_inputs(cfg: RunConfig) -> Inputs:
+    """Read and validate every input file: the checkpoint (and the settings it was saved
+    with), the profile, the plan, the search checkpoint."""
+    if cfg.profile and cfg.profile.lower() not in DEVICES and not os.path.isfile(cfg.profile):
+        raise UsageError(f"--profile {cfg.profile}: neither a device with an analytic profile "
+                         f"({', '.join(DEVICES)}) nor a profile file")
+    resume = None
+    if cfg.resume:
+        resume = checkpoint.read(cfg.resume)
+        check_resume_settings(cfg, resume[0])
+    profile = Profile.load(cfg.profile) if cfg.profile and cfg.profile.lower() not in DEVICES else None
+    plan = read_plan(cfg.load_plan) if cfg.load_plan else None
+    if cfg.search.resume and os.path.exists(cfg.search.checkpoint):
+        check_search_checkpoint(cfg.search.checkpoint)
+    return Inputs(profile, plan, resume)
+
+
+def check_resume_settings(cfg: RunConfig, header: dict) -> None:
+    """A checkpoint continues bit-identically only with the seed and optimizer it was saved
+    with, and only if iterations are left."""
+    saved = dict(header.get("settings") or {})
+    saved["seed"] = header.get("seed")
+    ours = {**cfg.checkpoint_settings, "seed": cfg.seed}
+    for key in ours:                    # a flag left at its default is None on both sides
+        if key in saved and saved[key] != ours[key]:
+            flag = "--" + key.replace("_", "-")
+            was, now = (f"{flag} {v}" if v is not None else f"the default {flag}" for v in (saved[key], ours[key]))
+            fix = f"pass {flag} {saved[key]}" if saved[key] is not None else f"leave {flag} out"
+            raise UsageError(f"checkpoint '{cfg.resume}' was saved with {was}, this run has {now}; {fix} to "
+                             "continue it")
+    iteration = header.get("iteration")
+    if isinstance(iteration, int) and iteration >= cfg.iterations:
+        raise UsageError(f"checkpoint '{cfg.resume}' is at iteration {iteration}: --iterations {cfg.iterations} "
+                         f"leaves nothing to do; pass --iterations above {iteration}")
+
+
+SEARCH_CHECKPOINT_FIELDS = {"identity": dict, "generation": int, "population": list, "evaluations": int,
+                            "elapsed_s": (int, float), "history": list}
+
+
+def check_search_checkpoint(path: str) -> None:
+    """The fields ga.search reads from a checkpoint it resumes, present and of their type."""
+    from ga import checkpoint as ga_checkpoint
+
+    try:
+        state = ga_checkpoint.load(path)
+    except UnicodeDecodeError:
+        raise UsageError(f"search checkpoint '{path}' is not text (binary data); give the JSON file "
+                         "--search-checkpoint wrote") from None
+    for key, kind in SEARCH_CHECKPOINT_FIELDS.items():
+        if not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
+            raise UsageError(f"search checkpoint '{path}' is malformed: '{key}' is missing or not a "
+                             f"{getattr(kind, '__name__', 'number')}; delete it to search afresh")
+    if not (state.get("best") is None or isinstance(state.get("best"), dict)):
+        raise UsageError(f"search checkpoint '{path}' is malformed: 'best' is not an object; delete it to "
+                         "search afresh")
+
+
+# ---------------------------------------------------------------------- with the model built
+def check_resume_fits(cfg: RunConfig, g: Graph, inputs: Inputs) -> None:
+    if inputs.resume is not None:
+        why = checkpoint_mismatch(g, *inputs.resume)
+        if why:
+            raise UsageError(f"checkpoint '{cfg.resume}' does not fit this model: {why}")
+
+
+def host_bytes_needed(g: Graph, peak_bytes: int) -> int:
+    """A lower estimate of the host memory a run holds at once: the synthetic data set
+    (drawn in float64, at least 256 samples), every parameter and state four times (host
+    copies, next values, the unlimited run, a checkpoint), and one iteration's tensors (the
+    numpy reference and the CPU backend's arena hold up to the peak)."""
+    batch = next((g.tensors[t].shape[0] for t in g.leaves(Kind.INPUT, Kind.LABEL)), 1) or 1
+    samples = max(1, math.ceil(256 / batch)) * batch
+    per_sample = sum(math.prod(g.tensors[t].shape[1:]) * 8 for t in g.leaves(Kind.INPUT, Kind.LABEL))
+    persistent = sum(g.tensors[t].nbytes for t in g.leaves(*PERSISTENT_KINDS))
+    return samples * per_sample + 4 * persistent + peak_bytes
+
+
+def physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_host_memory(cfg: RunConfig, g: Graph, peak_bytes: int) -> None:
+    """A run that needs more host memory than the machine has would die allocating its data."""
+    have = physical_memory()
+    need = host_bytes_needed(g, peak_bytes)
+    if have and need > have:
+        raise UsageError(f"running {g.name} at batch {cfg.batch or 'default'} needs at least "
+                         f"{format_bytes(need)} of host memory (data set, parameters, one iteration's "
+                         f"tensors) and this machine has {format_bytes(have)}; use a smaller --batch or "
+                         "--size, or --simulate-only to plan it without data")
+

@@ -1,0 +1,167 @@
+"""engine/cli/preflight.py and the flags: every bad input of issue 15 (items 3-9, 12) is one
+line and exit status 2, before anything is planned, measured or trained."""
+import json
+import re
+
+import numpy as np
+import pytest
+
+from engine.train import main
+from engine.training import Trainer
+
+TINY = ["--model", "small-lstm", "--batch", "4", "--size", "3", "--quiet", "--search-seconds", "0",
+        "--backend", "cpu"]
+FAST = TINY + ["--profile", "v100", "--policy", "swapadvisor", "--iterations", "2", "--no-check"]
+
+
+def refused(argv, capsys, pattern: str) -> str:
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    err = err.strip()
+    assert err.startswith("engine.train: ") and "\n" not in err and "Traceback" not in err, err
+    assert re.search(pattern, err), err
+    assert "plan   " not in out and "train  " not in out, out        # refused before the work
+    return err
+
+
+@pytest.mark.parametrize("flag", ["--checkpoint", "--json", "--save-plan", "--save-profile", "--search-checkpoint",
+                                  "--out"])
+def test_an_unwritable_output_is_refused_before_the_work(tmp_path, capsys, flag):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    refused(FAST + [flag, str(blocker / "x" / "y.out")], capsys, rf"{flag} .*a-file' is a file, not a directory")
+
+
+def test_an_output_path_that_is_a_directory_is_refused(tmp_path, capsys):
+    refused(FAST + ["--checkpoint", str(tmp_path)], capsys, "is a directory; give a file name")
+
+
+def _checkpoint(tmp_path, **run):
+    path = str(tmp_path / "ck.npz")
+    assert main(FAST + ["--checkpoint", path, "--out", str(tmp_path)] + [x for k, v in run.items()
+                                                                        for x in (f"--{k}", str(v))]) == 0
+    return path
+
+
+def _zip_header(path, header):
+    np.savez(path, __header__=np.array(json.dumps(header)))
+
+
+@pytest.mark.parametrize("make,pattern", [
+    (lambda p: p.write_bytes(b""), "is an empty file"),
+    (lambda p: p.write_text("not, a, checkpoint\n"), "not an npz"),
+    (lambda p: _zip_header(str(p), [1, 2]), "its header is 'list'"),
+])
+def test_corrupt_checkpoints_are_one_line(tmp_path, capsys, make, pattern):
+    path = tmp_path / "ck.npz"
+    make(path)
+    refused(FAST + ["--resume", str(path)], capsys, pattern)
+
+
+def test_a_truncated_checkpoint_is_one_line(tmp_path, capsys):
+    path = _checkpoint(tmp_path)
+    capsys.readouterr()
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[: len(data) // 2])
+    refused(FAST + ["--resume", path], capsys, "truncated or corrupt")
+
+
+@pytest.mark.parametrize("flag", ["--load-plan", "--profile"])
+def test_binary_plan_and_profile_files_are_one_line(tmp_path, capsys, flag):
+    path = tmp_path / "x.json"
+    path.write_bytes(bytes(range(256)) * 4)
+    argv = [a for a in FAST if a not in ("--profile", "v100")] + [flag, str(path)]
+    refused(argv, capsys, "is not text")
+
+
+@pytest.mark.parametrize("state,pattern", [
+    ({"identity": {}, "generation": 1}, "'population' is missing"),
+    ({"identity": [1], "generation": 1, "population": [], "evaluations": 0, "elapsed_s": 0, "history": []},
+     "'identity' is missing or not a dict"),
+])
+def test_malformed_search_checkpoints_are_one_line(tmp_path, capsys, state, pattern):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"format": "swapengine.ga-checkpoint/1", **state}))
+    refused(TINY + ["--search-generations", "1", "--search-checkpoint", str(path), "--resume-search"], capsys,
+            pattern)
+
+
+def test_resume_search_needs_a_search_checkpoint(capsys):
+    refused(TINY + ["--resume-search"], capsys, "give that too")
+
+
+def test_a_plan_naming_tensors_that_do_not_exist_is_one_line(tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    assert main(FAST + ["--simulate-only", "--save-plan", str(plan), "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    d = json.loads(plan.read_text())
+    d["instructions"][0]["target"] = 10**6
+    plan.write_text(json.dumps(d))
+    assert main(FAST + ["--simulate-only", "--load-plan", str(plan), "--out", str(tmp_path)]) == 2
+    assert re.search(r"names (node|tensor) 1000000", capsys.readouterr().err)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_a_diverged_run_is_bit_identical_and_says_the_loss_is_not_finite(tmp_path, capsys):
+    argv = TINY + ["--policy", "swapadvisor", "--iterations", "3", "--lr", "1e30", "--profile", "v100",
+                   "--out", str(tmp_path), "--json", str(tmp_path / "r.json")]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "parameters identical to the unlimited run: yes" in out and "the loss is not finite" in err
+
+
+@pytest.mark.parametrize("argv,pattern", [
+    (["--lr", "inf"], "--lr: must be a finite positive number, got 'inf'"),
+    (["--lr", "nan"], "--lr: must be a finite positive number"),
+    (["--link-gbps", "inf"], "--link-gbps: must be a finite positive number"),
+    (["--seed", "-1"], "--seed: must be 0 to 4294967295, got -1"),
+    (["--seed", str(2**32)], "--seed: must be 0 to"),
+    (["--batch", "1000000000"], "needs at least .* of host memory .* use a smaller --batch"),
+])
+def test_out_of_range_values_are_one_line(capsys, argv, pattern):
+    refused(TINY + argv, capsys, pattern)
+
+
+def test_a_checkpoint_refuses_other_settings_and_nothing_to_do_before_any_work(tmp_path, capsys):
+    path = _checkpoint(tmp_path, seed=3, lr=0.01)
+    capsys.readouterr()
+    again = FAST + ["--resume", path, "--iterations", "5"]
+    refused(again + ["--lr", "0.01"], capsys, r"saved with --seed 3, this run has --seed 0; pass --seed 3")
+    refused(again + ["--seed", "3"], capsys, r"saved with --lr 0.01, this run has the default --lr; pass --lr 0.01")
+    refused(again + ["--seed", "3", "--lr", "0.02"], capsys, r"saved with --lr 0.01, this run has --lr 0.02")
+    refused(again[:-2] + ["--iterations", "2", "--seed", "3", "--lr", "0.01"], capsys,
+            "is at iteration 2: --iterations 2 leaves nothing to do; pass --iterations above 2")
+    refused(again + ["--seed", "3", "--lr", "0.01", "--model", "small-cnn"], capsys,
+            "saved with --model small-lstm, this run has --model small-cnn")
+    from zoo import small
+    older = str(tmp_path / "older.npz")       # no settings recorded: the tensors decide
+    Trainer(small.lstm(batch=4, steps=3, hidden=5), seed=0).save(older)
+    refused(FAST + ["--resume", older, "--iterations", "5"], capsys, "does not fit this model: it was saved for model .lstm-2x5., this is .lstm-2x16.")
+    assert main(again + ["--seed", "3", "--lr", "0.01", "--out", str(tmp_path)]) == 0
+
+
+def test_the_smallest_budget_printed_is_one_that_runs(tmp_path, capsys):
+    err = refused(FAST + ["--simulate-only", "--memory", "1KiB"], capsys, "the smallest budget that runs")
+    smallest = re.search(r"the smallest budget that runs this model is ([0-9.]+) (\w+)", err)
+    assert main(FAST + ["--simulate-only", "--memory", "".join(smallest.groups()), "--out", str(tmp_path)]) == 0
+
+
+@pytest.mark.parametrize("argv,pattern", [
+    (["--policy", "ideal,odswap", "--load-plan", "p.json"], "--load-plan is about the searched policy's plan, but "
+                                                             "--policy ideal,odswap has none; add swapadvisor"),
+    (["--policy", "ideal", "--save-plan", "p.json"], "--save-plan is about the searched"),
+    (["--simulate-only", "--checkpoint", "k.npz"], "--checkpoint is about training, which --simulate-only"),
+    (["--load-plan", "p.json", "--search-checkpoint", "s.json"], "--load-plan runs a saved plan without searching"),
+])
+def test_conflicting_flags_are_refused(capsys, argv, pattern):
+    refused(TINY + argv, capsys, pattern)
+
+
+def test_resumed_trainer_keeps_its_checkpoint_header_settings(tmp_path):
+    from zoo import small
+    g = small.lstm(batch=2, steps=2, features=4, hidden=4, layers=1, classes=3)
+    path = str(tmp_path / "k.npz")
+    Trainer(g, seed=4).save(path, {"lr": 0.5})
+    from engine import checkpoint
+    header = checkpoint.read_header(path)
+    assert header["seed"] == 4 and header["settings"] == {"lr": 0.5} and header["iteration"] == 0
