@@ -243,13 +243,16 @@ class _Scan:
                 if self.obj_of[t] < 0:
                     self.swap_in(t, pos, busy)
             in_objs = [self.obj_of[t] for t in node.inputs]
-            dying = {t for t in node.inputs if self.read_ptr[t] + 1 >= len(s.reads[t]) and t not in s.kept}
+            # Inputs read for the last time here, in input order; freed in reverse (a tie-break,
+            # measured marginally better than input order on the Table 1 models).
+            dying = [t for t in dict.fromkeys(node.inputs)
+                     if self.read_ptr[t] + 1 >= len(s.reads[t]) and t not in s.kept]
             out_objs = []
             for k, t in enumerate(node.outputs):
                 src = in_place_input(node, k, dying.__contains__) if s.declares_inplace[nid] else None
                 if src is not None:
                     # An updated state takes over its old value's object (MXNet's in-place update).
-                    dying.discard(node.inputs[src])
+                    dying.remove(node.inputs[src])
                     self.vacate(in_objs[src])
                     out_objs.append(in_objs[src])
                 else:
@@ -267,7 +270,7 @@ class _Scan:
                 self.place(t, o, i)
                 self.release[o] = [i, -1, -1]
                 self.last_touch[t] = pos
-            for t in dying:
+            for t in reversed(dying):
                 if not s.stays[t]:
                     self.free_object(self.obj_of[t])
             for t in node.outputs:
@@ -275,7 +278,7 @@ class _Scan:
                     self.free_object(self.obj_of[t])
             self.busy[list(busy)] = False
             if s.headroom is not None:
-                self.evict_ahead(pos, {int(s.klass[t]) for t in busy})
+                self.evict_ahead(pos, sorted({int(s.klass[t]) for t in busy}))
 
     def swap_in(self, t: int, pos: int, busy: set[int]) -> None:
         if t not in self.host_writer:
