@@ -5,11 +5,17 @@ Builds each evaluated model at the paper's configuration and batch size
 figures, our operator count, distinct tensor sizes, the bytes of all tensors,
 the parameter bytes, and the peak memory of an unlimited-memory run in the
 default (insertion) order. ``--json FILE`` also writes the figures.
+
+Then the GPT presets (zoo/gpt.py) at their own batch and sequence length: parameters, and
+the bytes of parameters, of activations (every forward intermediate result), of the
+optimizer's state (AdamW's two moments and step counts: the memory ZeRO-Offload and
+SmartSwap move) and the unlimited-memory peak. ``--gpt`` prints that table alone.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -85,11 +91,53 @@ def table(rows: list[tuple[PaperRow, ModelStats]]) -> str:
     return tabulate(body, headers=headers, colalign=("left",) + ("right",) * 11, floatfmt=".1f")
 
 
+@dataclass
+class PresetStats:
+    model: str
+    batch: int
+    seq: int
+    parameters: int
+    parameter_bytes: int
+    activation_bytes: int
+    optimizer_state_bytes: int
+    peak_bytes: int
+
+
+def measure_preset(model: str) -> PresetStats:
+    g = zoo.build(model)
+    by_kind = g.summary().bytes_by_kind
+    params = g.leaves(Kind.PARAMETER)
+    tokens = g.shape(g.leaves(Kind.INPUT)[0])
+    leaf_bytes = {kind: sum(g.tensors[t].nbytes for t in g.leaves(kind)) for kind in (Kind.PARAMETER, Kind.STATE)}
+    return PresetStats(model, tokens[0], tokens[1], sum(math.prod(g.shape(t)) for t in params),
+                       leaf_bytes[Kind.PARAMETER], by_kind["activation"], leaf_bytes[Kind.STATE], peak_bytes(g))
+
+
+def preset_table(rows: list[PresetStats]) -> str:
+    body = [[m.model, m.batch, m.seq, m.parameters / 1e6, m.parameter_bytes / 1e9, m.activation_bytes / 1e9,
+             m.optimizer_state_bytes / 1e9, m.peak_bytes / 1e9] for m in rows]
+    headers = ["GPT preset", "batch", "seq", "params M", "params GB", "activations GB", "optimizer state GB",
+               "peak GB"]
+    return tabulate(body, headers=headers, colalign=("left",) + ("right",) * 7, floatfmt=".1f")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m zoo.stats", description=__doc__.splitlines()[0])
     p.add_argument("--json", metavar="FILE", help="also write the figures to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--gpt", action="store_true", help="only the GPT presets' table")
     args = p.parse_args(argv)
+    if not args.gpt:
+        table_1(args)
+    print()
+    print(preset_table([measure_preset(name) for name in zoo.GPT_PRESETS]))
+    print("float32, GB = 1e9 bytes. params and optimizer state (AdamW's moments and step counts): current "
+          "values (their next values are as large again, and gradients as large as the parameters); "
+          "activations: every forward result of the iteration; peak as above.")
+    return 0
+
+
+def table_1(args) -> None:
     rows = []
     progress = tqdm(PAPER, desc="building", unit="model", disable=args.quiet, file=sys.stderr, leave=False)
     for paper in progress:
@@ -103,7 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{"paper": asdict(p), "ours": asdict(m)} for p, m in rows], f, indent=1)
-    return 0
 
 
 if __name__ == "__main__":

@@ -38,3 +38,13 @@ def test_command_prints_table_1_at_paper_scale(tmp_path, capsys):
     # the CNNs' peak memory within 35% of the paper's memory usage
     for row in stats.PAPER[:3]:
         assert abs(ours[row.model]["peak_bytes"] / 1e9 / row.mem_gb - 1) < 0.35
+
+
+def test_gpt_presets_table_lists_parameters_activations_and_optimizer_state(capsys):
+    m = stats.measure_preset("gpt2-small")
+    assert m.parameters == 124_439_808 and m.parameter_bytes == 4 * m.parameters
+    assert m.optimizer_state_bytes >= 2 * m.parameter_bytes          # AdamW's two moments
+    assert m.parameter_bytes < m.peak_bytes and m.activation_bytes > 0
+    assert stats.main(["--gpt"]) == 0
+    text = capsys.readouterr().out
+    assert all(name in text for name in ("gpt-tiny", "gpt2-xl", "gpt-7b")) and "optimizer state GB" in text
