@@ -111,8 +111,14 @@ def load_plan(path: str, g: Graph, program: Program | None = None) -> Program:
 
 
 def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_dir: str,
-                     loaded: Program | None = None) -> Program:
-    """The searching policy's Program: loaded, or searched (schedule and allocation), or unsearched."""
+                     loaded: Program | None = None, effort: dict | None = None) -> Program:
+    """The searching policy's Program: loaded, or searched (schedule and allocation), or
+    unsearched. ``effort`` (a dict) receives what the search did, for the report."""
+    effort = {} if effort is None else effort
+    effort.update(policy=policy.name, loaded_plan=cfg.load_plan, generations=0, evaluations=0, elapsed_s=0.0,
+                  stopped="loaded" if cfg.load_plan else "no search", best_s=None, initial_s=None,
+                  population=cfg.search.population, seconds_limit=cfg.search.seconds or None,
+                  generations_limit=cfg.search.generations)
     if cfg.load_plan:
         return load_plan(cfg.load_plan, request.graph, loaded)
     if not cfg.search.wanted:
@@ -127,6 +133,8 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
     os.makedirs(out_dir, exist_ok=True)
     result.write_history(os.path.join(out_dir, "search.csv"))
     plotted = result.plot(os.path.join(out_dir, "search.png"), title=request.graph.name)
+    effort.update(generations=result.generations, evaluations=result.evaluations, elapsed_s=result.elapsed_s,
+                  stopped=result.stopped, best_s=result.best_time, initial_s=result.initial_time)
     initial = f"{result.initial_time:.4f}" if result.initial_time is not None else "does not fit"
     print(f"search {result.generations} generations, {result.evaluations} candidates in "
           f"{result.elapsed_s:.1f} s ({result.stopped}): best simulated {result.best_time:.4f} s/iter, "
@@ -137,7 +145,7 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
 
 
 def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Profile, out_dir: str,
-                  loaded: Program | None = None) -> dict:
+                  loaded: Program | None = None, effort: dict | None = None) -> dict:
     """{policy name: (Program, simulated Timeline)} for every policy that makes a Program, each
     verified against the budget it was made for."""
     g = facts.graph
@@ -148,7 +156,7 @@ def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Pr
         limit = budget if policy.needs_budget else None
         request = PlanRequest(g, facts, limit, profile, secs)
         if policy is cfg.searching:
-            program = searched_program(cfg, policy, request, out_dir, loaded)
+            program = searched_program(cfg, policy, request, out_dir, loaded, effort)
         else:
             program = policy.make(request)
         verify(program, g, limit.device_bytes if limit else None)

@@ -8,6 +8,7 @@ file, no GPU) becomes one line on stderr and exit status 2; Ctrl-C saves a check
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -26,6 +27,7 @@ from .. import backend_registry
 from ..backend_registry import Placement
 from ..data import TeacherData
 from ..errors import EngineError
+from ..profile import DEVICES
 from ..interrupts import StopAtBoundary
 from ..ir import Graph, Kind
 from ..program import SWAP_IN, SWAP_OUT
@@ -34,6 +36,7 @@ from ..training import Trainer
 from ..units import format_bytes
 from .config import RunConfig
 from .flags import PROG, UsageError, parser
+from .report_json import JsonReport, json_path_in
 from .preflight import check_flags, check_host_memory, check_inputs, check_outputs, check_resume_fits
 from .plans import assess_plans, batch_of, build_model, choose_budget, choose_profile, plan_policies
 from .runners import device_name, make_runner, unlimited_runner
@@ -177,7 +180,10 @@ def policy_rows(run: Run, measured: dict | None = None) -> list[PolicyRow]:
     return rows
 
 
-def train(cfg: RunConfig) -> int:
+def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
+    """The run; returns its exit status. ``report`` gathers the --json figures as they are
+    known (engine/cli/report_json.py writes them, whatever the end)."""
+    report = report or JsonReport([], None)
     check_flags(cfg)
     check_outputs(cfg)
     inputs = check_inputs(cfg)
@@ -187,7 +193,8 @@ def train(cfg: RunConfig) -> int:
             placement = backend_registry.choose(cfg.backend, cfg.device, cfg.link_gbps)
         except backend_registry.BackendUnavailable as e:
             raise UsageError(str(e)) from None
-        print(placement.announcement())
+        if cfg.planned:                # the numpy reference alone uses no backend and no link
+            print(placement.announcement())
     g = build_model(cfg)
     facts = GraphFacts(g)
     check_resume_fits(cfg, g, inputs)
@@ -196,6 +203,9 @@ def train(cfg: RunConfig) -> int:
         raise UsageError(f"--simulate-only cannot run the {unplanned[0]} policy; choose from "
                          f"{', '.join(n for n, p in POLICIES.items() if p.runs_program)}")
     budget = choose_budget(cfg, facts) if cfg.planned else None
+    report.update(model=g.name, batch=batch_of(g), budget=budget.device_bytes if budget else None,
+                  budget_bytes=budget.device_bytes if budget else None,
+                  peak_bytes=facts.peak_bytes if budget else None, profile=None, search=None)
     if not cfg.simulate_only:
         check_host_memory(cfg, g, facts.peak_bytes)
     data = None if cfg.simulate_only else TeacherData(g, cfg.seed)   # made once, shared by every run
@@ -209,18 +219,28 @@ def train(cfg: RunConfig) -> int:
         print(f"unlimited-memory peak {format_bytes(peak)}; budget {format_bytes(budget.device_bytes)} "
               f"({budget.device_bytes / peak:.2f} of peak)")
     profile = choose_profile(cfg, facts, placement, data, inputs.profile) if budget else None
+    if profile:
+        source = profile_source(cfg, profile)
+        report.update(profile=source)
+        print(f"profile {describe_profile(source)}")
     if profile and cfg.save_profile:
         profile.save(cfg.save_profile)
         print(f"profile saved to {cfg.save_profile}")
     out_dir = cfg.out or os.path.join("runs", g.name)
-    run.programs = plan_policies(cfg, facts, budget, profile, out_dir, inputs.plan) if budget else {}
+    search: dict = {}
+    run.programs = plan_policies(cfg, facts, budget, profile, out_dir, inputs.plan, search) if budget else {}
     run.quality = assess_plans(cfg, facts, budget, profile, run.programs) if budget else {}
-    figures = {"model": g.name, "budget": budget.device_bytes if budget else None}
+    report.update(search=search or None)
+    if search and search["stopped"] == "no search":
+        print(f"search none ({search['policy']} planned in the default order with the simple allocation; "
+              "--search-seconds to search)")
     if cfg.simulate_only:
         rows = policy_rows(run)
         print(policy_table(rows))
         save_artifacts(run, out_dir)
-        return write_json(cfg, {**figures, "backend": None, "policies": rows_to_json(rows)})
+        report.update(backend=None, policies=rows_to_json(rows))
+        return 0
+    report.update(**placement.kind.to_json(placement, run.device_name))
     *others, last = cfg.policies
     measured = {p.name: time_policy(run, p) for p in others}
     result = train_policy(run, last)
@@ -229,6 +249,7 @@ def train(cfg: RunConfig) -> int:
     trainer, final_state, losses, times, start = result
     measured[last.name] = statistics.median(times[1:] or times)
     rows = policy_rows(run, measured)
+    report.update(policies=rows_to_json(rows))
     if rows:
         print(f"backend {placement.kind.describe(placement, run.device_name)}")
         print(policy_table(rows))
@@ -247,10 +268,9 @@ def train(cfg: RunConfig) -> int:
     if cfg.checkpoint:
         print(f"checkpoint saved to {cfg.checkpoint} (iteration {trainer.iteration})")
     save_artifacts(run, out_dir)
-    status = write_json(cfg, {**figures, **placement.kind.to_json(placement, run.device_name),
-                              "iterations": len(losses), "loss_first": first, "loss_last": final,
-                              "identical": same, "policies": rows_to_json(rows)})
-    return 1 if same is False else status
+    report.update(**placement.kind.to_json(placement, run.device_name), iterations=len(losses),
+                  loss_first=first, loss_last=final, loss_finite=diverged is None, identical=same)
+    return 1 if same is False else 0
 
 
 def save_artifacts(run: Run, out_dir: str) -> None:
@@ -273,19 +293,47 @@ def save_artifacts(run: Run, out_dir: str) -> None:
         print(f"{searching.name} plan saved to {cfg.save_plan}")
 
 
-def write_json(cfg: RunConfig, figures: dict) -> int:
-    if cfg.json:
-        with open(cfg.json, "w") as f:
-            json.dump(figures, f, indent=2)
-    return 0
+def profile_source(cfg: RunConfig, profile) -> dict:
+    """What produced the simulated times: the report names it."""
+    if cfg.profile and cfg.profile.lower() in DEVICES or (not cfg.profile and cfg.simulate_only):
+        return {"source": "analytic", "device": profile.device, "path": None}
+    if cfg.profile:
+        return {"source": "file", "device": profile.device, "path": cfg.profile}
+    return {"source": "measured", "device": profile.device, "path": None}
+
+
+def describe_profile(source: dict) -> str:
+    if source["source"] == "analytic":
+        return f"analytic {source['device']} (peak rates, no measurement): sim s/iter is that device's"
+    if source["source"] == "file":
+        return f"from {source['path']} (device {source['device']}): sim s/iter is that device's"
+    return f"measured on this machine's {source['device']} backend: sim s/iter is this machine's"
 
 
 def main(argv=None) -> int:
+    """Run ``python -m engine.train ARGS``; returns the exit status. With --json the report is
+    written whatever the end; with --json - it goes to stdout and the run's lines to stderr."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    report = JsonReport(argv, json_path_in(argv))
+    status, error, code = "ok", None, 0
     try:
-        return train(RunConfig.from_args(parser().parse_args(argv)))
+        cfg = RunConfig.from_args(parser().parse_args(argv))
+        report.settings(cfg)
+        with contextlib.redirect_stdout(sys.stderr) if report.to_stdout else contextlib.nullcontext():
+            code = train(cfg, report)
+        if code >= 128:
+            status, error = "interrupted", f"stopped by signal {code - 128}"
+        return code
     except EngineError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
-        return 2
+        status, error, code = "error", str(e), 2
+        return code
     except KeyboardInterrupt:       # before training started: nothing to save
         print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        status, error, code = "interrupted", "interrupted before training", 130
+        return code
+    except BaseException as e:      # a bug: its traceback follows; the report still says so
+        status, error = "error", f"{type(e).__name__}: {e}"
+        raise
+    finally:
+        report.finish(status, error)

@@ -1,0 +1,94 @@
+"""The run's report for scripts (``--json FILE``, or ``--json -`` for standard output).
+
+One document, format ``swapengine.report/1``, described by ``engine/report.schema.json``
+(validated in the tests). Keys are added, never renamed: scripts read ``policies[].sim_s``
+and friends. The document is filled as the run goes and written once at the end, whatever
+the end: a failed run's report says ``"status": "error"`` with the one-line message and
+holds what was known by then; an interrupted one says ``"interrupted"``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from datetime import datetime, timezone
+from importlib import metadata, resources
+
+FORMAT = "swapengine.report/1"
+STDOUT = "-"
+
+
+def schema() -> dict:
+    """The report's JSON Schema (shipped in the package beside engine/report.py)."""
+    return json.loads(resources.files("engine").joinpath("report.schema.json").read_text())
+
+
+def tool_version() -> str:
+    try:
+        return metadata.version("swapengine")
+    except metadata.PackageNotFoundError:      # run from a clone that was never installed
+        return "0+unknown"
+
+
+def json_path_in(argv: list[str]) -> str | None:
+    """--json's value read straight from the arguments: a run refused by the flag parser
+    still writes its error report where it was asked to."""
+    for i, a in enumerate(argv):
+        if a == "--json" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--json="):
+            return a[len("--json="):]
+    return None
+
+
+def _finite(x):
+    """JSON has no inf or NaN: those become null (the report says so elsewhere: loss_finite)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
+class JsonReport:
+    def __init__(self, argv: list[str], path: str | None):
+        self.path = path
+        self.doc: dict = {"format": FORMAT, "tool": {"name": "swapengine", "version": tool_version()},
+                          "created": None, "status": None, "error": None, "command": list(argv)}
+
+    @property
+    def to_stdout(self) -> bool:
+        return self.path == STDOUT
+
+    def settings(self, cfg) -> None:
+        self.path = cfg.json
+        self.doc["settings"] = {
+            "model": cfg.model, "batch": cfg.batch, "size": cfg.size, "dtype": cfg.dtype,
+            "iterations": cfg.iterations, "seed": cfg.seed, "optimizer": cfg.optimizer, "lr": cfg.lr,
+            "momentum": cfg.momentum, "weight_decay": cfg.weight_decay, "memory_bytes": cfg.memory,
+            "policies": [p.name for p in cfg.policies], "sanitize": cfg.sanitize,
+            "simulate_only": cfg.simulate_only}
+
+    def update(self, **figures) -> None:
+        self.doc.update(figures)
+
+    def finish(self, status: str, error: str | None = None) -> None:
+        """Write the document (once). A report that cannot be written is not a second error:
+        the run's own message has been printed already."""
+        if not self.path:
+            return
+        self.doc.update(status=status, error=error, created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        text = json.dumps(_finite(self.doc), indent=2, allow_nan=False)
+        if self.to_stdout:        # the run's own lines went to stderr (engine/cli/run.main)
+            print(text, flush=True)
+            return
+        tmp = f"{self.path}.tmp-{os.getpid()}"
+        try:
+            with open(tmp, "w") as f:
+                f.write(text + "\n")
+            os.replace(tmp, self.path)
+        except OSError:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
