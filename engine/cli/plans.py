@@ -33,27 +33,36 @@ DEFAULT_BUDGET_FRACTION = 0.3      # of the unlimited-memory peak, when --memory
 
 
 def build_model(cfg: RunConfig) -> Graph:
-    name = cfg.model.lower()
+    return model_graph(cfg.model, cfg.batch, cfg.size, cfg.dtype, cfg.optimizer, cfg.lr, cfg.momentum,
+                       cfg.weight_decay)
+
+
+def model_graph(model: str, batch: int | None = None, size: int | None = None, dtype: str = "float32",
+                optimizer: str | None = None, lr: float | None = None, momentum: float = 0.9,
+                weight_decay: float = 1e-4) -> Graph:
+    """The training graph of a model named as --model names it (small-cnn, small-lstm or a zoo
+    name); UsageError (one line) for an unknown name."""
+    name = model.lower()
     import zoo
 
     try:
-        kind = cfg.optimizer or ("sgd" if name in SMALL_MODELS else zoo.default_optimizer(name))
+        kind = optimizer or ("sgd" if name in SMALL_MODELS else zoo.default_optimizer(name))
     except ValueError as e:
-        raise UsageError(f"--model {cfg.model}: {e}") from None
-    optimizer = make_optimizer(kind, cfg.lr, cfg.momentum, cfg.weight_decay)
+        raise UsageError(f"--model {model}: {e} (or {', '.join(SMALL_MODELS)})") from None
+    sgd = make_optimizer(kind, lr, momentum, weight_decay)
     if name in SMALL_MODELS:
         from zoo import small
 
-        kw = {"dtype": cfg.dtype, "sgd": optimizer}
-        if cfg.batch:
-            kw["batch"] = cfg.batch
+        kw = {"dtype": dtype, "sgd": sgd}
+        if batch:
+            kw["batch"] = batch
         if name == "small-cnn":
-            return small.residual_cnn(**({"image": cfg.size} if cfg.size else {}), **kw)
-        return small.lstm(**({"steps": cfg.size} if cfg.size else {}), **kw)
+            return small.residual_cnn(**({"image": size} if size else {}), **kw)
+        return small.lstm(**({"steps": size} if size else {}), **kw)
     try:
-        return zoo.build(name, batch=cfg.batch, size=cfg.size, dtype=cfg.dtype, optimizer=optimizer)
+        return zoo.build(name, batch=batch, size=size, dtype=dtype, optimizer=sgd)
     except ValueError as e:
-        raise UsageError(f"--model {cfg.model}: {e}") from None
+        raise UsageError(f"--model {model}: {e} (or {', '.join(SMALL_MODELS)})") from None
 
 
 def batch_of(g: Graph) -> int:

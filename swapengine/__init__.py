@@ -1,0 +1,153 @@
+"""swapengine's Python API: build a model, plan it under a memory budget, verify, simulate,
+train it bit-identically. What ``python -m engine.train`` does, as five functions.
+
+    import swapengine as se
+
+    g = se.model("small-lstm", batch=8)                  # the training graph (forward, backward, SGD)
+    p = se.plan(g, "swapadvisor", memory="20KiB", profile="v100")   # verified; p.seconds simulated
+    run = se.train(g, p, iterations=10)                  # on the CPU backend, three stream threads
+    ref = se.train(g, None, iterations=10)               # the unlimited numpy reference
+    assert se.identical(run, ref)                        # bit for bit, whatever the budget
+
+Units: sizes are bytes (an int) or a string with a binary unit ("64MiB"); times are seconds.
+Every bad input raises ``se.EngineError`` whose message is one line (the command line prints
+it and exits 2). Policies and their names come from the registry: ``se.policies()``.
+
+This package sits on top like the command line (engine/cli/): it may import every package;
+none imports it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.backend_registry import choose as _choose_backend
+from engine.cli.plans import DEFAULT_BUDGET_FRACTION, model_graph
+from engine.errors import EngineError
+from engine.executor import ProgramExecutor
+from engine.ir import Graph
+from engine.profile import DEVICES, Profile, analytic_profile
+from engine.program import SWAP_IN, SWAP_OUT, Program
+from engine.training import ReferenceRunner, Trainer
+from engine.units import parse_bytes
+from planner import policy as _registry
+from planner.budget import Budget, make_budget
+from planner.facts import GraphFacts
+from planner.policy import PlanRequest
+from planner.simulate import Timeline, simulate
+from planner.verify import verify
+
+__all__ = ["EngineError", "Plan", "Trained", "identical", "model", "plan", "policies", "profile", "train"]
+
+
+def model(name: str = "small-cnn", *, batch: int | None = None, size: int | None = None, dtype: str = "float32",
+          optimizer: str | None = None, lr: float | None = None, momentum: float = 0.9,
+          weight_decay: float = 1e-4) -> Graph:
+    """The training graph of a model named as ``--model`` names it: small-cnn, small-lstm, or a
+    zoo name (wresnet-D-X, inception-X, nasnet-R, rnn-L-XK, brnn-L-XK, resnet-D, gpt-...).
+    ``batch``/``size`` None: the model's own. ``optimizer`` None: the model's own."""
+    return model_graph(name, batch, size, dtype, optimizer, lr, momentum, weight_decay)
+
+
+def policies() -> list[str]:
+    """The registered policies' names (ideal, odswap, swapadvisor, reference, ...)."""
+    return list(_registry.names())
+
+
+def profile(spec: str | Profile = "v100") -> Profile:
+    """A profile: a device name for an analytic one (v100, h100), a JSON file that
+    ``--save-profile`` wrote, or a Profile as is."""
+    if isinstance(spec, Profile):
+        return spec
+    if spec.lower() in DEVICES:
+        return analytic_profile(spec)
+    return Profile.load(spec)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A verified Program and its simulated iteration."""
+    policy: str
+    program: Program
+    timeline: Timeline
+    budget: Budget | None          # None for a policy that needs no budget (ideal)
+    graph: Graph
+
+    @property
+    def seconds(self) -> float:
+        """Simulated seconds per iteration, on the plan's profile."""
+        return float(self.timeline.total)
+
+    @property
+    def h2d_bytes(self) -> int:
+        return self.program.bytes_moved(self.graph, SWAP_IN)
+
+    @property
+    def d2h_bytes(self) -> int:
+        return self.program.bytes_moved(self.graph, SWAP_OUT)
+
+
+def plan(graph: Graph, policy: str = "swapadvisor", *, memory: int | str | None = None,
+         profile: str | Profile = "v100", search_seconds: float = 0.0, seed: int = 0) -> Plan:
+    """Plan ``graph`` with ``policy`` under ``memory`` device bytes (None: 0.3 of the
+    unlimited peak, or the smallest budget that runs), verify it, simulate it on ``profile``.
+    ``search_seconds`` > 0 runs the genetic search first (for the policy that searches)."""
+    chosen = _registry.get(policy)
+    if not chosen.runs_program:
+        raise EngineError(f"policy '{policy}' runs no Program; plan with one of "
+                          f"{', '.join(n for n, p in _registry.REGISTRY.items() if p.runs_program)}")
+    prof = globals()["profile"](profile)
+    facts = GraphFacts(graph)
+    device = parse_bytes(memory) if isinstance(memory, str) else memory
+    if device is None:
+        device = max(facts.smallest_budget, int(DEFAULT_BUDGET_FRACTION * facts.peak_bytes))
+    budget = make_budget(facts, device) if chosen.needs_budget else None
+    secs = prof.node_seconds(graph)
+    request = PlanRequest(graph, facts, budget, prof, secs)
+    if search_seconds and chosen.searches:
+        from ga.search import SearchOptions, search
+
+        result = search(facts, budget, prof, SearchOptions(seed=seed, time_limit_s=search_seconds, workers=1,
+                                                           progress=False), chosen)
+        request = PlanRequest(graph, facts, budget, prof, secs, result.best_schedule, result.best_allocation)
+    program = chosen.make(request)
+    verify(program, graph, budget.device_bytes if budget else None)
+    return Plan(chosen.name, program, simulate(program, graph, prof, secs), budget, graph)
+
+
+@dataclass(frozen=True)
+class Trained:
+    """The state after training (tensor name -> array) and each iteration's loss."""
+    state: dict[str, np.ndarray]
+    losses: list[float]
+    seconds_per_iteration: float
+
+
+def train(graph: Graph, plan: Plan | None = None, *, iterations: int = 10, seed: int = 0, backend: str = "cpu",
+          sanitize: bool = False, link_gbps: float | None = None) -> Trained:
+    """Train ``graph`` for ``iterations`` on synthetic data: ``plan``'s Program on ``backend``
+    (cpu: numpy kernels on three stream threads and an emulated link; cuda; auto), or, with
+    ``plan`` None, the unlimited-memory numpy reference."""
+    if plan is None:
+        return _train(Trainer(graph, seed=seed, runner=ReferenceRunner(graph)), iterations)
+    placement = _choose_backend(backend, 0, link_gbps)
+    device = placement.kind.create(placement, sanitize, seed)
+    try:
+        return _train(Trainer(graph, seed=seed, runner=ProgramExecutor(plan.program, graph, device)), iterations)
+    finally:
+        device.close()
+
+
+def _train(trainer: Trainer, iterations: int) -> Trained:
+    losses, times = [], []
+    for _ in range(iterations):
+        losses.append(trainer.step())
+        times.append(trainer.step_seconds)
+    return Trained(trainer.named_state(), losses, float(np.median(times)) if times else 0.0)
+
+
+def identical(a: Trained, b: Trained) -> bool:
+    """Bit for bit the same state (NaNs included: a diverged run can still be identical)."""
+    return a.state.keys() == b.state.keys() and all(
+        np.array_equal(a.state[k], b.state[k], equal_nan=True) for k in a.state)

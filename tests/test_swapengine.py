@@ -1,0 +1,37 @@
+"""The Python facade (swapengine/__init__.py) and the example CI runs (examples/plan_and_train.py)."""
+import runpy
+from pathlib import Path
+
+import pytest
+
+import swapengine as se
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_example_runs_and_every_plan_is_bit_identical(capsys):
+    runpy.run_path(str(ROOT / "examples" / "plan_and_train.py"))["main"](iterations=2)
+    out = capsys.readouterr().out
+    assert out.count("identical: True") == 3
+
+
+def test_a_plan_is_verified_simulated_and_within_its_budget():
+    g = se.model("small-lstm", batch=4, size=3)
+    p = se.plan(g, "odswap", memory="16KiB", profile="v100")
+    assert p.budget.device_bytes == 16 * 1024 and p.program.arena.arena_bytes <= 16 * 1024
+    assert p.seconds > 0 and p.h2d_bytes > 0
+    assert {"ideal", "odswap", "swapadvisor"} <= set(se.policies())
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda g: se.plan(g, "magic"), "unknown policy 'magic'"),
+    (lambda g: se.plan(g, "reference"), "runs no Program"),
+    (lambda g: se.plan(g, "odswap", memory="1KiB"), "the smallest budget that runs"),
+    (lambda g: se.plan(g, "odswap", profile="tpu9"), "does not exist"),
+    (lambda g: se.model("alexnet"), "small-cnn, small-lstm"),
+])
+def test_bad_input_raises_one_line_engine_errors(call, message):
+    g = se.model("small-lstm", batch=4, size=3)
+    with pytest.raises(se.EngineError, match=message) as e:
+        call(g)
+    assert "\n" not in str(e.value)
