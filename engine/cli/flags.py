@@ -15,12 +15,24 @@ from .. import backend_registry
 from ..autodiff import OPTIMIZERS
 from ..errors import EngineError
 from ..units import parse_bytes
+from .report_json import tool_version
 
 PROG = "engine.train"
 
 
 class UsageError(EngineError):
     """A bad flag or value: reported as one line, exit status 2."""
+
+
+class _DefaultsShown(argparse.HelpFormatter):
+    """Every option's default in --help, unless its help already says it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        shown = ",".join(action.default) if isinstance(action.default, list) else action.default
+        return f"{text} (default {shown})"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -79,6 +91,11 @@ def nonnegative_float(text: str) -> float:
 
 
 def size(text: str) -> int:
+    """A size with a binary unit; a bare number is refused (--memory 64 meaning 64 bytes
+    surprised people): write 64B for bytes."""
+    if text.strip().replace(".", "", 1).isdigit():
+        raise argparse.ArgumentTypeError(f"'{text}' has no unit; write {text.strip()}B for bytes, or e.g. "
+                                         f"{text.strip()}MiB")
     try:
         return parse_bytes(text)
     except ValueError as e:
@@ -112,75 +129,83 @@ def _backend_help() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=f"python -m {PROG}", description="Train a model on synthetic data and report throughput.")
-    p.add_argument("--model", default="small-cnn",
+    p = _Parser(prog=f"python -m {PROG}", description="Train a model on synthetic data and report throughput.",
+                allow_abbrev=False, formatter_class=_DefaultsShown)
+    p.add_argument("--version", action="version", version=f"swapengine {tool_version()}")
+    model = p.add_argument_group("model and data")
+    training = p.add_argument_group("training")
+    memory = p.add_argument_group("memory and policies")
+    search = p.add_argument_group("genetic search (for the policy that searches)")
+    backend = p.add_argument_group("backend")
+    output = p.add_argument_group("output")
+    model.add_argument("--model", default="small-cnn",
                    help="small-cnn, small-lstm, or a zoo model: wresnet-D-X, inception-X, nasnet-R, "
                         "rnn-L-XK, brnn-L-XK, resnet-D, gpt-tiny, gpt2-small|medium|large|xl, gpt-7b, "
                         "gpt-L-W-H (default: small-cnn)")
-    p.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the model's own)")
-    p.add_argument("--size", type=positive_int, default=None,
+    model.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the model's own)")
+    model.add_argument("--size", type=positive_int, default=None,
                    help="image side for CNNs, sequence length for RNNs and GPTs (default: the model's own)")
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="tensor dtype")
-    p.add_argument("--iterations", type=positive_int, default=150, help="training iterations (default 150)")
-    p.add_argument("--seed", type=seed, default=0, help="seed of the initial weights and the data (default 0)")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None,
+    model.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="tensor dtype")
+    training.add_argument("--iterations", type=positive_int, default=150, help="training iterations (default 150)")
+    training.add_argument("--seed", type=seed, default=0, help="seed of the initial weights and the data (default 0)")
+    training.add_argument("--optimizer", choices=OPTIMIZERS, default=None,
                    help="sgd (with momentum), adam, or adamw (decoupled weight decay); default: the model's "
                         "own (adamw for gpt models, sgd otherwise)")
-    p.add_argument("--lr", type=positive_float, default=None,
+    training.add_argument("--lr", type=positive_float, default=None,
                    help="learning rate (default: 0.05 for sgd, 1e-3 for adam and adamw)")
-    p.add_argument("--momentum", type=nonnegative_float, default=0.9, help="SGD momentum (default 0.9)")
-    p.add_argument("--weight-decay", type=nonnegative_float, default=1e-4, help="weight decay (default 1e-4)")
-    p.add_argument("--checkpoint", metavar="FILE", help="save parameters and optimizer state here (npz)")
-    p.add_argument("--checkpoint-every", type=positive_int, default=50, metavar="N",
+    training.add_argument("--momentum", type=nonnegative_float, default=0.9, help="SGD momentum (default 0.9)")
+    training.add_argument("--weight-decay", type=nonnegative_float, default=1e-4, help="weight decay (default 1e-4)")
+    training.add_argument("--checkpoint", metavar="FILE", help="save parameters and optimizer state here (npz)")
+    training.add_argument("--checkpoint-every", type=positive_int, default=50, metavar="N",
                    help="with --checkpoint: save every N iterations, and always at exit (default 50)")
-    p.add_argument("--resume", metavar="FILE", help="continue from this checkpoint, bit-identically")
-    p.add_argument("--memory", metavar="SIZE", type=size, default=None,
+    training.add_argument("--resume", metavar="FILE", help="continue from this checkpoint, bit-identically")
+    memory.add_argument("--memory", metavar="SIZE", type=size, default=None,
                    help="device memory budget, for the tensor pool and operator scratch in one arena, in "
                         "binary units (e.g. 64MiB, 16GiB); default: 0.3 of the unlimited-memory peak, or "
                         "the smallest budget that runs")
-    p.add_argument("--policy", type=policies, default=list(policies_registry.DEFAULT_NAMES), metavar="P[,P...]",
+    memory.add_argument("--policy", type=policies, default=list(policies_registry.DEFAULT_NAMES), metavar="P[,P...]",
                    help=_policy_help())
-    p.add_argument("--measure-iterations", type=positive_int, default=3, metavar="N",
+    memory.add_argument("--measure-iterations", type=positive_int, default=3, metavar="N",
                    help="timed iterations for each policy but the last (default 3)")
-    p.add_argument("--backend", choices=("auto", *backend_registry.names()), default="auto",
+    backend.add_argument("--backend", choices=("auto", *backend_registry.names()), default="auto",
                    help=_backend_help())
-    p.add_argument("--device", type=nonnegative_int, default=0, metavar="N",
+    backend.add_argument("--device", type=nonnegative_int, default=0, metavar="N",
                    help="CUDA device number for the cuda backend (default 0)")
-    p.add_argument("--profile", metavar="DEVICE|FILE",
+    memory.add_argument("--profile", metavar="DEVICE|FILE",
                    help="profile driving the planner and simulator: a device name (v100, h100) for an "
                         "analytic one, or a profile JSON file; default: measured on the backend that runs "
                         "(v100 with --simulate-only)")
-    p.add_argument("--save-profile", metavar="FILE",
+    memory.add_argument("--save-profile", metavar="FILE",
                    help="write the profile used (measured or analytic) as JSON, for --profile FILE later")
-    p.add_argument("--search-seconds", type=nonnegative_float, default=10.0, metavar="S",
+    search.add_argument("--search-seconds", type=nonnegative_float, default=10.0, metavar="S",
                    help="genetic search for the swapadvisor policy: seconds to search schedules and "
                         "allocations (default 10; 0: no search, the default order and a simple allocation)")
-    p.add_argument("--search-generations", type=positive_int, default=None, metavar="N",
+    search.add_argument("--search-generations", type=positive_int, default=None, metavar="N",
                    help="stop the search after N generations (with or without --search-seconds)")
-    p.add_argument("--population", type=positive_int, default=144, help="search population (default 144)")
-    p.add_argument("--workers", type=positive_int, default=None,
+    search.add_argument("--population", type=positive_int, default=144, help="search population (default 144)")
+    search.add_argument("--workers", type=positive_int, default=None,
                    help="search worker processes (default: all cores)")
-    p.add_argument("--search-checkpoint", metavar="FILE",
+    search.add_argument("--search-checkpoint", metavar="FILE",
                    help="save the search's population here every generation; with --resume-search, "
                         "continue from it")
-    p.add_argument("--resume-search", action="store_true", help="continue the search from --search-checkpoint")
-    p.add_argument("--save-plan", metavar="FILE", help="also save the swapadvisor Program (JSON) here")
-    p.add_argument("--load-plan", metavar="FILE",
+    search.add_argument("--resume-search", action="store_true", help="continue the search from --search-checkpoint")
+    search.add_argument("--save-plan", metavar="FILE", help="also save the swapadvisor Program (JSON) here")
+    search.add_argument("--load-plan", metavar="FILE",
                    help="run this saved swapadvisor Program instead of planning (it is verified first)")
-    p.add_argument("--simulate-only", action="store_true",
+    memory.add_argument("--simulate-only", action="store_true",
                    help="plan and simulate without executing (graphs of any size, no data allocated, "
                         "no backend)")
-    p.add_argument("--link-gbps", type=positive_float, default=None,
+    backend.add_argument("--link-gbps", type=positive_float, default=None,
                    help=f"emulated host-device link of the cpu backend, GB/s one way (default "
                         f"{backend_registry.DEFAULT_LINK_GBPS:g}; both ways together get 1.6x that); not for the cuda backend, "
                         "whose link is real")
-    p.add_argument("--sanitize", action="store_true",
+    backend.add_argument("--sanitize", action="store_true",
                    help="poison memory about to be overwritten and add random delays to every stream "
                         "(catches races; on cuda, no CUDA graphs)")
-    p.add_argument("--no-check", action="store_true",
+    training.add_argument("--no-check", action="store_true",
                    help="skip comparing the trained parameters with an unlimited-memory run on the same "
                         "backend")
-    p.add_argument("--out", metavar="DIR", help="where plan.json and trace.json go (default runs/<model>)")
-    p.add_argument("--json", metavar="FILE", help="also write the report's figures to this JSON file")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    output.add_argument("--out", metavar="DIR", help="where plan.json and trace.json go (default runs/<model>)")
+    output.add_argument("--json", metavar="FILE", help="also write the report's figures to this JSON file")
+    output.add_argument("--quiet", action="store_true", help="no progress bar")
     return p

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 
@@ -137,7 +138,8 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
     s = cfg.search
     opts = SearchOptions(population=s.population, seed=cfg.seed, workers=s.workers,
                          time_limit_s=s.seconds or None, max_generations=s.generations,
-                         checkpoint=s.checkpoint, resume=s.resume, progress=not cfg.quiet)
+                         checkpoint=s.checkpoint, resume=s.resume,
+                         progress=not cfg.quiet and sys.stderr.isatty())   # no bar in a piped log
     result = search(request.facts, request.budget, request.profile, opts, policy)
     os.makedirs(out_dir, exist_ok=True)
     result.write_history(os.path.join(out_dir, "search.csv"))

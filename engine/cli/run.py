@@ -218,6 +218,9 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
         peak = facts.peak_bytes
         print(f"unlimited-memory peak {format_bytes(peak)}; budget {format_bytes(budget.device_bytes)} "
               f"({budget.device_bytes / peak:.2f} of peak)")
+        if budget.device_bytes >= peak:
+            print(f"note: the budget holds the whole peak, so nothing needs to swap; a --memory below "
+                  f"{format_bytes(peak)} makes the policies differ")
     profile = choose_profile(cfg, facts, placement, data, inputs.profile) if budget else None
     if profile:
         source = profile_source(cfg, profile)
