@@ -30,16 +30,21 @@ class Evaluator:
         self.policy = policy or searched()
         self.node_seconds = profile.node_seconds(self.graph) if node_seconds is None else node_seconds
 
+    def request(self, schedule: Sequence[int], allocation: Allocation) -> PlanRequest:
+        return PlanRequest(self.graph, self.facts, self.budget, self.profile, self.node_seconds,
+                           [int(v) for v in schedule], allocation)
+
     def program(self, schedule: Sequence[int], allocation: Allocation):
         """The planned Program (PlanError if the allocation cannot run the graph)."""
-        return self.policy.make(PlanRequest(self.graph, self.facts, self.budget, self.profile, self.node_seconds,
-                                            [int(v) for v in schedule], allocation))
+        return self.policy.make(self.request(schedule, allocation))
 
     def time(self, schedule: Sequence[int], allocation: Allocation) -> float:
         """Simulated seconds per iteration; inf if over budget or not plannable."""
         if allocation.pool_bytes > self.budget.pool_bytes:
             return math.inf
         try:
+            if self.policy.seconds is not None:
+                return self.policy.seconds(self.request(schedule, allocation))
             program = self.program(schedule, allocation)
         except PlanError:
             return math.inf

@@ -12,82 +12,169 @@ Compute takes the profile's time for its node. A copy takes the link's latency, 
 its bytes at the one-way rate, or at half the duplex rate while a copy in the other
 direction is moving bytes too; rates are re-evaluated whenever a copy starts or ends, so
 partial overlap is charged exactly.
+
+The loop is compiled (numba: the search runs it for every candidate) over a Program's
+arrays (``planner.program_arrays``).
 """
 from __future__ import annotations
 
-import heapq
 import math
 
+import numba
 import numpy as np
 
 from engine.ir import Graph
 from engine.profile import Profile
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Program
 
+from .program_arrays import ProgramArrays
+
 
 class Deadlock(RuntimeError):
     pass
 
 
-def run_streams(program: Program, g: Graph, profile: Profile, node_seconds: np.ndarray,
+def run_streams(program: Program | ProgramArrays, g: Graph, profile: Profile, node_seconds: np.ndarray,
                 priority: np.ndarray | None = None, in_order=(COMPUTE, SWAP_IN, SWAP_OUT)):
     """Run the Program's instructions on three streams. Streams in ``in_order`` run in
     program order; the others start, when idle, their ready instruction of least
     ``priority`` (ties: program order). Returns (start, finish, dispatch order)."""
+    arrays = program if isinstance(program, ProgramArrays) else ProgramArrays.of(program.instrs)
+    nbytes = np.fromiter((t.nbytes for t in g.tensors), dtype=np.float64, count=len(g.tensors))
+    return run_arrays(arrays, nbytes, np.asarray(node_seconds, dtype=np.float64), profile, priority, in_order)
+
+
+def run_arrays(a: ProgramArrays, tensor_bytes: np.ndarray, node_seconds: np.ndarray, profile: Profile,
+               priority: np.ndarray | None = None, in_order=(COMPUTE, SWAP_IN, SWAP_OUT)):
+    """``run_streams`` on arrays (``tensor_bytes`` as float64, per tensor)."""
+    n = len(a)
     link = profile.link
-    instrs = program.instrs
-    n = len(instrs)
-    kinds = np.fromiter((ins.kind for ins in instrs), dtype=np.int8, count=n)
+    key = np.arange(n, dtype=np.float64) if priority is None else np.asarray(priority, dtype=np.float64)
+    ordered = np.zeros(3, dtype=np.bool_)
+    ordered[list(in_order)] = True
+    start, finish, order, ok = _dispatch(
+        a.kind, a.target, a.copy, a.dep_ptr, a.deps, tensor_bytes, node_seconds, float(profile.dispatch_s),
+        float(link.latency_s), float(link.h2d_bytes_per_s), float(link.d2h_bytes_per_s),
+        float(link.duplex_bytes_per_s) / 2, key, ordered)
+    if not ok:
+        raise Deadlock("simulation deadlocked: the program's edges contradict its stream order")
+    return start, finish, order.tolist()
+
+
+@numba.njit(cache=True)
+def _heap_push(hk, hi, size, key, i):
+    """Min-heap of (key, index) pairs in hk/hi; returns the new size."""
+    c = size
+    hk[c] = key
+    hi[c] = i
+    while c > 0:
+        p = (c - 1) // 2
+        if hk[p] < hk[c] or (hk[p] == hk[c] and hi[p] < hi[c]):
+            break
+        hk[p], hk[c] = hk[c], hk[p]
+        hi[p], hi[c] = hi[c], hi[p]
+        c = p
+    return size + 1
+
+
+@numba.njit(cache=True)
+def _heap_pop(hk, hi, size):
+    """Remove the least (key, index); returns (index, new size)."""
+    top = hi[0]
+    size -= 1
+    hk[0] = hk[size]
+    hi[0] = hi[size]
+    c = 0
+    while True:
+        left = 2 * c + 1
+        if left >= size:
+            break
+        m = left
+        r = left + 1
+        if r < size and (hk[r] < hk[left] or (hk[r] == hk[left] and hi[r] < hi[left])):
+            m = r
+        if hk[c] < hk[m] or (hk[c] == hk[m] and hi[c] < hi[m]):
+            break
+        hk[m], hk[c] = hk[c], hk[m]
+        hi[m], hi[c] = hi[c], hi[m]
+        c = m
+    return top, size
+
+
+@numba.njit(cache=True)
+def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dispatch_s, latency_s,
+              h2d, d2h, half_duplex, key, ordered):
+    n = kind.shape[0]
     latency = np.zeros(n)
-    work = np.empty(n)    # compute: seconds; copies: bytes
-    nbytes = [t.nbytes for t in g.tensors]
-    waiting = np.zeros(n, dtype=np.int64)          # unfinished dependencies
-    dependents: list[list[int]] = [[] for _ in range(n)]
-    for i, ins in enumerate(instrs):
-        if ins.kind == COMPUTE:
-            work[i] = node_seconds[ins.target] + profile.dispatch_s
-        elif ins.copy:
-            work[i] = nbytes[ins.target]
-            latency[i] = link.latency_s + profile.dispatch_s
+    work = np.empty(n)               # compute: seconds; copies: bytes
+    waiting = np.zeros(n, dtype=np.int64)
+    # Dependents in CSR: each instruction's dependencies, plus its stream predecessor when the
+    # stream runs in order.
+    count = np.zeros(n + 1, dtype=np.int64)
+    prev = np.full(3, -1, dtype=np.int64)
+    for i in range(n):
+        k = kind[i]
+        if k == 0:
+            work[i] = node_seconds[target[i]] + dispatch_s
+        elif copy[i]:
+            work[i] = tensor_bytes[target[i]]
+            latency[i] = latency_s + dispatch_s
         else:
             work[i] = 0.0
-        deps = set(ins.deps)
-        for d in deps:
-            dependents[d].append(i)
-        waiting[i] = len(deps)
-    # In an in-order stream each instruction also waits for its stream's previous one.
-    for k in in_order:
-        seq = np.nonzero(kinds == k)[0]
-        for a, b in zip(seq[:-1].tolist(), seq[1:].tolist()):
-            dependents[a].append(b)
-            waiting[b] += 1
-    key = np.arange(n, dtype=float) if priority is None else np.asarray(priority, dtype=float)
-    ready: list[list] = [[], [], []]
-    for i in np.nonzero(waiting == 0)[0].tolist():
-        ready[kinds[i]].append((key[i], i))
-    for h in ready:
-        heapq.heapify(h)
-    start = np.full(n, math.nan)
-    finish = np.full(n, math.inf)
-    order: list[int] = []
-    running = [-1, -1, -1]
-    one_way = (1.0, link.h2d_bytes_per_s, link.d2h_bytes_per_s)
-    half_duplex = link.duplex_bytes_per_s / 2
+        for e in range(dep_ptr[i], dep_ptr[i + 1]):
+            count[deps[e] + 1] += 1
+        waiting[i] = dep_ptr[i + 1] - dep_ptr[i]
+        if ordered[k]:
+            if prev[k] >= 0:
+                count[prev[k] + 1] += 1
+                waiting[i] += 1
+            prev[k] = i
+    ptr = np.cumsum(count)
+    fill = ptr[:-1].copy()
+    dependents = np.empty(ptr[n], dtype=np.int64)
+    prev[:] = -1
+    for i in range(n):
+        for e in range(dep_ptr[i], dep_ptr[i + 1]):
+            d = deps[e]
+            dependents[fill[d]] = i
+            fill[d] += 1
+        k = kind[i]
+        if ordered[k]:
+            if prev[k] >= 0:
+                dependents[fill[prev[k]]] = i
+                fill[prev[k]] += 1
+            prev[k] = i
+    hk = np.empty((3, n))
+    hi = np.empty((3, n), dtype=np.int64)
+    hsize = np.zeros(3, dtype=np.int64)
+    for i in range(n):
+        if waiting[i] == 0:
+            k = kind[i]
+            hsize[k] = _heap_push(hk[k], hi[k], hsize[k], key[i], i)
+    start = np.full(n, np.nan)
+    finish = np.full(n, np.inf)
+    order = np.empty(n, dtype=np.int64)
+    n_order = 0
+    running = np.full(3, -1, dtype=np.int64)
+    one_way = np.array([1.0, h2d, d2h])
+    rate = np.empty(3)
     now = 0.0
     done = 0
     while done < n:
         for k in range(3):
-            if running[k] < 0 and ready[k]:
-                i = heapq.heappop(ready[k])[1]
+            if running[k] < 0 and hsize[k] > 0:
+                i, hsize[k] = _heap_pop(hk[k], hi[k], hsize[k])
                 running[k] = i
                 start[i] = now
-                order.append(i)
-        if running == [-1, -1, -1]:
-            raise Deadlock("simulation deadlocked: the program's edges contradict its stream order")
-        rate = list(one_way)
-        if (running[SWAP_IN] >= 0 and latency[running[SWAP_IN]] == 0
-                and running[SWAP_OUT] >= 0 and latency[running[SWAP_OUT]] == 0):
-            rate[SWAP_IN] = rate[SWAP_OUT] = half_duplex
+                order[n_order] = i
+                n_order += 1
+        if running[0] < 0 and running[1] < 0 and running[2] < 0:
+            return start, finish, order[:n_order], False
+        rate[:] = one_way
+        if (running[1] >= 0 and latency[running[1]] == 0
+                and running[2] >= 0 and latency[running[2]] == 0):
+            rate[1] = half_duplex
+            rate[2] = half_duplex
         # Time until each running instruction finishes, or leaves its latency phase, at these
         # rates; dependencies only finish when something running does, so the soonest is next.
         dt = math.inf
@@ -112,8 +199,10 @@ def run_streams(program: Program, g: Graph, profile: Profile, node_seconds: np.n
                 finish[i] = now
                 running[k] = -1
                 done += 1
-                for j in dependents[i]:
+                for e in range(ptr[i], ptr[i + 1]):
+                    j = dependents[e]
                     waiting[j] -= 1
                     if waiting[j] == 0:
-                        heapq.heappush(ready[kinds[j]], (key[j], j))
-    return start, finish, order
+                        kj = kind[j]
+                        hsize[kj] = _heap_push(hk[kj], hi[kj], hsize[kj], key[j], j)
+    return start, finish, order, True

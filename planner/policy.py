@@ -62,6 +62,9 @@ class Policy:
     searches: bool = False      # ga.search can choose its schedule and allocation
     runs_program: bool = True   # False: runs on the numpy reference interpreter, no plan
     unlimited: bool = False     # the unlimited-memory plan other plans are measured against
+    # The simulated seconds of the Program ``make`` would return, without making it (the
+    # search's fitness, run for every candidate); None: make, then planner.simulate.
+    seconds: Callable[[PlanRequest], float] | None = None
 
 
 REGISTRY: dict[str, Policy] = {}

@@ -13,7 +13,8 @@ from engine.program import COMPUTE, STREAM_NAMES, SWAP_IN, SWAP_OUT, Program
 
 from engine.profile import Profile
 
-from .dispatch import run_streams
+from .dispatch import run_arrays, run_streams
+from .program_arrays import ProgramArrays
 
 
 @dataclass
@@ -42,3 +43,11 @@ def simulate(program: Program, g: Graph, profile: Profile, node_seconds: np.ndar
     start, finish, _ = run_streams(program, g, profile, secs)
     total = float(np.max(finish)) if len(finish) else 0.0
     return Timeline(start, finish, total)
+
+
+def simulated_seconds(arrays: ProgramArrays, tensor_bytes: np.ndarray, node_seconds: np.ndarray,
+                      profile: Profile) -> float:
+    """``simulate(...).total`` of a Program given as arrays (``tensor_bytes`` as float64, per
+    tensor): the search's fitness, without making Instr objects."""
+    _, finish, _ = run_arrays(arrays, tensor_bytes, node_seconds, profile)
+    return float(np.max(finish)) if len(finish) else 0.0

@@ -27,7 +27,7 @@ Program then leaves the device as it found it and can run every iteration.
 """
 from __future__ import annotations
 
-from collections import deque
+import weakref
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -38,10 +38,12 @@ from engine.graph_io import fingerprint
 from engine.inplace import in_place_input, in_place_pairs
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
 from engine.profile import Profile
-from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
+from engine.program import Arena, Program
 
+from . import swap_scan
 from .errors import PlanError
-from .stream_order import order_copies, renumber
+from .program_arrays import ProgramArrays
+from .stream_order import order_arrays, renumber_arrays
 
 
 @dataclass(frozen=True)
@@ -59,254 +61,161 @@ class PlanOptions:
     order_copies: bool = False
 
 
-class _Static:
-    """Per-graph, per-schedule facts the scan reads: dense arrays by tensor id."""
+class GraphArrays:
+    """Per-graph arrays the compiled pass reads (node inputs and outputs in CSR form, the
+    in-place declarations, tensor sizes and roles); made once per graph (``of``)."""
 
-    def __init__(self, g: Graph, schedule: Sequence[int], layout: SizeClassLayout,
-                 op_seconds: np.ndarray | None, link_bytes_per_s: float | None, opts: PlanOptions):
-        self.g, self.schedule, self.layout = g, list(schedule), layout
+    _cache: "weakref.WeakKeyDictionary[Graph, GraphArrays]" = weakref.WeakKeyDictionary()
+
+    def __init__(self, g: Graph):
+        self.shape = (len(g.nodes), len(g.tensors))
+        nodes = g.nodes
+        self.in_ptr = _ptr([len(n.inputs) for n in nodes])
+        self.ins = _flat([n.inputs for n in nodes])
+        uniq = [list(dict.fromkeys(n.inputs)) for n in nodes]
+        self.uniq_ptr = _ptr([len(u) for u in uniq])
+        self.uniq_in = _flat(uniq)
+        self.out_ptr = _ptr([len(n.outputs) for n in nodes])
+        self.outs = _flat([n.outputs for n in nodes])
+        self.out_inplace = _flat([[-1 if (j := in_place_input(n, k)) is None else j for k in range(len(n.outputs))]
+                                  for n in nodes])
+        self.declares_inplace = np.array([bool(in_place_pairs(n)) for n in nodes], dtype=np.bool_)
         n_t = len(g.tensors)
         self.nbytes = np.array([t.nbytes for t in g.tensors], dtype=np.int64)
-        try:
-            self.klass = layout.class_of_sizes(self.nbytes)
-        except ValueError as e:
-            raise PlanError(str(e)) from None
-        reads: list[list[int]] = [[] for _ in range(n_t)]
-        for pos, nid in enumerate(self.schedule):
-            for t in dict.fromkeys(g.nodes[nid].inputs):
-                reads[t].append(pos)
-        self.reads = reads
-        self.end = len(self.schedule)
-        self.kept = set(nxt for _, nxt in g.state_pairs)       # must survive the iteration
+        self.kept = np.zeros(n_t, dtype=np.bool_)        # must survive the iteration
+        self.kept[[nxt for _, nxt in g.state_pairs]] = True
         if g.loss is not None:
-            self.kept.add(g.loss)
-        # "Next use" once a tensor's reads are done: the end for kept tensors, else never.
-        self.after_reads = np.full(n_t, self.end + 1, dtype=np.int64)
-        self.after_reads[list(self.kept)] = self.end
-        self.first_read = np.array([r[0] if r else self.after_reads[t] for t, r in enumerate(reads)],
-                                   dtype=np.int64)
-        secs = np.ones(len(g.nodes)) if op_seconds is None else np.asarray(op_seconds, dtype=float)
-        step_secs = secs[self.schedule] if self.schedule else np.zeros(0)
-        self.step_end = np.cumsum(step_secs)                    # finish time of each step, compute only
-        # By next-use step: when that step starts; at the end (kept tensors); never.
-        self.use_time = np.concatenate(([0.0], self.step_end, [np.inf]))
-        self.link = link_bytes_per_s
-        self.initial_host = set(g.leaves(Kind.INPUT, Kind.LABEL, *PERSISTENT_KINDS))
-        # Most operators declare no in-place output: the scan asks the rule only for those that do.
-        self.declares_inplace = [bool(in_place_pairs(n)) for n in g.nodes]
+            self.kept[g.loss] = True
+        self.host_at_start = np.zeros(n_t, dtype=np.bool_)
+        self.host_at_start[g.leaves(Kind.INPUT, Kind.LABEL, *PERSISTENT_KINDS)] = True
         # Leaves whose host copy is current stay resident after their last read until evicted
         # (the paper's semantics; evicting them copies nothing).
-        self.stays = np.zeros(n_t, dtype=bool)
-        self.stays[list(self.initial_host)] = True
-        self.stays[list(self.kept)] = False
-        counts = np.array([len(layout.objects_of_class(k)) for k in range(layout.num_classes)])
-        self.ahead_gap = opts.ahead_gap
-        self.object_class = layout.object_class.tolist()
-        self.headroom = np.ceil(opts.headroom * counts).astype(np.int64) if opts.headroom > 0 else None
+        self.stays = self.host_at_start & ~self.kept
+        self.state_cur = np.array([c for c, _ in g.state_pairs], dtype=np.int64)
+        self.state_nxt = np.array([x for _, x in g.state_pairs], dtype=np.int64)
+
+    @classmethod
+    def of(cls, g: Graph) -> "GraphArrays":
+        arrays = cls._cache.get(g)
+        if arrays is None or arrays.shape != (len(g.nodes), len(g.tensors)):
+            arrays = cls._cache[g] = cls(g)
+        return arrays
 
 
-class _Scan:
-    """One pass over the schedule for a given set of initially resident state."""
+def _ptr(lengths) -> np.ndarray:
+    ptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum(lengths)
+    return ptr
 
-    def __init__(self, s: _Static, resident: dict[int, int], opts: PlanOptions):
-        self.s, self.opts = s, opts
-        lay = s.layout
-        n_obj = len(lay.object_offset)
-        self.tenant = np.full(n_obj, -1, dtype=np.int64)
-        # Scalar per-tensor state is in Python lists: numpy scalar indexing is slow in this loop.
-        self.obj_of = [-1] * len(s.g.tensors)
-        # Free objects of each class, the earliest freed first: a copy into it can start soonest.
-        self.free: list[deque[int]] = []
-        taken = set(resident.values())
-        for k in range(lay.num_classes):
-            self.free.append(deque(o for o in lay.objects_of_class(k) if o not in taken))
-        # Instructions that must finish before an object is written again, one per stream.
-        self.release = [[-1, -1, -1] for _ in range(n_obj)]
-        self.writer = [-1] * len(s.g.tensors)        # instr that made it resident
-        self.host_writer: dict[int, int] = {t: -1 for t in s.initial_host if t not in resident}
-        self.read_ptr = [0] * len(s.g.tensors)
-        self.next_read = s.first_read.copy()       # step of each tensor's next read (see _Static)
-        self.busy = np.zeros(len(s.g.tensors), dtype=bool)   # the current operator's tensors
-        self.last_touch = np.full(len(s.g.tensors), -1, dtype=np.int64)  # step of last read or write
-        self.instrs: list[Instr] = []
-        for t, o in resident.items():
-            self.tenant[o], self.obj_of[t] = t, o
 
-    # ------------------------------------------------------------------ helpers
-    def emit(self, ins: Instr) -> int:
-        # Every edge, same-stream ones included, until the streams' order is final (plan()).
-        ins.deps = sorted({d for d in ins.deps if d >= 0})
-        self.instrs.append(ins)
-        return len(self.instrs) - 1
+def _flat(lists) -> np.ndarray:
+    return np.fromiter((x for xs in lists for x in xs), dtype=np.int64)
 
-    def advance_read(self, t: int) -> None:
-        r = self.s.reads[t]
-        p = self.read_ptr[t] + 1
-        self.read_ptr[t] = p
-        self.next_read[t] = r[p] if p < len(r) else self.s.after_reads[t]
 
-    def place(self, t: int, o: int, writer: int) -> None:
-        self.tenant[o], self.obj_of[t], self.writer[t] = t, o, writer
+class _Schedule:
+    """Per-schedule and per-allocation inputs of a pass."""
 
-    def vacate(self, o: int) -> None:
-        self.obj_of[self.tenant[o]] = -1
-        self.tenant[o] = -1
+    def __init__(self, g: Graph, ga: GraphArrays, schedule: Sequence[int], layout: SizeClassLayout,
+                 op_seconds: np.ndarray | None, link_bytes_per_s: float | None, opts: PlanOptions):
+        self.schedule = np.asarray(schedule, dtype=np.int64)
+        try:
+            self.klass = layout.class_of_sizes(ga.nbytes).astype(np.int64)
+        except ValueError as e:
+            raise PlanError(str(e)) from None
+        end = len(self.schedule)
+        self.read_ptr, self.reads = swap_scan.reads_of(self.schedule, ga.uniq_ptr, ga.uniq_in, len(ga.nbytes))
+        # "Next use" once a tensor's reads are done: the end for kept tensors, else never.
+        self.after_reads = np.where(ga.kept, end, end + 1).astype(np.int64)
+        secs = np.ones(len(g.nodes)) if op_seconds is None else np.asarray(op_seconds, dtype=float)
+        self.step_end = np.cumsum(secs[self.schedule]) if end else np.zeros(0)  # compute-only finish times
+        # By next-use step: when that step starts; at the end (kept tensors); never.
+        self.use_time = np.concatenate(([0.0], self.step_end, [np.inf]))
+        self.link = float(link_bytes_per_s or 0.0)
+        self.class_first = np.asarray(layout.class_first_object, dtype=np.int64)
+        self.object_class = np.asarray(layout.object_class, dtype=np.int64)
+        counts = np.diff(self.class_first)
+        self.headroom = np.ceil(opts.headroom * counts).astype(np.int64)
+        # Bounds on what a pass emits: every swap-out evicts a tensor a compute or swap-in placed.
+        def total(ptr):
+            return int((ptr[self.schedule + 1] - ptr[self.schedule]).sum())
+        n_in, n_uniq, n_out = total(ga.in_ptr), total(ga.uniq_ptr), total(ga.out_ptr)
+        copies_out = n_out + n_uniq + 2 * len(ga.state_cur)     # evictions, then state written back
+        self.n_instr_max = end + n_uniq + copies_out + 1
+        self.n_deps_max = n_in + 3 * n_out + 4 * n_uniq + copies_out + 1
+        self.n_objs_max = n_in + n_out + 1
 
-    def free_object(self, o: int) -> None:
-        self.free[self.s.object_class[o]].append(o)
-        self.vacate(o)
 
-    def acquire(self, t: int, pos: int, busy: set[int]) -> int:
-        """A free object of t's class, evicting a resident tensor if none is free."""
-        k = self.s.klass[t]
-        if self.free[k]:
-            return self.free[k].popleft()
-        objects = self.s.layout.objects_of_class(k)
-        cands = self.tenant[objects.start:objects.stop]
-        cands = cands[cands >= 0]
-        cands = cands[~self.busy[cands]]
-        if not len(cands):
-            node = self.s.g.nodes[self.s.schedule[pos]]
-            need = sum(1 for x in busy if self.s.klass[x] == k)
+def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, opts: PlanOptions,
+          resident: dict[int, int]):
+    """One pass (``planner.swap_scan.scan``); its ProgramArrays, where tensors ended and
+    which resident state strayed. PlanError where an operator cannot run."""
+    res_t = np.fromiter(resident.keys(), dtype=np.int64, count=len(resident))
+    res_o = np.fromiter(resident.values(), dtype=np.int64, count=len(resident))
+    threshold = -1.0 if opts.threshold_s is None else float(opts.threshold_s)
+    (n, kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects, obj_of, strayed, err) = swap_scan.scan(
+        sc.schedule, ga.in_ptr, ga.ins, ga.uniq_ptr, ga.uniq_in, ga.out_ptr, ga.outs, ga.out_inplace,
+        ga.declares_inplace, ga.nbytes, sc.klass, ga.kept, ga.stays, ga.host_at_start, ga.state_cur, ga.state_nxt,
+        sc.read_ptr, sc.reads, sc.after_reads, sc.step_end, sc.use_time, sc.link,
+        sc.class_first, sc.object_class, sc.headroom, opts.headroom > 0, float(opts.ahead_gap),
+        opts.victim == "lru", threshold, res_t, res_o, sc.n_instr_max, sc.n_deps_max, sc.n_objs_max)
+    if err[0] != swap_scan.OK:
+        node = g.nodes[int(sc.schedule[err[1]])]
+        if err[0] == swap_scan.NEEDS_MORE_OBJECTS:
+            k = int(err[2])
+            need = sum(1 for x in set(node.inputs) | set(node.outputs) if sc.klass[x] == k)
             raise PlanError(f"operator '{node.name}' ({node.op}) needs {need} objects of size class {k} "
-                            f"at once; the allocation has {len(objects)}")
-        victim = self.choose_victim(cands, t, pos)
-        return self.evict(victim)
+                            f"at once; the allocation has {len(layout.objects_of_class(k))}")
+        raise PlanError(f"operator '{node.name}' reads '{g.tensors[int(err[2])].name}', which is "
+                        "neither resident nor on the host (planner bug)")
+    arrays = ProgramArrays(kind[:n], target[:n], obj[:n], copy[:n], dep_ptr[:n + 1], deps[:dep_ptr[n]],
+                           obj_ptr, objects[:obj_ptr[n]])
+    return arrays, obj_of, strayed
 
-    def evict(self, victim: int) -> int:
-        """Take ``victim`` off the device (copying it out if its host copy is stale); its object."""
-        o = self.obj_of[victim]
-        if not self.host_current(victim):
-            i = self.emit(Instr(SWAP_OUT, victim, o, copy=True, deps=[self.writer[victim]]))
-            self.host_writer[victim] = i
-            self.release[o][SWAP_OUT] = i
-        self.vacate(o)
-        return o
 
-    def evict_ahead(self, pos: int, classes) -> None:
-        """Keep each class's headroom free: evict, furthest next use first, tensors whose next
-        use leaves time to swap them out and back (so a later copy into their object need
-        not wait for the step that needs it)."""
-        s = self.s
-        now = s.step_end[pos]
-        for k in classes:
-            want = int(s.headroom[k]) - len(self.free[k])
-            if want <= 0:
-                continue
-            objects = s.layout.objects_of_class(k)
-            cands = self.tenant[objects.start:objects.stop]
-            cands = cands[cands >= 0]
-            if not len(cands):
-                continue
-            nxt = self.next_read[cands]
-            best = np.argsort(-self.farness(cands, now), kind="stable")[:want]
-            for t, r in zip(cands[best].tolist(), nxt[best].tolist()):
-                if r == s.end:          # state's next value or the loss: leaves at the end
-                    continue
-                if r < s.end:
-                    needed = s.use_time[r]
-                    travel = s.nbytes[t] / s.link if s.link else 0.0
-                    if needed - now < s.ahead_gap * travel or (not s.link and r - pos < 2):
-                        break
-                self.free[k].append(self.evict(t))
+def plan_arrays(g: Graph, schedule: Sequence[int], allocation, profile: Profile | None = None,
+                node_seconds: np.ndarray | None = None, options: PlanOptions = PlanOptions()):
+    """The planned instructions as ProgramArrays, in the order the planner emits them (every
+    edge kept), with the layout and the initially resident state: (arrays, layout, resident).
+    ``plan`` turns them into a Program; the search times them without making one."""
+    layout = SizeClassLayout.from_allocation(allocation)
+    if profile is not None and node_seconds is None:
+        node_seconds = profile.node_seconds(g)
+    link = profile.link.h2d_bytes_per_s if profile is not None else None
+    ga = GraphArrays.of(g)
+    sc = _Schedule(g, ga, schedule, layout, node_seconds, link, options)
+    resident: dict[int, int] = {}
+    first = True
+    for _ in range(options.max_passes):
+        arrays, obj_of, strayed = _scan(g, ga, sc, layout, options, resident)
+        if first:
+            # State whose next value ended on the device becomes resident, where it ended.
+            first = False
+            resident = {int(c): int(obj_of[x]) for c, x in zip(ga.state_cur, ga.state_nxt) if obj_of[x] >= 0}
+            if not resident:
+                break
+        elif strayed.any():
+            for cur in ga.state_cur[strayed].tolist():
+                del resident[cur]
+        else:
+            break
+    else:
+        raise PlanError(f"the double pass did not settle in {options.max_passes} passes")
+    return arrays, layout, resident
 
-    def host_current(self, t: int) -> bool:
-        return t in self.host_writer
 
-    def choose_victim(self, cands: np.ndarray, incoming: int, pos: int) -> int:
-        """Vectorised over the class's resident tensors; ties go to the lowest tensor id."""
-        s = self.s
-        touched = self.last_touch[cands]
-        if self.opts.victim == "lru":
-            return int(cands[touched == touched.min()].min())
-        threshold = self.opts.threshold_s
-        if threshold is None:
-            threshold = s.nbytes[incoming] / s.link if s.link else 0.0
-        now = s.step_end[pos - 1] if pos > 0 else 0.0
-        idle = (touched < 0) | (now - s.step_end[np.maximum(touched, 0)] >= threshold)
-        pool = cands[idle] if idle.any() else cands
-        far = self.farness(pool, now)
-        return int(pool[far == far.max()].min())
-
-    def farness(self, cands: np.ndarray, now: float) -> np.ndarray:
-        """How far away each candidate's next use is, in compute seconds (Belady's key)."""
-        return self.s.use_time[self.next_read[cands]] - now
-
-    # ------------------------------------------------------------------ the pass
-    def run(self) -> None:
-        s, g = self.s, self.s.g
-        for pos, nid in enumerate(s.schedule):
-            node = g.nodes[nid]
-            busy = set(node.inputs) | set(node.outputs)
-            self.busy[list(busy)] = True
-            for t in dict.fromkeys(node.inputs):
-                if self.obj_of[t] < 0:
-                    self.swap_in(t, pos, busy)
-            in_objs = [self.obj_of[t] for t in node.inputs]
-            # Inputs read for the last time here, in input order; freed in reverse (a tie-break,
-            # measured marginally better than input order on the Table 1 models).
-            dying = [t for t in dict.fromkeys(node.inputs)
-                     if self.read_ptr[t] + 1 >= len(s.reads[t]) and t not in s.kept]
-            out_objs = []
-            for k, t in enumerate(node.outputs):
-                src = in_place_input(node, k, dying.__contains__) if s.declares_inplace[nid] else None
-                if src is not None:
-                    # An updated state takes over its old value's object (MXNet's in-place update).
-                    dying.remove(node.inputs[src])
-                    self.vacate(in_objs[src])
-                    out_objs.append(in_objs[src])
-                else:
-                    out_objs.append(self.acquire(t, pos, busy))
-            deps = [self.writer[t] for t in node.inputs]
-            for o in out_objs:
-                deps += self.release[o]
-            i = self.emit(Instr(COMPUTE, nid, objects=tuple(in_objs + out_objs), deps=deps))
-            for t in dict.fromkeys(node.inputs):
-                self.advance_read(t)
-                self.last_touch[t] = pos
-                if self.obj_of[t] >= 0:
-                    self.release[self.obj_of[t]][COMPUTE] = i
-            for t, o in zip(node.outputs, out_objs):
-                self.place(t, o, i)
-                self.release[o] = [i, -1, -1]
-                self.last_touch[t] = pos
-            for t in reversed(dying):
-                if not s.stays[t]:
-                    self.free_object(self.obj_of[t])
-            for t in node.outputs:
-                if not s.reads[t] and t not in s.kept:
-                    self.free_object(self.obj_of[t])
-            self.busy[list(busy)] = False
-            if s.headroom is not None:
-                self.evict_ahead(pos, sorted({int(s.klass[t]) for t in busy}))
-
-    def swap_in(self, t: int, pos: int, busy: set[int]) -> None:
-        if t not in self.host_writer:
-            node = self.s.g.nodes[self.s.schedule[pos]]
-            raise PlanError(f"operator '{node.name}' reads '{self.s.g.tensors[t].name}', which is "
-                            "neither resident nor on the host (planner bug)")
-        self.copy_in(t, self.acquire(t, pos, busy))
-
-    def copy_in(self, t: int, o: int) -> None:
-        i = self.emit(Instr(SWAP_IN, t, o, deps=[self.host_writer[t], *self.release[o]]))
-        self.place(t, o, i)
-        self.release[o] = [-1, i, -1]
-
-    def finish(self, resident: dict[int, int]) -> list[int]:
-        """Write back state leaving the device; return resident state whose next value strayed."""
-        g = self.s.g
-        strayed = []
-        for cur, nxt in g.state_pairs:
-            home = resident.get(cur)
-            if home is not None and self.obj_of[nxt] == home:
-                continue
-            if home is not None:
-                strayed.append(cur)
-            if not self.host_current(nxt):
-                o = self.obj_of[nxt]
-                i = self.emit(Instr(SWAP_OUT, nxt, o, copy=True, deps=[self.writer[nxt]]))
-                self.host_writer[nxt] = i
-        return strayed
+def final_arrays(g: Graph, schedule: Sequence[int], allocation, profile: Profile | None = None,
+                 node_seconds: np.ndarray | None = None, options: PlanOptions = PlanOptions()):
+    """``plan_arrays`` with the streams' order made final (copies ordered by urgency with
+    ``options.order_copies`` and a profile), same-stream edges dropped: what ``plan`` makes a
+    Program of, and what the search simulates directly."""
+    if profile is not None and node_seconds is None:
+        node_seconds = profile.node_seconds(g)
+    arrays, layout, resident = plan_arrays(g, schedule, allocation, profile, node_seconds, options)
+    if options.order_copies and profile is not None:
+        arrays = order_arrays(arrays, GraphArrays.of(g).nbytes.astype(np.float64), node_seconds, profile)
+    else:
+        arrays = renumber_arrays(arrays, np.arange(len(arrays), dtype=np.int64))
+    return arrays, layout, resident
 
 
 def plan(g: Graph, schedule: Sequence[int], allocation, scratch_bytes: int, profile: Profile | None = None,
@@ -319,32 +228,6 @@ def plan(g: Graph, schedule: Sequence[int], allocation, scratch_bytes: int, prof
     ahead to evict, and order the copy streams).
     Output: a Program that runs one iteration within the allocation's objects plus scratch.
     Raises PlanError when the allocation cannot hold some operator's tensors."""
-    layout = SizeClassLayout.from_allocation(allocation)
-    if profile is not None and node_seconds is None:
-        node_seconds = profile.node_seconds(g)
-    link = profile.link.h2d_bytes_per_s if profile is not None else None
-    s = _Static(g, schedule, layout, node_seconds, link, options)
-    resident: dict[int, int] = {}
-    first = True
-    for _ in range(options.max_passes):
-        scan = _Scan(s, resident, options)
-        scan.run()
-        strayed = scan.finish(resident)
-        if first:
-            # State whose next value ended on the device becomes resident, where it ended.
-            first = False
-            resident = {cur: int(scan.obj_of[nxt]) for cur, nxt in g.state_pairs if scan.obj_of[nxt] >= 0}
-            if not resident:
-                break
-        elif strayed:
-            for cur in strayed:
-                del resident[cur]
-        else:
-            break
-    else:
-        raise PlanError(f"the double pass did not settle in {options.max_passes} passes")
-    program = Program(g.name, list(schedule), Arena.of(layout, scratch_bytes), scan.instrs, dict(resident),
-                      policy, fingerprint(g))
-    if options.order_copies and profile is not None:
-        return order_copies(program, g, profile, node_seconds)
-    return renumber(program, range(len(program.instrs)))
+    arrays, layout, resident = final_arrays(g, schedule, allocation, profile, node_seconds, options)
+    return Program(g.name, list(schedule), Arena.of(layout, scratch_bytes), arrays.to_instrs(), dict(resident),
+                   policy, fingerprint(g))

@@ -5,22 +5,36 @@ from __future__ import annotations
 
 from ..allocation import simple_allocation
 from ..policy import PlanRequest, Policy, register
-from ..swap_planner import PlanOptions, plan
+from ..simulate import simulated_seconds
+from ..swap_planner import GraphArrays, PlanOptions, final_arrays, plan
 
 # Evict ahead to keep a quarter of each class free, and order the copy streams by urgency
 # (measured on the Table 1 models: bench/results/plan_quality_*.txt).
 OPTIONS = PlanOptions(headroom=0.25, order_copies=True)
 
 
-def make(request: PlanRequest):
-    facts, budget = request.facts, request.budget
-    order = facts.order if request.schedule is None else list(request.schedule)
+def _order_and_allocation(request: PlanRequest):
+    facts = request.facts
+    order = facts.order if request.schedule is None else request.schedule
     alloc = request.allocation
     if alloc is None:
-        alloc = simple_allocation(facts, budget, request.profile, request.node_seconds)
-    return plan(request.graph, order, alloc, budget.scratch_bytes, request.profile, request.node_seconds,
-                OPTIONS, policy=POLICY.name)
+        alloc = simple_allocation(facts, request.budget, request.profile, request.node_seconds)
+    return order, alloc
+
+
+def make(request: PlanRequest):
+    order, alloc = _order_and_allocation(request)
+    return plan(request.graph, list(order), alloc, request.budget.scratch_bytes, request.profile,
+                request.node_seconds, OPTIONS, policy=POLICY.name)
+
+
+def seconds(request: PlanRequest) -> float:
+    """The simulated time of ``make(request)``'s Program, planned and simulated on arrays."""
+    order, alloc = _order_and_allocation(request)
+    g, secs = request.graph, request.op_seconds
+    arrays, _, _ = final_arrays(g, order, alloc, request.profile, secs, OPTIONS)
+    return simulated_seconds(arrays, GraphArrays.of(g).nbytes.astype(float), secs, request.profile)
 
 
 POLICY = register(Policy("swapadvisor", "SwapAdvisor: Belady swapping on a searched schedule and allocation",
-                         make, searches=True))
+                         make, searches=True, seconds=seconds))

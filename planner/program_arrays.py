@@ -1,0 +1,52 @@
+"""A Program's instructions as flat arrays: what the compiled planner emits and the compiled
+dispatch loop reads.
+
+The planner and the simulator run once per candidate of the search, thousands of times,
+so their loops are compiled (numba) over these arrays; ``Instr`` objects are made only
+for a Program someone keeps (``to_instrs``). Deps and compute objects are in CSR form:
+instruction i's dependencies are ``deps[dep_ptr[i]:dep_ptr[i + 1]]``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.program import Instr
+
+
+@dataclass
+class ProgramArrays:
+    kind: np.ndarray      # int8: COMPUTE, SWAP_IN, SWAP_OUT
+    target: np.ndarray    # int64: node id (compute) or tensor id (copies)
+    obj: np.ndarray       # int64: the copy's object; -1 for compute
+    copy: np.ndarray      # bool: a swap-out that moves bytes (always True for others)
+    dep_ptr: np.ndarray   # int64, n + 1
+    deps: np.ndarray      # int64: sorted, unique per instruction
+    obj_ptr: np.ndarray   # int64, n + 1: a compute's objects (inputs then outputs)
+    objects: np.ndarray   # int64
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    @classmethod
+    def of(cls, instrs: list[Instr]) -> "ProgramArrays":
+        n = len(instrs)
+        kind = np.fromiter((i.kind for i in instrs), dtype=np.int8, count=n)
+        target = np.fromiter((i.target for i in instrs), dtype=np.int64, count=n)
+        obj = np.fromiter((i.obj for i in instrs), dtype=np.int64, count=n)
+        copy = np.fromiter((i.copy for i in instrs), dtype=np.bool_, count=n)
+        dep_lists = [sorted(set(i.deps)) for i in instrs]
+        dep_ptr = np.zeros(n + 1, dtype=np.int64)
+        dep_ptr[1:] = np.cumsum([len(d) for d in dep_lists])
+        obj_ptr = np.zeros(n + 1, dtype=np.int64)
+        obj_ptr[1:] = np.cumsum([len(i.objects) for i in instrs])
+        deps = np.fromiter((d for ds in dep_lists for d in ds), dtype=np.int64, count=int(dep_ptr[-1]))
+        objects = np.fromiter((o for i in instrs for o in i.objects), dtype=np.int64, count=int(obj_ptr[-1]))
+        return cls(kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects)
+
+    def to_instrs(self) -> list[Instr]:
+        kind, target, obj, copy = self.kind.tolist(), self.target.tolist(), self.obj.tolist(), self.copy.tolist()
+        dp, deps, op, objects = self.dep_ptr.tolist(), self.deps.tolist(), self.obj_ptr.tolist(), self.objects.tolist()
+        return [Instr(kind[i], target[i], obj[i], tuple(objects[op[i]:op[i + 1]]), copy[i], deps[dp[i]:dp[i + 1]])
+                for i in range(len(kind))]

@@ -1,0 +1,414 @@
+"""One pass of the swap planner over the schedule, compiled (numba) over flat arrays.
+
+``planner.swap_planner`` holds the rules in prose and drives the passes; this module is the
+loop itself. It walks the schedule keeping which tensor sits in which object, and emits
+instructions into preallocated arrays (their sizes are bounded: every swap-out evicts a
+tensor a compute or swap-in placed). Names follow the planner's vocabulary: tenant (the
+tensor in an object), release (per object and stream, the instruction after which the
+object may be written), writer (the instruction that made a tensor resident), host writer
+(the swap-out that wrote its host copy; -1 for a host copy given at the start, NOT_HOST
+when the host copy is stale).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+COMPUTE, SWAP_IN, SWAP_OUT = 0, 1, 2
+NOT_HOST = -2
+# Error codes of a pass (the driver turns them into PlanError messages).
+OK, NEEDS_MORE_OBJECTS, NOT_ON_HOST = 0, 1, 2
+
+
+@numba.njit(cache=True)
+def reads_of(schedule, in_ptr, uniq_in, n_tensors):
+    """Per tensor, the steps that read it (each node's distinct inputs), in CSR form."""
+    count = np.zeros(n_tensors + 1, dtype=np.int64)
+    for pos in range(schedule.shape[0]):
+        nid = schedule[pos]
+        for e in range(in_ptr[nid], in_ptr[nid + 1]):
+            count[uniq_in[e] + 1] += 1
+    ptr = np.cumsum(count)
+    fill = ptr[:-1].copy()
+    reads = np.empty(ptr[n_tensors], dtype=np.int64)
+    for pos in range(schedule.shape[0]):
+        nid = schedule[pos]
+        for e in range(in_ptr[nid], in_ptr[nid + 1]):
+            t = uniq_in[e]
+            reads[fill[t]] = pos
+            fill[t] += 1
+    return ptr, reads
+
+
+@numba.njit(cache=True)
+def _emit(kind, target, obj, copy, dep_ptr, deps, n, kd, tg, ob, cp, cand, n_cand):
+    """Append an instruction whose dependencies are cand[:n_cand] (those >= 0, sorted, unique)."""
+    kind[n] = kd
+    target[n] = tg
+    obj[n] = ob
+    copy[n] = cp
+    c = np.sort(cand[:n_cand])
+    e = dep_ptr[n]
+    last = -1
+    for x in c:
+        if x >= 0 and x != last:
+            deps[e] = x
+            e += 1
+            last = x
+    dep_ptr[n + 1] = e
+    return n + 1
+
+
+@numba.njit(cache=True)
+def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, declares_inplace,
+         nbytes, klass, kept, stays, host_at_start, state_cur, state_nxt,
+         read_ptr0, reads, after_reads, step_end, use_time, link,
+         class_first, object_class, headroom, use_headroom, ahead_gap, lru, threshold_s,
+         resident_tensor, resident_obj, n_instr_max, n_deps_max, n_objs_max):
+    n_t = nbytes.shape[0]
+    n_obj = object_class.shape[0]
+    n_cls = class_first.shape[0] - 1
+    end = schedule.shape[0]
+    # ---- state
+    tenant = np.full(n_obj, -1, dtype=np.int64)
+    obj_of = np.full(n_t, -1, dtype=np.int64)
+    release = np.full((n_obj, 3), -1, dtype=np.int64)
+    writer = np.full(n_t, -1, dtype=np.int64)
+    host_writer = np.full(n_t, NOT_HOST, dtype=np.int64)
+    read_no = np.zeros(n_t, dtype=np.int64)        # reads done so far
+    next_read = np.empty(n_t, dtype=np.int64)
+    busy = np.zeros(n_t, dtype=np.bool_)
+    last_touch = np.full(n_t, -1, dtype=np.int64)
+    for t in range(n_t):
+        r0, r1 = read_ptr0[t], read_ptr0[t + 1]
+        next_read[t] = reads[r0] if r1 > r0 else after_reads[t]
+    is_resident = np.zeros(n_t, dtype=np.bool_)
+    taken = np.zeros(n_obj, dtype=np.bool_)
+    for r in range(resident_tensor.shape[0]):
+        t, o = resident_tensor[r], resident_obj[r]
+        tenant[o] = t
+        obj_of[t] = o
+        is_resident[t] = True
+        taken[o] = True
+    for t in range(n_t):
+        if host_at_start[t] and not is_resident[t]:
+            host_writer[t] = -1
+    # Free objects of each class, a FIFO ring per class (the earliest freed first).
+    ring = np.empty(n_obj, dtype=np.int64)
+    head = np.zeros(n_cls, dtype=np.int64)
+    size = np.zeros(n_cls, dtype=np.int64)
+    for k in range(n_cls):
+        for o in range(class_first[k], class_first[k + 1]):
+            if not taken[o]:
+                ring[class_first[k] + size[k]] = o
+                size[k] += 1
+    # ---- output
+    kind = np.empty(n_instr_max, dtype=np.int8)
+    target = np.empty(n_instr_max, dtype=np.int64)
+    obj = np.empty(n_instr_max, dtype=np.int64)
+    copy = np.empty(n_instr_max, dtype=np.bool_)
+    dep_ptr = np.zeros(n_instr_max + 1, dtype=np.int64)
+    deps = np.empty(n_deps_max, dtype=np.int64)
+    obj_count = np.zeros(n_instr_max, dtype=np.int64)   # a compute's objects; 0 for copies
+    objects = np.empty(n_objs_max, dtype=np.int64)
+    n_objects = 0
+    n = 0
+    cand = np.empty(64, dtype=np.int64)
+    err = np.zeros(3, dtype=np.int64)      # code, step, class
+    in_objs = np.empty(64, dtype=np.int64)
+    out_objs = np.empty(64, dtype=np.int64)
+    dying = np.empty(64, dtype=np.int64)
+    classes = np.empty(128, dtype=np.int64)
+    picked = np.zeros(n_obj, dtype=np.bool_)
+
+    for pos in range(end):
+        nid = schedule[pos]
+        i0, i1 = in_ptr[nid], in_ptr[nid + 1]
+        u0, u1 = uniq_ptr[nid], uniq_ptr[nid + 1]
+        o0, o1 = out_ptr[nid], out_ptr[nid + 1]
+        n_in, n_out = i1 - i0, o1 - o0
+        if n_in + 3 * n_out + 4 > cand.shape[0]:
+            cand = np.empty(2 * (n_in + 3 * n_out + 4), dtype=np.int64)
+        if n_in > in_objs.shape[0] or n_out > out_objs.shape[0]:
+            in_objs = np.empty(2 * n_in + 2, dtype=np.int64)
+            out_objs = np.empty(2 * n_out + 2, dtype=np.int64)
+            dying = np.empty(2 * n_in + 2, dtype=np.int64)
+        for e in range(i0, i1):
+            busy[ins[e]] = True
+        for e in range(o0, o1):
+            busy[outs[e]] = True
+        # -- inputs not resident come in
+        for e in range(u0, u1):
+            t = uniq_in[e]
+            if obj_of[t] < 0:
+                if host_writer[t] == NOT_HOST:
+                    err[0], err[1], err[2] = NOT_ON_HOST, pos, t
+                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, np.zeros(0, dtype=np.bool_), err
+                o, n = _acquire(t, pos, klass, ring, head, size, class_first, tenant, obj_of, busy, last_touch,
+                                step_end, use_time, next_read, nbytes, link, lru, threshold_s, host_writer, writer,
+                                release, kind, target, obj, copy, dep_ptr, deps, n, cand, err)
+                if o < 0:
+                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, np.zeros(0, dtype=np.bool_), err
+                cand[0] = host_writer[t]
+                cand[1], cand[2], cand[3] = release[o, 0], release[o, 1], release[o, 2]
+                n = _emit(kind, target, obj, copy, dep_ptr, deps, n, SWAP_IN, t, o, True, cand, 4)
+                tenant[o] = t
+                obj_of[t] = o
+                writer[t] = n - 1
+                release[o, 0], release[o, 1], release[o, 2] = -1, n - 1, -1
+        for e in range(i0, i1):
+            in_objs[e - i0] = obj_of[ins[e]]
+        # -- inputs read for the last time here (in input order; freed in reverse below)
+        n_dying = 0
+        for e in range(u0, u1):
+            t = uniq_in[e]
+            if read_no[t] + 1 >= read_ptr0[t + 1] - read_ptr0[t] and not kept[t]:
+                dying[n_dying] = t
+                n_dying += 1
+        # -- outputs: in place over a dying input, or an object of their class
+        for k in range(n_out):
+            t = outs[o0 + k]
+            src = -1
+            if declares_inplace[nid]:
+                j = out_inplace[o0 + k]
+                if j >= 0:
+                    x = ins[i0 + j]
+                    times = 0
+                    for e in range(i0, i1):
+                        if ins[e] == x:
+                            times += 1
+                    at = -1
+                    for d in range(n_dying):
+                        if dying[d] == x:
+                            at = d
+                    if times == 1 and at >= 0:
+                        src = j
+                        for d in range(at, n_dying - 1):
+                            dying[d] = dying[d + 1]
+                        n_dying -= 1
+            if src >= 0:
+                o = in_objs[src]
+                obj_of[tenant[o]] = -1
+                tenant[o] = -1
+                out_objs[k] = o
+            else:
+                o, n = _acquire(t, pos, klass, ring, head, size, class_first, tenant, obj_of, busy, last_touch,
+                                step_end, use_time, next_read, nbytes, link, lru, threshold_s, host_writer, writer,
+                                release, kind, target, obj, copy, dep_ptr, deps, n, cand, err)
+                if o < 0:
+                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, np.zeros(0, dtype=np.bool_), err
+                out_objs[k] = o
+        # -- the compute
+        c = 0
+        for e in range(i0, i1):
+            cand[c] = writer[ins[e]]
+            c += 1
+        for k in range(n_out):
+            o = out_objs[k]
+            cand[c], cand[c + 1], cand[c + 2] = release[o, 0], release[o, 1], release[o, 2]
+            c += 3
+        n = _emit(kind, target, obj, copy, dep_ptr, deps, n, COMPUTE, nid, -1, True, cand, c)
+        i = n - 1
+        obj_count[i] = n_in + n_out
+        for e in range(n_in):
+            objects[n_objects] = in_objs[e]
+            n_objects += 1
+        for k in range(n_out):
+            objects[n_objects] = out_objs[k]
+            n_objects += 1
+        for e in range(u0, u1):
+            t = uniq_in[e]
+            read_no[t] += 1
+            r = read_ptr0[t] + read_no[t]
+            next_read[t] = reads[r] if r < read_ptr0[t + 1] else after_reads[t]
+            last_touch[t] = pos
+            if obj_of[t] >= 0:
+                release[obj_of[t], COMPUTE] = i
+        for k in range(n_out):
+            t, o = outs[o0 + k], out_objs[k]
+            tenant[o] = t
+            obj_of[t] = o
+            writer[t] = i
+            release[o, 0], release[o, 1], release[o, 2] = i, -1, -1
+            last_touch[t] = pos
+        for d in range(n_dying - 1, -1, -1):
+            t = dying[d]
+            if not stays[t]:
+                _free(obj_of[t], object_class, ring, head, size, class_first, tenant, obj_of)
+        for k in range(n_out):
+            t = outs[o0 + k]
+            if read_ptr0[t + 1] == read_ptr0[t] and not kept[t]:
+                _free(obj_of[t], object_class, ring, head, size, class_first, tenant, obj_of)
+        for e in range(i0, i1):
+            busy[ins[e]] = False
+        for e in range(o0, o1):
+            busy[outs[e]] = False
+        if use_headroom:
+            # -- evict ahead of need in each class this operator touched, ascending
+            n_cls_here = 0
+            for e in range(i0, i1 + o1 - o0):
+                t = ins[e] if e < i1 else outs[o0 + e - i1]
+                kt = klass[t]
+                seen = False
+                for q in range(n_cls_here):
+                    if classes[q] == kt:
+                        seen = True
+                if not seen:
+                    if n_cls_here == classes.shape[0]:
+                        bigger = np.empty(2 * n_cls_here, dtype=np.int64)
+                        bigger[:n_cls_here] = classes
+                        classes = bigger
+                    classes[n_cls_here] = kt
+                    n_cls_here += 1
+            classes[:n_cls_here].sort()
+            for q in range(n_cls_here):
+                n = _evict_ahead(pos, classes[q], headroom, ring, head, size, class_first, tenant, obj_of, next_read,
+                                 use_time, step_end, nbytes, link, ahead_gap, end, host_writer, writer, release,
+                                 kind, target, obj, copy, dep_ptr, deps, n, cand, picked)
+    # ---- state leaving: a next value not back in its home object is written to the host;
+    # resident state whose next value strayed is reported
+    strayed = np.zeros(state_cur.shape[0], dtype=np.bool_)
+    for q in range(state_cur.shape[0]):
+        cur, nxt = state_cur[q], state_nxt[q]
+        home = -1
+        for r in range(resident_tensor.shape[0]):
+            if resident_tensor[r] == cur:
+                home = resident_obj[r]
+        if home >= 0 and obj_of[nxt] == home:
+            continue
+        if home >= 0:
+            strayed[q] = True
+        if host_writer[nxt] == NOT_HOST:
+            cand[0] = writer[nxt]
+            n = _emit(kind, target, obj, copy, dep_ptr, deps, n, SWAP_OUT, nxt, obj_of[nxt], True, cand, 1)
+            host_writer[nxt] = n - 1
+    obj_ptr = np.zeros(n + 1, dtype=np.int64)
+    obj_ptr[1:] = np.cumsum(obj_count[:n])
+    return n, kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects, obj_of, strayed, err
+
+
+@numba.njit(cache=True)
+def _free(o, object_class, ring, head, size, class_first, tenant, obj_of):
+    k = object_class[o]
+    cap = class_first[k + 1] - class_first[k]
+    ring[class_first[k] + (head[k] + size[k]) % cap] = o
+    size[k] += 1
+    obj_of[tenant[o]] = -1
+    tenant[o] = -1
+
+
+@numba.njit(cache=True)
+def _evict(victim, obj_of, tenant, host_writer, writer, release, kind, target, obj, copy, dep_ptr, deps, n, cand):
+    """Take victim off the device, copying it out if its host copy is stale; (object, n)."""
+    o = obj_of[victim]
+    if host_writer[victim] == NOT_HOST:
+        cand[0] = writer[victim]
+        n = _emit(kind, target, obj, copy, dep_ptr, deps, n, SWAP_OUT, victim, o, True, cand, 1)
+        host_writer[victim] = n - 1
+        release[o, SWAP_OUT] = n - 1
+    obj_of[tenant[o]] = -1
+    tenant[o] = -1
+    return o, n
+
+
+@numba.njit(cache=True)
+def _acquire(t, pos, klass, ring, head, size, class_first, tenant, obj_of, busy, last_touch, step_end, use_time,
+             next_read, nbytes, link, lru, threshold_s, host_writer, writer, release,
+             kind, target, obj, copy, dep_ptr, deps, n, cand, err):
+    """A free object of t's class, evicting a resident tensor if none is free; (object, n),
+    object -1 with err set when every object of the class is busy."""
+    k = klass[t]
+    lo, hi = class_first[k], class_first[k + 1]
+    if size[k] > 0:
+        o = ring[lo + head[k]]
+        head[k] = (head[k] + 1) % (hi - lo)
+        size[k] -= 1
+        return o, n
+    # Belady among those idle for at least the threshold (LRU for on-demand swapping);
+    # ties go to the lowest tensor id.
+    now = step_end[pos - 1] if pos > 0 else 0.0
+    if lru:
+        best, best_touch = -1, 0
+        for o in range(lo, hi):
+            x = tenant[o]
+            if x >= 0 and not busy[x]:
+                if best < 0 or last_touch[x] < best_touch or (last_touch[x] == best_touch and x < best):
+                    best, best_touch = x, last_touch[x]
+    else:
+        threshold = threshold_s
+        if threshold < 0:
+            threshold = nbytes[t] / link if link > 0 else 0.0
+        any_idle = False
+        for o in range(lo, hi):
+            x = tenant[o]
+            if x >= 0 and not busy[x]:
+                tx = last_touch[x]
+                if tx < 0 or now - step_end[max(tx, 0)] >= threshold:
+                    any_idle = True
+                    break
+        best, best_far = -1, 0.0
+        for o in range(lo, hi):
+            x = tenant[o]
+            if x < 0 or busy[x]:
+                continue
+            if any_idle:
+                tx = last_touch[x]
+                if not (tx < 0 or now - step_end[max(tx, 0)] >= threshold):
+                    continue
+            far = use_time[next_read[x]] - now
+            if best < 0 or far > best_far or (far == best_far and x < best):
+                best, best_far = x, far
+    if best < 0:
+        err[0], err[1], err[2] = NEEDS_MORE_OBJECTS, pos, k
+        return -1, n
+    return _evict(best, obj_of, tenant, host_writer, writer, release, kind, target, obj, copy, dep_ptr, deps, n, cand)
+
+
+@numba.njit(cache=True)
+def _evict_ahead(pos, k, headroom, ring, head, size, class_first, tenant, obj_of, next_read, use_time, step_end,
+                 nbytes, link, ahead_gap, end, host_writer, writer, release,
+                 kind, target, obj, copy, dep_ptr, deps, n, cand, picked):
+    """Keep class k's headroom free: evict, furthest next use first (ties: object order),
+    tensors whose next use leaves time to swap them out and back."""
+    want = headroom[k] - size[k]
+    if want <= 0:
+        return n
+    lo, hi = class_first[k], class_first[k + 1]
+    now = step_end[pos]
+    chosen = 0
+    n_cands = 0
+    for o in range(lo, hi):
+        if tenant[o] >= 0:
+            n_cands += 1
+    want = min(want, n_cands)
+    victims = np.empty(want, dtype=np.int64)
+    for o in range(lo, hi):
+        picked[o] = False
+    while chosen < want:
+        best_o, best_far = -1, 0.0
+        for o in range(lo, hi):
+            x = tenant[o]
+            if x < 0 or picked[o]:
+                continue
+            far = use_time[next_read[x]] - now
+            if best_o < 0 or far > best_far:
+                best_o, best_far = o, far
+        picked[best_o] = True
+        victims[chosen] = tenant[best_o]
+        chosen += 1
+    cap = hi - lo
+    for v in range(want):
+        t = victims[v]
+        r = next_read[t]
+        if r == end:          # state's next value or the loss: leaves at the end
+            continue
+        if r < end:
+            needed = use_time[r]
+            travel = nbytes[t] / link if link > 0 else 0.0
+            if needed - now < ahead_gap * travel or (link <= 0 and r - pos < 2):
+                break
+        o, n = _evict(t, obj_of, tenant, host_writer, writer, release, kind, target, obj, copy, dep_ptr, deps, n,
+                      cand)
+        ring[lo + (head[k] + size[k]) % cap] = o
+        size[k] += 1
+    return n
