@@ -32,7 +32,7 @@ class Evaluator:
 
     def request(self, schedule: Sequence[int], allocation: Allocation) -> PlanRequest:
         return PlanRequest(self.graph, self.facts, self.budget, self.profile, self.node_seconds,
-                           [int(v) for v in schedule], allocation)
+                           np.asarray(schedule, dtype=np.int64).tolist(), allocation)
 
     def program(self, schedule: Sequence[int], allocation: Allocation):
         """The planned Program (PlanError if the allocation cannot run the graph)."""

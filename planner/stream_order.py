@@ -97,9 +97,13 @@ def _renumber(kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects, order):
         for e in range(dep_ptr[i], dep_ptr[i + 1]):
             d = deps[e]
             if kind[d] != kind[i]:
-                n_deps[e_out] = new_index[d]
+                x = new_index[d]          # insertion sort: a handful of edges
+                b = e_out - 1
+                while b >= start and n_deps[b] > x:
+                    n_deps[b + 1] = n_deps[b]
+                    b -= 1
+                n_deps[b + 1] = x
                 e_out += 1
-        n_deps[start:e_out].sort()
         n_dep_ptr[j + 1] = e_out
         for e in range(obj_ptr[i], obj_ptr[i + 1]):
             n_objects[o_out] = objects[e]

@@ -40,17 +40,24 @@ def reads_of(schedule, in_ptr, uniq_in, n_tensors):
     return ptr, reads
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _emit(kind, target, obj, copy, dep_ptr, deps, n, kd, tg, ob, cp, cand, n_cand):
     """Append an instruction whose dependencies are cand[:n_cand] (those >= 0, sorted, unique)."""
     kind[n] = kd
     target[n] = tg
     obj[n] = ob
     copy[n] = cp
-    c = np.sort(cand[:n_cand])
+    for a in range(1, n_cand):          # insertion sort: a handful of candidates
+        x = cand[a]
+        b = a - 1
+        while b >= 0 and cand[b] > x:
+            cand[b + 1] = cand[b]
+            b -= 1
+        cand[b + 1] = x
     e = dep_ptr[n]
     last = -1
-    for x in c:
+    for a in range(n_cand):
+        x = cand[a]
         if x >= 0 and x != last:
             deps[e] = x
             e += 1
@@ -79,16 +86,40 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     next_read = np.empty(n_t, dtype=np.int64)
     busy = np.zeros(n_t, dtype=np.bool_)
     last_touch = np.full(n_t, -1, dtype=np.int64)
+    # When each object's tenant is next used (use_time of its next read), kept current while
+    # the object is occupied (stale once vacated: readers check tenant first): Belady's key.
+    next_use_at = np.zeros(n_obj)
+    # Per class, a max-tree over its objects of next_use_at (-inf when empty): the furthest
+    # tenant in O(1), which evicting ahead asks after every operator.
+    tree_size = np.ones(n_cls, dtype=np.int64)
+    for k in range(n_cls):
+        while tree_size[k] < class_first[k + 1] - class_first[k]:
+            tree_size[k] *= 2
+    tree_base = np.zeros(n_cls, dtype=np.int64)
+    for k in range(1, n_cls):
+        tree_base[k] = tree_base[k - 1] + 2 * tree_size[k - 1]
+    n_tree = tree_base[n_cls - 1] + 2 * tree_size[n_cls - 1] if n_cls > 0 and use_headroom else 0
+    tree_val = np.full(n_tree, -np.inf)
+    tree_obj = np.full(n_tree, -1, dtype=np.int64)
+    for k in range(n_cls if n_tree else 0):
+        for o in range(class_first[k], class_first[k + 1]):
+            tree_obj[tree_base[k] + tree_size[k] + o - class_first[k]] = o
+        for i in range(tree_size[k] - 1, 0, -1):
+            tree_obj[tree_base[k] + i] = tree_obj[tree_base[k] + 2 * i]
     for t in range(n_t):
         r0, r1 = read_ptr0[t], read_ptr0[t + 1]
         next_read[t] = reads[r0] if r1 > r0 else after_reads[t]
     is_resident = np.zeros(n_t, dtype=np.bool_)
+    home_of = np.full(n_t, -1, dtype=np.int64)      # resident state's object at the start
     taken = np.zeros(n_obj, dtype=np.bool_)
     for r in range(resident_tensor.shape[0]):
         t, o = resident_tensor[r], resident_obj[r]
         tenant[o] = t
         obj_of[t] = o
+        next_use_at[o] = use_time[next_read[t]]
+        _tree_set(o, next_use_at[o], tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
         is_resident[t] = True
+        home_of[t] = o
         taken[o] = True
     for t in range(n_t):
         if host_at_start[t] and not is_resident[t]:
@@ -115,11 +146,12 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     n = 0
     cand = np.empty(64, dtype=np.int64)
     err = np.zeros(3, dtype=np.int64)      # code, step, class
+    no_strays = np.zeros(0, dtype=np.bool_)
+    skipped = np.empty(n_obj, dtype=np.int64)
     in_objs = np.empty(64, dtype=np.int64)
     out_objs = np.empty(64, dtype=np.int64)
     dying = np.empty(64, dtype=np.int64)
     classes = np.empty(128, dtype=np.int64)
-    picked = np.zeros(n_obj, dtype=np.bool_)
 
     for pos in range(end):
         nid = schedule[pos]
@@ -143,17 +175,22 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             if obj_of[t] < 0:
                 if host_writer[t] == NOT_HOST:
                     err[0], err[1], err[2] = NOT_ON_HOST, pos, t
-                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, np.zeros(0, dtype=np.bool_), err
-                o, n = _acquire(t, pos, klass, ring, head, size, class_first, tenant, obj_of, busy, last_touch,
-                                step_end, use_time, next_read, nbytes, link, lru, threshold_s, host_writer, writer,
-                                release, kind, target, obj, copy, dep_ptr, deps, n, cand, err)
+                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err
+                o = _pop_free(klass[t], ring, head, size, class_first)
                 if o < 0:
-                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, np.zeros(0, dtype=np.bool_), err
+                    o, n = _acquire(t, pos, klass, ring, head, size, class_first, tenant, obj_of, busy, last_touch,
+                                    step_end, next_use_at, nbytes, link, lru, threshold_s, host_writer, writer,
+                                    release, kind, target, obj, copy, dep_ptr, deps, n, cand, err, tree_val,
+                                    tree_obj, tree_base, tree_size, object_class)
+                if o < 0:
+                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err
                 cand[0] = host_writer[t]
                 cand[1], cand[2], cand[3] = release[o, 0], release[o, 1], release[o, 2]
                 n = _emit(kind, target, obj, copy, dep_ptr, deps, n, SWAP_IN, t, o, True, cand, 4)
                 tenant[o] = t
                 obj_of[t] = o
+                next_use_at[o] = use_time[next_read[t]]
+                _tree_set(o, next_use_at[o], tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
                 writer[t] = n - 1
                 release[o, 0], release[o, 1], release[o, 2] = -1, n - 1, -1
         for e in range(i0, i1):
@@ -190,13 +227,17 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 o = in_objs[src]
                 obj_of[tenant[o]] = -1
                 tenant[o] = -1
+                _tree_set(o, -np.inf, tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
                 out_objs[k] = o
             else:
-                o, n = _acquire(t, pos, klass, ring, head, size, class_first, tenant, obj_of, busy, last_touch,
-                                step_end, use_time, next_read, nbytes, link, lru, threshold_s, host_writer, writer,
-                                release, kind, target, obj, copy, dep_ptr, deps, n, cand, err)
+                o = _pop_free(klass[t], ring, head, size, class_first)
                 if o < 0:
-                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, np.zeros(0, dtype=np.bool_), err
+                    o, n = _acquire(t, pos, klass, ring, head, size, class_first, tenant, obj_of, busy, last_touch,
+                                    step_end, next_use_at, nbytes, link, lru, threshold_s, host_writer, writer,
+                                    release, kind, target, obj, copy, dep_ptr, deps, n, cand, err, tree_val,
+                                    tree_obj, tree_base, tree_size, object_class)
+                if o < 0:
+                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err
                 out_objs[k] = o
         # -- the compute
         c = 0
@@ -224,21 +265,27 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             last_touch[t] = pos
             if obj_of[t] >= 0:
                 release[obj_of[t], COMPUTE] = i
+                next_use_at[obj_of[t]] = use_time[next_read[t]]
+                _tree_set(obj_of[t], next_use_at[obj_of[t]], tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
         for k in range(n_out):
             t, o = outs[o0 + k], out_objs[k]
             tenant[o] = t
             obj_of[t] = o
+            next_use_at[o] = use_time[next_read[t]]
+            _tree_set(o, next_use_at[o], tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
             writer[t] = i
             release[o, 0], release[o, 1], release[o, 2] = i, -1, -1
             last_touch[t] = pos
         for d in range(n_dying - 1, -1, -1):
             t = dying[d]
             if not stays[t]:
-                _free(obj_of[t], object_class, ring, head, size, class_first, tenant, obj_of)
+                _free(obj_of[t], object_class, ring, head, size, class_first, tenant, obj_of, tree_val, tree_obj, tree_base,
+                      tree_size)
         for k in range(n_out):
             t = outs[o0 + k]
             if read_ptr0[t + 1] == read_ptr0[t] and not kept[t]:
-                _free(obj_of[t], object_class, ring, head, size, class_first, tenant, obj_of)
+                _free(obj_of[t], object_class, ring, head, size, class_first, tenant, obj_of, tree_val, tree_obj, tree_base,
+                      tree_size)
         for e in range(i0, i1):
             busy[ins[e]] = False
         for e in range(o0, o1):
@@ -261,19 +308,28 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                     classes[n_cls_here] = kt
                     n_cls_here += 1
             classes[:n_cls_here].sort()
+            now = step_end[pos]
             for q in range(n_cls_here):
+                kq = classes[q]
+                # Most steps stop here: the class has its headroom, or its furthest tenant (the
+                # root of its max-tree) comes back too soon to leave.
+                root = tree_base[kq] + 1
+                if headroom[kq] <= size[kq] or tree_val[root] == -np.inf:
+                    continue
+                first = tenant[tree_obj[root]]
+                r = next_read[first]
+                if r < end and _too_soon(first, r, pos, now, use_time, nbytes, link, ahead_gap):
+                    continue
                 n = _evict_ahead(pos, classes[q], headroom, ring, head, size, class_first, tenant, obj_of, next_read,
-                                 use_time, step_end, nbytes, link, ahead_gap, end, host_writer, writer, release,
-                                 kind, target, obj, copy, dep_ptr, deps, n, cand, picked)
+                                 next_use_at, use_time, step_end, nbytes, link, ahead_gap, end, host_writer, writer,
+                                 release, kind, target, obj, copy, dep_ptr, deps, n, cand, tree_val, tree_obj,
+                                 tree_base, tree_size, object_class, skipped)
     # ---- state leaving: a next value not back in its home object is written to the host;
     # resident state whose next value strayed is reported
     strayed = np.zeros(state_cur.shape[0], dtype=np.bool_)
     for q in range(state_cur.shape[0]):
         cur, nxt = state_cur[q], state_nxt[q]
-        home = -1
-        for r in range(resident_tensor.shape[0]):
-            if resident_tensor[r] == cur:
-                home = resident_obj[r]
+        home = home_of[cur]
         if home >= 0 and obj_of[nxt] == home:
             continue
         if home >= 0:
@@ -287,18 +343,20 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     return n, kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects, obj_of, strayed, err
 
 
-@numba.njit(cache=True)
-def _free(o, object_class, ring, head, size, class_first, tenant, obj_of):
+@numba.njit(cache=True, inline="always")
+def _free(o, object_class, ring, head, size, class_first, tenant, obj_of, tree_val, tree_obj, tree_base, tree_size):
     k = object_class[o]
     cap = class_first[k + 1] - class_first[k]
     ring[class_first[k] + (head[k] + size[k]) % cap] = o
     size[k] += 1
     obj_of[tenant[o]] = -1
     tenant[o] = -1
+    _tree_set(o, -np.inf, tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
 
 
-@numba.njit(cache=True)
-def _evict(victim, obj_of, tenant, host_writer, writer, release, kind, target, obj, copy, dep_ptr, deps, n, cand):
+@numba.njit(cache=True, inline="always")
+def _evict(victim, obj_of, tenant, host_writer, writer, release, kind, target, obj, copy, dep_ptr, deps, n, cand,
+           tree_val, tree_obj, tree_base, tree_size, object_class, class_first):
     """Take victim off the device, copying it out if its host copy is stale; (object, n)."""
     o = obj_of[victim]
     if host_writer[victim] == NOT_HOST:
@@ -308,21 +366,21 @@ def _evict(victim, obj_of, tenant, host_writer, writer, release, kind, target, o
         release[o, SWAP_OUT] = n - 1
     obj_of[tenant[o]] = -1
     tenant[o] = -1
+    _tree_set(o, -np.inf, tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
     return o, n
 
 
 @numba.njit(cache=True)
-def _acquire(t, pos, klass, ring, head, size, class_first, tenant, obj_of, busy, last_touch, step_end, use_time,
-             next_read, nbytes, link, lru, threshold_s, host_writer, writer, release,
-             kind, target, obj, copy, dep_ptr, deps, n, cand, err):
+def _acquire(t, pos, klass, ring, head, size, class_first, tenant, obj_of, busy, last_touch, step_end,
+             next_use_at, nbytes, link, lru, threshold_s, host_writer, writer, release,
+             kind, target, obj, copy, dep_ptr, deps, n, cand, err, tree_val, tree_obj, tree_base, tree_size,
+             object_class):
     """A free object of t's class, evicting a resident tensor if none is free; (object, n),
     object -1 with err set when every object of the class is busy."""
     k = klass[t]
     lo, hi = class_first[k], class_first[k + 1]
-    if size[k] > 0:
-        o = ring[lo + head[k]]
-        head[k] = (head[k] + 1) % (hi - lo)
-        size[k] -= 1
+    o = _pop_free(k, ring, head, size, class_first)
+    if o >= 0:
         return o, n
     # Belady among those idle for at least the threshold (LRU for on-demand swapping);
     # ties go to the lowest tensor id.
@@ -346,8 +404,11 @@ def _acquire(t, pos, klass, ring, head, size, class_first, tenant, obj_of, busy,
                 if tx < 0 or now - step_end[max(tx, 0)] >= threshold:
                     any_idle = True
                     break
-        best, best_far = -1, 0.0
+        best, best_far = -1, -np.inf
         for o in range(lo, hi):
+            far = next_use_at[o] - now
+            if far < best_far:           # the common case: no better than the best so far
+                continue
             x = tenant[o]
             if x < 0 or busy[x]:
                 continue
@@ -355,60 +416,87 @@ def _acquire(t, pos, klass, ring, head, size, class_first, tenant, obj_of, busy,
                 tx = last_touch[x]
                 if not (tx < 0 or now - step_end[max(tx, 0)] >= threshold):
                     continue
-            far = use_time[next_read[x]] - now
-            if best < 0 or far > best_far or (far == best_far and x < best):
+            if best < 0 or far > best_far or x < best:
                 best, best_far = x, far
     if best < 0:
         err[0], err[1], err[2] = NEEDS_MORE_OBJECTS, pos, k
         return -1, n
-    return _evict(best, obj_of, tenant, host_writer, writer, release, kind, target, obj, copy, dep_ptr, deps, n, cand)
+    return _evict(best, obj_of, tenant, host_writer, writer, release, kind, target, obj, copy, dep_ptr, deps, n, cand,
+                  tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
 
 
 @numba.njit(cache=True)
-def _evict_ahead(pos, k, headroom, ring, head, size, class_first, tenant, obj_of, next_read, use_time, step_end,
-                 nbytes, link, ahead_gap, end, host_writer, writer, release,
-                 kind, target, obj, copy, dep_ptr, deps, n, cand, picked):
-    """Keep class k's headroom free: evict, furthest next use first (ties: object order),
-    tensors whose next use leaves time to swap them out and back."""
+def _evict_ahead(pos, k, headroom, ring, head, size, class_first, tenant, obj_of, next_read, next_use_at, use_time,
+                 step_end, nbytes, link, ahead_gap, end, host_writer, writer, release,
+                 kind, target, obj, copy, dep_ptr, deps, n, cand, tree_val, tree_obj, tree_base, tree_size,
+                 object_class, skipped):
+    """Keep class k's headroom free: evict, furthest next use first (ties: object order; the
+    class's max-tree gives them in that order), tensors whose next use leaves time to swap them
+    out and back; stop at the first that comes back too soon."""
     want = headroom[k] - size[k]
     if want <= 0:
         return n
     lo, hi = class_first[k], class_first[k + 1]
     now = step_end[pos]
-    chosen = 0
-    n_cands = 0
-    for o in range(lo, hi):
-        if tenant[o] >= 0:
-            n_cands += 1
-    want = min(want, n_cands)
-    victims = np.empty(want, dtype=np.int64)
-    for o in range(lo, hi):
-        picked[o] = False
-    while chosen < want:
-        best_o, best_far = -1, 0.0
-        for o in range(lo, hi):
-            x = tenant[o]
-            if x < 0 or picked[o]:
-                continue
-            far = use_time[next_read[x]] - now
-            if best_o < 0 or far > best_far:
-                best_o, best_far = o, far
-        picked[best_o] = True
-        victims[chosen] = tenant[best_o]
-        chosen += 1
-    cap = hi - lo
-    for v in range(want):
-        t = victims[v]
+    root = tree_base[k] + 1
+    n_skipped = 0
+    for _ in range(want):
+        if tree_val[root] == -np.inf:          # no tenant left
+            break
+        o = tree_obj[root]
+        t = tenant[o]
         r = next_read[t]
         if r == end:          # state's next value or the loss: leaves at the end
+            _tree_set(o, -np.inf, tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
+            skipped[n_skipped] = o
+            n_skipped += 1
             continue
-        if r < end:
-            needed = use_time[r]
-            travel = nbytes[t] / link if link > 0 else 0.0
-            if needed - now < ahead_gap * travel or (link <= 0 and r - pos < 2):
-                break
+        if r < end and _too_soon(t, r, pos, now, use_time, nbytes, link, ahead_gap):
+            break
         o, n = _evict(t, obj_of, tenant, host_writer, writer, release, kind, target, obj, copy, dep_ptr, deps, n,
-                      cand)
-        ring[lo + (head[k] + size[k]) % cap] = o
+                      cand, tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
+        ring[lo + (head[k] + size[k]) % (hi - lo)] = o
         size[k] += 1
+    for q in range(n_skipped):
+        o = skipped[q]
+        _tree_set(o, next_use_at[o], tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
     return n
+
+
+@numba.njit(cache=True, inline="always")
+def _too_soon(t, r, pos, now, use_time, nbytes, link, ahead_gap):
+    """Whether t, next read at step r, comes back too soon to be evicted ahead of need: its
+    swap-out and swap-in back would not both fit before r (without a link: r is the next step)."""
+    travel = nbytes[t] / link if link > 0 else 0.0
+    return use_time[r] - now < ahead_gap * travel or (link <= 0 and r - pos < 2)
+
+
+@numba.njit(cache=True, inline="always")
+def _tree_set(o, value, tree_val, tree_obj, tree_base, tree_size, object_class, class_first):
+    """Set object o's Belady key in its class's max-tree (ties: the lower object)."""
+    if tree_val.shape[0] == 0:        # no tree: not evicting ahead
+        return
+    k = object_class[o]
+    i = tree_size[k] + o - class_first[k]
+    base = tree_base[k]
+    tree_val[base + i] = value
+    i //= 2
+    while i >= 1:
+        a, b = base + 2 * i, base + 2 * i + 1
+        if tree_val[b] > tree_val[a]:
+            tree_val[base + i], tree_obj[base + i] = tree_val[b], tree_obj[b]
+        else:
+            tree_val[base + i], tree_obj[base + i] = tree_val[a], tree_obj[a]
+        i //= 2
+
+
+@numba.njit(cache=True, inline="always")
+def _pop_free(k, ring, head, size, class_first):
+    """The free object of class k freed earliest, or -1."""
+    if size[k] == 0:
+        return -1
+    lo = class_first[k]
+    o = ring[lo + head[k]]
+    head[k] = (head[k] + 1) % (class_first[k + 1] - lo)
+    size[k] -= 1
+    return o
