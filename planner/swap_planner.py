@@ -190,7 +190,8 @@ def plan_arrays(g: Graph, schedule: Sequence[int], allocation, profile: Profile 
         if first:
             # State whose next value ended on the device becomes resident, where it ended.
             first = False
-            resident = {int(c): int(obj_of[x]) for c, x in zip(ga.state_cur, ga.state_nxt) if obj_of[x] >= 0}
+            ended = obj_of[ga.state_nxt]
+            resident = dict(zip(ga.state_cur[ended >= 0].tolist(), ended[ended >= 0].tolist()))
             if not resident:
                 break
         elif strayed.any():

@@ -41,8 +41,10 @@ def reads_of(schedule, in_ptr, uniq_in, n_tensors):
 
 
 @numba.njit(cache=True, inline="always")
-def _emit(kind, target, obj, copy, dep_ptr, deps, n, kd, tg, ob, cp, cand, n_cand):
-    """Append an instruction whose dependencies are cand[:n_cand] (those >= 0, sorted, unique)."""
+def _emit(out, n, kd, tg, ob, cp, cand, n_cand):
+    """Append an instruction to ``out`` (kind, target, obj, copy, dep_ptr, deps) whose
+    dependencies are cand[:n_cand] (those >= 0, sorted, unique)."""
+    kind, target, obj, copy, dep_ptr, deps = out
     kind[n] = kd
     target[n] = tg
     obj[n] = ob
@@ -101,6 +103,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     n_tree = tree_base[n_cls - 1] + 2 * tree_size[n_cls - 1] if n_cls > 0 and use_headroom else 0
     tree_val = np.full(n_tree, -np.inf)
     tree_obj = np.full(n_tree, -1, dtype=np.int64)
+    tree = (tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
     for k in range(n_cls if n_tree else 0):
         for o in range(class_first[k], class_first[k + 1]):
             tree_obj[tree_base[k] + tree_size[k] + o - class_first[k]] = o
@@ -117,7 +120,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
         tenant[o] = t
         obj_of[t] = o
         next_use_at[o] = use_time[next_read[t]]
-        _tree_set(o, next_use_at[o], tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
+        _tree_set(o, _tree_key(t, next_read, use_time, end), tree)
         is_resident[t] = True
         home_of[t] = o
         taken[o] = True
@@ -144,14 +147,16 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     objects = np.empty(n_objs_max, dtype=np.int64)
     n_objects = 0
     n = 0
+    out = (kind, target, obj, copy, dep_ptr, deps)
+    pool = (ring, head, size, class_first, tenant, obj_of)
     cand = np.empty(64, dtype=np.int64)
     err = np.zeros(3, dtype=np.int64)      # code, step, class
     no_strays = np.zeros(0, dtype=np.bool_)
-    skipped = np.empty(n_obj, dtype=np.int64)
     in_objs = np.empty(64, dtype=np.int64)
     out_objs = np.empty(64, dtype=np.int64)
     dying = np.empty(64, dtype=np.int64)
-    classes = np.empty(128, dtype=np.int64)
+    classes = np.empty(n_cls, dtype=np.int64)            # the classes an operator touches
+    class_seen_at = np.full(n_cls, -1, dtype=np.int64)
 
     for pos in range(end):
         nid = schedule[pos]
@@ -176,21 +181,19 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 if host_writer[t] == NOT_HOST:
                     err[0], err[1], err[2] = NOT_ON_HOST, pos, t
                     return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err
-                o = _pop_free(klass[t], ring, head, size, class_first)
+                o = _pop_free(klass[t], pool)
                 if o < 0:
-                    o, n = _acquire(t, pos, klass, ring, head, size, class_first, tenant, obj_of, busy, last_touch,
-                                    step_end, next_use_at, nbytes, link, lru, threshold_s, host_writer, writer,
-                                    release, kind, target, obj, copy, dep_ptr, deps, n, cand, err, tree_val,
-                                    tree_obj, tree_base, tree_size, object_class)
+                    o, n = _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
+                                    threshold_s, host_writer, writer, release, out, n, cand, err, tree)
                 if o < 0:
                     return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err
                 cand[0] = host_writer[t]
                 cand[1], cand[2], cand[3] = release[o, 0], release[o, 1], release[o, 2]
-                n = _emit(kind, target, obj, copy, dep_ptr, deps, n, SWAP_IN, t, o, True, cand, 4)
+                n = _emit(out, n, SWAP_IN, t, o, True, cand, 4)
                 tenant[o] = t
                 obj_of[t] = o
                 next_use_at[o] = use_time[next_read[t]]
-                _tree_set(o, next_use_at[o], tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
+                _tree_set(o, _tree_key(t, next_read, use_time, end), tree)
                 writer[t] = n - 1
                 release[o, 0], release[o, 1], release[o, 2] = -1, n - 1, -1
         for e in range(i0, i1):
@@ -227,15 +230,13 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 o = in_objs[src]
                 obj_of[tenant[o]] = -1
                 tenant[o] = -1
-                _tree_set(o, -np.inf, tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
+                _tree_set(o, -np.inf, tree)
                 out_objs[k] = o
             else:
-                o = _pop_free(klass[t], ring, head, size, class_first)
+                o = _pop_free(klass[t], pool)
                 if o < 0:
-                    o, n = _acquire(t, pos, klass, ring, head, size, class_first, tenant, obj_of, busy, last_touch,
-                                    step_end, next_use_at, nbytes, link, lru, threshold_s, host_writer, writer,
-                                    release, kind, target, obj, copy, dep_ptr, deps, n, cand, err, tree_val,
-                                    tree_obj, tree_base, tree_size, object_class)
+                    o, n = _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
+                                    threshold_s, host_writer, writer, release, out, n, cand, err, tree)
                 if o < 0:
                     return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err
                 out_objs[k] = o
@@ -248,7 +249,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             o = out_objs[k]
             cand[c], cand[c + 1], cand[c + 2] = release[o, 0], release[o, 1], release[o, 2]
             c += 3
-        n = _emit(kind, target, obj, copy, dep_ptr, deps, n, COMPUTE, nid, -1, True, cand, c)
+        n = _emit(out, n, COMPUTE, nid, -1, True, cand, c)
         i = n - 1
         obj_count[i] = n_in + n_out
         for e in range(n_in):
@@ -266,26 +267,24 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             if obj_of[t] >= 0:
                 release[obj_of[t], COMPUTE] = i
                 next_use_at[obj_of[t]] = use_time[next_read[t]]
-                _tree_set(obj_of[t], next_use_at[obj_of[t]], tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
+                _tree_set(obj_of[t], _tree_key(t, next_read, use_time, end), tree)
         for k in range(n_out):
             t, o = outs[o0 + k], out_objs[k]
             tenant[o] = t
             obj_of[t] = o
             next_use_at[o] = use_time[next_read[t]]
-            _tree_set(o, next_use_at[o], tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
+            _tree_set(o, _tree_key(t, next_read, use_time, end), tree)
             writer[t] = i
             release[o, 0], release[o, 1], release[o, 2] = i, -1, -1
             last_touch[t] = pos
         for d in range(n_dying - 1, -1, -1):
             t = dying[d]
             if not stays[t]:
-                _free(obj_of[t], object_class, ring, head, size, class_first, tenant, obj_of, tree_val, tree_obj, tree_base,
-                      tree_size)
+                _free(obj_of[t], pool, tree)
         for k in range(n_out):
             t = outs[o0 + k]
             if read_ptr0[t + 1] == read_ptr0[t] and not kept[t]:
-                _free(obj_of[t], object_class, ring, head, size, class_first, tenant, obj_of, tree_val, tree_obj, tree_base,
-                      tree_size)
+                _free(obj_of[t], pool, tree)
         for e in range(i0, i1):
             busy[ins[e]] = False
         for e in range(o0, o1):
@@ -296,15 +295,8 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             for e in range(i0, i1 + o1 - o0):
                 t = ins[e] if e < i1 else outs[o0 + e - i1]
                 kt = klass[t]
-                seen = False
-                for q in range(n_cls_here):
-                    if classes[q] == kt:
-                        seen = True
-                if not seen:
-                    if n_cls_here == classes.shape[0]:
-                        bigger = np.empty(2 * n_cls_here, dtype=np.int64)
-                        bigger[:n_cls_here] = classes
-                        classes = bigger
+                if class_seen_at[kt] != pos:
+                    class_seen_at[kt] = pos
                     classes[n_cls_here] = kt
                     n_cls_here += 1
             classes[:n_cls_here].sort()
@@ -312,7 +304,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             for q in range(n_cls_here):
                 kq = classes[q]
                 # Most steps stop here: the class has its headroom, or its furthest tenant (the
-                # root of its max-tree) comes back too soon to leave.
+                # root of its max-tree; those kept to the end aside) comes back too soon to leave.
                 root = tree_base[kq] + 1
                 if headroom[kq] <= size[kq] or tree_val[root] == -np.inf:
                     continue
@@ -320,10 +312,8 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 r = next_read[first]
                 if r < end and _too_soon(first, r, pos, now, use_time, nbytes, link, ahead_gap):
                     continue
-                n = _evict_ahead(pos, classes[q], headroom, ring, head, size, class_first, tenant, obj_of, next_read,
-                                 next_use_at, use_time, step_end, nbytes, link, ahead_gap, end, host_writer, writer,
-                                 release, kind, target, obj, copy, dep_ptr, deps, n, cand, tree_val, tree_obj,
-                                 tree_base, tree_size, object_class, skipped)
+                n = _evict_ahead(pos, kq, headroom, pool, next_read, next_use_at, use_time, step_end, nbytes, link,
+                                 ahead_gap, end, host_writer, writer, release, out, n, cand, tree)
     # ---- state leaving: a next value not back in its home object is written to the host;
     # resident state whose next value strayed is reported
     strayed = np.zeros(state_cur.shape[0], dtype=np.bool_)
@@ -336,7 +326,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             strayed[q] = True
         if host_writer[nxt] == NOT_HOST:
             cand[0] = writer[nxt]
-            n = _emit(kind, target, obj, copy, dep_ptr, deps, n, SWAP_OUT, nxt, obj_of[nxt], True, cand, 1)
+            n = _emit(out, n, SWAP_OUT, nxt, obj_of[nxt], True, cand, 1)
             host_writer[nxt] = n - 1
     obj_ptr = np.zeros(n + 1, dtype=np.int64)
     obj_ptr[1:] = np.cumsum(obj_count[:n])
@@ -344,42 +334,43 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
 
 
 @numba.njit(cache=True, inline="always")
-def _free(o, object_class, ring, head, size, class_first, tenant, obj_of, tree_val, tree_obj, tree_base, tree_size):
+def _free(o, pool, tree):
+    ring, head, size, class_first, tenant, obj_of = pool
+    object_class = tree[4]
     k = object_class[o]
     cap = class_first[k + 1] - class_first[k]
     ring[class_first[k] + (head[k] + size[k]) % cap] = o
     size[k] += 1
     obj_of[tenant[o]] = -1
     tenant[o] = -1
-    _tree_set(o, -np.inf, tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
+    _tree_set(o, -np.inf, tree)
 
 
 @numba.njit(cache=True, inline="always")
-def _evict(victim, obj_of, tenant, host_writer, writer, release, kind, target, obj, copy, dep_ptr, deps, n, cand,
-           tree_val, tree_obj, tree_base, tree_size, object_class, class_first):
+def _evict(victim, pool, host_writer, writer, release, out, n, cand, tree):
     """Take victim off the device, copying it out if its host copy is stale; (object, n)."""
+    obj_of, tenant = pool[5], pool[4]
     o = obj_of[victim]
     if host_writer[victim] == NOT_HOST:
         cand[0] = writer[victim]
-        n = _emit(kind, target, obj, copy, dep_ptr, deps, n, SWAP_OUT, victim, o, True, cand, 1)
+        n = _emit(out, n, SWAP_OUT, victim, o, True, cand, 1)
         host_writer[victim] = n - 1
         release[o, SWAP_OUT] = n - 1
     obj_of[tenant[o]] = -1
     tenant[o] = -1
-    _tree_set(o, -np.inf, tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
+    _tree_set(o, -np.inf, tree)
     return o, n
 
 
-@numba.njit(cache=True)
-def _acquire(t, pos, klass, ring, head, size, class_first, tenant, obj_of, busy, last_touch, step_end,
-             next_use_at, nbytes, link, lru, threshold_s, host_writer, writer, release,
-             kind, target, obj, copy, dep_ptr, deps, n, cand, err, tree_val, tree_obj, tree_base, tree_size,
-             object_class):
+@numba.njit(cache=True, inline="always")
+def _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru, threshold_s,
+             host_writer, writer, release, out, n, cand, err, tree):
     """A free object of t's class, evicting a resident tensor if none is free; (object, n),
     object -1 with err set when every object of the class is busy."""
+    class_first, tenant = pool[3], pool[4]
     k = klass[t]
     lo, hi = class_first[k], class_first[k + 1]
-    o = _pop_free(k, ring, head, size, class_first)
+    o = _pop_free(k, pool)
     if o >= 0:
         return o, n
     # Belady among those idle for at least the threshold (LRU for on-demand swapping);
@@ -421,45 +412,40 @@ def _acquire(t, pos, klass, ring, head, size, class_first, tenant, obj_of, busy,
     if best < 0:
         err[0], err[1], err[2] = NEEDS_MORE_OBJECTS, pos, k
         return -1, n
-    return _evict(best, obj_of, tenant, host_writer, writer, release, kind, target, obj, copy, dep_ptr, deps, n, cand,
-                  tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
+    return _evict(best, pool, host_writer, writer, release, out, n, cand, tree)
 
 
-@numba.njit(cache=True)
-def _evict_ahead(pos, k, headroom, ring, head, size, class_first, tenant, obj_of, next_read, next_use_at, use_time,
-                 step_end, nbytes, link, ahead_gap, end, host_writer, writer, release,
-                 kind, target, obj, copy, dep_ptr, deps, n, cand, tree_val, tree_obj, tree_base, tree_size,
-                 object_class, skipped):
-    """Keep class k's headroom free: evict, furthest next use first (ties: object order; the
-    class's max-tree gives them in that order), tensors whose next use leaves time to swap them
-    out and back; stop at the first that comes back too soon."""
+@numba.njit(cache=True, inline="always")
+def _evict_ahead(pos, k, headroom, pool, next_read, next_use_at, use_time, step_end, nbytes, link, ahead_gap, end,
+                 host_writer, writer, release, out, n, cand, tree):
+    """Keep class k's headroom free: of the ``want`` tenants used furthest ahead (ties: object
+    order), evict those whose next use leaves time to swap them out and back, stopping at the
+    first that comes back too soon. Tenants kept to the end (a state's next value, the loss)
+    never leave here but take their place in that order: after those never used again, before
+    the rest; the class's max-tree holds the others in order."""
+    ring, head, size, class_first, tenant = pool[0], pool[1], pool[2], pool[3], pool[4]
+    tree_val, tree_obj, tree_base = tree[0], tree[1], tree[2]
     want = headroom[k] - size[k]
-    if want <= 0:
-        return n
     lo, hi = class_first[k], class_first[k + 1]
     now = step_end[pos]
     root = tree_base[k] + 1
-    n_skipped = 0
-    for _ in range(want):
-        if tree_val[root] == -np.inf:          # no tenant left
-            break
-        o = tree_obj[root]
-        t = tenant[o]
+    kept_counted = False
+    while want > 0 and tree_val[root] != -np.inf:
+        if tree_val[root] != np.inf and not kept_counted:
+            kept_counted = True
+            for o in range(lo, hi):
+                if tenant[o] >= 0 and next_read[tenant[o]] == end:
+                    want -= 1
+            if want <= 0:
+                break
+        t = tenant[tree_obj[root]]
         r = next_read[t]
-        if r == end:          # state's next value or the loss: leaves at the end
-            _tree_set(o, -np.inf, tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
-            skipped[n_skipped] = o
-            n_skipped += 1
-            continue
         if r < end and _too_soon(t, r, pos, now, use_time, nbytes, link, ahead_gap):
             break
-        o, n = _evict(t, obj_of, tenant, host_writer, writer, release, kind, target, obj, copy, dep_ptr, deps, n,
-                      cand, tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
+        o, n = _evict(t, pool, host_writer, writer, release, out, n, cand, tree)
         ring[lo + (head[k] + size[k]) % (hi - lo)] = o
         size[k] += 1
-    for q in range(n_skipped):
-        o = skipped[q]
-        _tree_set(o, next_use_at[o], tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
+        want -= 1
     return n
 
 
@@ -472,8 +458,9 @@ def _too_soon(t, r, pos, now, use_time, nbytes, link, ahead_gap):
 
 
 @numba.njit(cache=True, inline="always")
-def _tree_set(o, value, tree_val, tree_obj, tree_base, tree_size, object_class, class_first):
+def _tree_set(o, value, tree):
     """Set object o's Belady key in its class's max-tree (ties: the lower object)."""
+    tree_val, tree_obj, tree_base, tree_size, object_class, class_first = tree
     if tree_val.shape[0] == 0:        # no tree: not evicting ahead
         return
     k = object_class[o]
@@ -483,16 +470,17 @@ def _tree_set(o, value, tree_val, tree_obj, tree_base, tree_size, object_class, 
     i //= 2
     while i >= 1:
         a, b = base + 2 * i, base + 2 * i + 1
-        if tree_val[b] > tree_val[a]:
-            tree_val[base + i], tree_obj[base + i] = tree_val[b], tree_obj[b]
-        else:
-            tree_val[base + i], tree_obj[base + i] = tree_val[a], tree_obj[a]
+        c = b if tree_val[b] > tree_val[a] else a
+        if tree_val[base + i] == tree_val[c] and tree_obj[base + i] == tree_obj[c]:
+            break                       # nothing above changes
+        tree_val[base + i], tree_obj[base + i] = tree_val[c], tree_obj[c]
         i //= 2
 
 
 @numba.njit(cache=True, inline="always")
-def _pop_free(k, ring, head, size, class_first):
+def _pop_free(k, pool):
     """The free object of class k freed earliest, or -1."""
+    ring, head, size, class_first = pool[0], pool[1], pool[2], pool[3]
     if size[k] == 0:
         return -1
     lo = class_first[k]
@@ -500,3 +488,10 @@ def _pop_free(k, ring, head, size, class_first):
     head[k] = (head[k] + 1) % (class_first[k + 1] - lo)
     size[k] -= 1
     return o
+
+
+@numba.njit(cache=True, inline="always")
+def _tree_key(t, next_read, use_time, end):
+    """A resident tensor's key in its class's max-tree: when it is next used; -inf (out of the
+    tree) for a tensor kept to the end, which is never evicted ahead."""
+    return -np.inf if next_read[t] == end else use_time[next_read[t]]
