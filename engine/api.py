@@ -1,7 +1,7 @@
-"""swapengine's Python API: build a model, plan it under a memory budget, verify, simulate,
+"""The Python API: build a model, plan it under a memory budget, verify, simulate,
 train it bit-identically. What ``python -m engine.train`` does, as five functions.
 
-    import swapengine as se
+    from engine import api as se
 
     g = se.model("small-lstm", batch=8)                  # the training graph (forward, backward, SGD)
     p = se.plan(g, "swapadvisor", memory="20KiB", profile="v100")   # verified; p.seconds simulated
@@ -13,7 +13,7 @@ Units: sizes are bytes (an int) or a string with a binary unit ("64MiB"); times 
 Every bad input raises ``se.EngineError`` whose message is one line (the command line prints
 it and exits 2). Policies and their names come from the registry: ``se.policies()``.
 
-This package sits on top like the command line (engine/cli/): it may import every package;
+This module sits on top like the command line (engine/cli/): it may import every package;
 none imports it.
 """
 from __future__ import annotations

@@ -42,8 +42,8 @@ def test_imports_go_one_way():
     bad = []
     for package, ok in allowed.items():
         for path in sources(package):
-            if package == "engine" and "cli" in path.relative_to(ROOT).parts:
-                continue            # the command line's wing sits on top of everything
+            if package == "engine" and ("cli" in path.relative_to(ROOT).parts or path.name == "api.py"):
+                continue            # the command line's wing and the Python API sit on top of everything
             extra = imported_packages(path) - ok
             if extra:
                 bad.append(f"{path.relative_to(ROOT)} imports {sorted(extra)}")

@@ -1,9 +1,9 @@
 """Plan a small LSTM under a tight memory budget with three policies, train each plan on the
 CPU backend, and check every one ends bit-identical to the unlimited numpy run.
 
-    python examples/plan_and_train.py
+    python docs/examples/plan_and_train.py   (from the project's root)
 """
-import swapengine as se
+from engine import api as se
 
 
 def main(iterations: int = 5) -> None:

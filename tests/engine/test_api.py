@@ -1,16 +1,16 @@
-"""The Python facade (swapengine/__init__.py) and the example CI runs (examples/plan_and_train.py)."""
+"""The Python facade (engine/api.py) and the example CI runs (docs/examples/plan_and_train.py)."""
 import runpy
 from pathlib import Path
 
 import pytest
 
-import swapengine as se
+from engine import api as se
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_example_runs_and_every_plan_is_bit_identical(capsys):
-    runpy.run_path(str(ROOT / "examples" / "plan_and_train.py"))["main"](iterations=2)
+    runpy.run_path(str(ROOT / "docs" / "examples" / "plan_and_train.py"))["main"](iterations=2)
     out = capsys.readouterr().out
     assert out.count("identical: True") == 3
 
