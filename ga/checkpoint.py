@@ -27,6 +27,9 @@ def save(path: str, state: dict) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".ga-checkpoint-", suffix=".json", dir=directory)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)        # mkstemp makes it 0600; a checkpoint is an ordinary file
     try:
         with os.fdopen(fd, "w") as f:
             json.dump({"format": FORMAT, **state}, f, separators=(",", ":"), allow_nan=False)

@@ -61,13 +61,12 @@ def write_history(history: list[GenerationStats], path: str) -> None:
 
 def plot_history(history: list[GenerationStats], path: str, title: str | None = None) -> bool:
     """Best, mean and worst simulated time against search time (Figure 9), saved to ``path``.
-    Needs matplotlib (the 'plot' extra); without it, prints one line and returns False."""
+    Needs matplotlib (the 'plot' extra); without it, returns False (the caller says so)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("plot skipped: matplotlib is not installed (pip install '.[plot]')")
         return False
     x = [r.elapsed_s for r in history]
     fig, ax = plt.subplots(figsize=(5, 3.5))

@@ -28,6 +28,8 @@ from engine.liveness import peak_bytes
 
 import zoo
 
+GIB = 2**30     # one unit everywhere: engine.train prints binary sizes too
+
 
 @dataclass(frozen=True)
 class PaperRow:
@@ -84,10 +86,10 @@ def measure(model: str, batch: int, **options) -> ModelStats:
 def table(rows: list[tuple[PaperRow, ModelStats]]) -> str:
     body = [[p.label, m.batch, m.input,
              m.operators, m.operators - m.updates, p.ops, m.distinct_sizes, p.sizes,
-             m.peak_bytes / 1e9, m.total_bytes / 1e9, float(p.mem_gb), m.parameter_bytes / 1e9]
+             m.peak_bytes / GIB, m.total_bytes / GIB, float(p.mem_gb), m.parameter_bytes / GIB]
             for p, m in rows]
     headers = ["model", "batch", "input", "ops", "ops w/o update", "paper ops", "sizes", "paper sizes",
-               "peak GB", "all tensors GB", "paper GB", "params GB"]
+               "peak GiB", "all tensors GiB", "paper GB", "params GiB"]
     return tabulate(body, headers=headers, colalign=("left",) + ("right",) * 11, floatfmt=".1f")
 
 
@@ -114,10 +116,10 @@ def measure_preset(model: str) -> PresetStats:
 
 
 def preset_table(rows: list[PresetStats]) -> str:
-    body = [[m.model, m.batch, m.seq, m.parameters / 1e6, m.parameter_bytes / 1e9, m.activation_bytes / 1e9,
-             m.optimizer_state_bytes / 1e9, m.peak_bytes / 1e9] for m in rows]
-    headers = ["GPT preset", "batch", "seq", "params M", "params GB", "activations GB", "optimizer state GB",
-               "peak GB"]
+    body = [[m.model, m.batch, m.seq, m.parameters / 1e6, m.parameter_bytes / GIB, m.activation_bytes / GIB,
+             m.optimizer_state_bytes / GIB, m.peak_bytes / GIB] for m in rows]
+    headers = ["GPT preset", "batch", "seq", "params M", "params GiB", "activations GiB", "optimizer state GiB",
+               "peak GiB"]
     return tabulate(body, headers=headers, colalign=("left",) + ("right",) * 7, floatfmt=".1f")
 
 
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         table_1(args)
     print()
     print(preset_table([measure_preset(name) for name in zoo.GPT_PRESETS]))
-    print("float32, GB = 1e9 bytes. params and optimizer state (AdamW's moments and step counts): current "
+    print("float32, GiB = 2^30 bytes (as engine.train prints). params and optimizer state (AdamW's moments and step counts): current "
           "values (their next values are as large again, and gradients as large as the parameters); "
           "activations: every forward result of the iteration; peak as above.")
     return 0
@@ -144,7 +146,7 @@ def table_1(args) -> None:
         progress.set_postfix_str(paper.model)
         rows.append((paper, measure(paper.model, paper.batch)))
     print(table(rows))
-    print("GB = 1e9 bytes. ops w/o update: without the sgd_update nodes. peak: unlimited-memory run in "
+    print("GiB = 2^30 bytes, as engine.train prints; paper GB as the paper gives it. ops w/o update: without the sgd_update nodes. peak: unlimited-memory run in "
           "insertion order (engine.liveness.peak_bytes); all tensors: sum over every tensor of the "
           "iteration; params: current values only.")
     print(f"graphs built in {sum(m.build_seconds for _, m in rows):.1f} s, without tensor data")

@@ -150,7 +150,7 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
     print(f"search {result.generations} generations, {result.evaluations} candidates in "
           f"{result.elapsed_s:.1f} s ({result.stopped}): best simulated {result.best_time:.4f} s/iter, "
           f"default order with the simple allocation {initial}; log {out_dir}/search.csv"
-          + (" and search.png" if plotted else ""))
+          + (" and search.png" if plotted else " (no plot: matplotlib is not installed; pip install '.[plot]')"))
     return policy.make(PlanRequest(request.graph, request.facts, request.budget, request.profile,
                                    request.node_seconds, result.best_schedule, result.best_allocation))
 

@@ -42,3 +42,13 @@ def test_identity_mismatch_names_the_field():
     check_identity(state, {"graph": "g", "seed": 1}, "p")
     with pytest.raises(SearchCheckpointError, match="its seed is 1, this search's is 2"):
         check_identity(state, {"graph": "g", "seed": 2}, "p")
+
+
+def test_a_checkpoint_is_an_ordinary_file_not_private(tmp_path):
+    import os
+    from ga import checkpoint
+    path = tmp_path / "s.json"
+    checkpoint.save(str(path), {"x": 1})
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (path.stat().st_mode & 0o777) == (0o666 & ~umask)

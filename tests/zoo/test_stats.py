@@ -47,4 +47,4 @@ def test_gpt_presets_table_lists_parameters_activations_and_optimizer_state(caps
     assert m.parameter_bytes < m.peak_bytes and m.activation_bytes > 0
     assert stats.main(["--gpt"]) == 0
     text = capsys.readouterr().out
-    assert all(name in text for name in ("gpt-tiny", "gpt2-xl", "gpt-7b")) and "optimizer state GB" in text
+    assert all(name in text for name in ("gpt-tiny", "gpt2-xl", "gpt-7b")) and "optimizer state GiB" in text
