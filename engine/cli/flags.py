@@ -165,8 +165,9 @@ def parser() -> argparse.ArgumentParser:
                         "the smallest budget that runs")
     memory.add_argument("--policy", type=policies, default=list(policies_registry.DEFAULT_NAMES), metavar="P[,P...]",
                    help=_policy_help())
-    memory.add_argument("--measure-iterations", type=positive_int, default=3, metavar="N",
-                   help="timed iterations for each policy but the last (default 3)")
+    memory.add_argument("--measure-iterations", type=positive_int, default=15, metavar="N",
+                   help="timed iterations for each policy but the last; their median is its s/iter "
+                        "(default 15: fewer swing with the machine's load)")
     backend.add_argument("--backend", choices=("auto", *backend_registry.names()), default="auto",
                    help=_backend_help())
     backend.add_argument("--device", type=nonnegative_int, default=0, metavar="N",
