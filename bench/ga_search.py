@@ -87,8 +87,11 @@ def main(argv=None) -> int:
     ap.add_argument("--population", default="auto", help="Np, or 'auto' from the per-candidate time")
     ap.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
     ap.add_argument("--mutation", type=float, default=0.1)
-    ap.add_argument("--elite", type=int, default=0, help="fastest individuals kept every generation "
-                    "(default 0: the paper's selection)")
+    ap.add_argument("--elite", type=int, default=None, help="fastest individuals kept every generation "
+                    "(default: the search's, 2)")
+    ap.add_argument("--temperature", type=float, default=None, help="divides Eq. 1's t_norm (default: the "
+                    "search's, 0.02)")
+    ap.add_argument("--paper-selection", action="store_true", help="Eq. 1 as printed: temperature 1, no elite")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-gib", type=float, default=16)
     ap.add_argument("--models", default=",".join(p.model for p in PAPER))
@@ -105,6 +108,13 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown model {unknown[0]}; choose from {', '.join(papers)}")
     ablation = [m for m in args.ablation.split(",") if m]
+    if args.paper_selection:
+        selection_options = {"temperature": 1.0, "elite": 0}
+    else:
+        selection_options = {k: v for k, v in (("temperature", args.temperature), ("elite", args.elite))
+                             if v is not None}
+    probe = SearchOptions(**selection_options)
+    selection = f"selection: temperature {probe.temperature:g}, elite {probe.elites}"
     started = time.perf_counter()
     out = io.StringIO()
 
@@ -114,7 +124,7 @@ def main(argv=None) -> int:
 
     say(f"# SwapAdvisor genetic search, simulated: analytic V100 profile, {args.budget_gib:g} GiB budget, "
         f"{args.seconds:g} s per search on {workers} worker process(es), seed {args.seed}, "
-        f"mutation {args.mutation}, elite {args.elite}, {datetime.datetime.now():%Y-%m-%d %H:%M}")
+        f"mutation {args.mutation}, {selection}, {datetime.datetime.now():%Y-%m-%d %H:%M}")
     main_rows, speed_rows, ablation_rows, histories = [], [], [], []
     for name in args.models.split(","):
         paper = papers[name]
@@ -156,7 +166,7 @@ def main(argv=None) -> int:
         results = {}
         for mode in ["both"] + (["schedule", "allocation"] if name in ablation else []):
             opts = SearchOptions(population=population, mutation=args.mutation, seed=args.seed,
-                                 workers=workers, time_limit_s=args.seconds, mode=mode, elite=args.elite,
+                                 workers=workers, time_limit_s=args.seconds, mode=mode, **selection_options,
                                  progress=not args.quiet, ideal=False)
             if budget is None:
                 results[mode] = None

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .inplace import in_place_pairs
-from .ir import Graph, GraphError
+from .ir import Graph, GraphError, Kind
 
 
 def write_after_read_edges(g: Graph) -> list[tuple[int, int]]:
@@ -88,6 +88,17 @@ def random_order(g: Graph, rng: np.random.Generator) -> list[int]:
         ready[i], ready[-1] = ready[-1], ready[i]
         return ready.pop()
     return _schedule(g, ready.append, pop)
+
+
+def updates_when_ready(g: Graph) -> list[int]:
+    """Insertion order, except that each parameter's update (the node writing its next value)
+    runs as soon as it can: after its gradient is complete and every other read of the
+    parameter. Insertion order leaves every update after the whole backward pass."""
+    update = set()
+    for cur, nxt in g.state_pairs:
+        if g.tensors[cur].kind == Kind.PARAMETER and g.producer[nxt] >= 0:
+            update.add(g.producer[nxt])
+    return priority_order(g, [-1 if n in update else n for n in range(len(g.nodes))])
 
 
 def priority_order(g: Graph, priority) -> list[int]:

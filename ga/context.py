@@ -31,7 +31,7 @@ from allocator import aligned_bytes
 from allocator.size_classes import class_last_sizes
 from engine.graph_check import misordered
 from engine.ir import Graph
-from engine.schedules import in_degrees, schedule_successors
+from engine.schedules import in_degrees, schedule_successors, updates_when_ready
 from planner.facts import GraphFacts
 
 
@@ -50,6 +50,9 @@ class GraphContext:
     minimal_cls: np.ndarray        # the CLS of the allocation of fewest bytes that runs every operator
     heaviest_node: str             # the operator whose inputs and outputs need the most bytes
     heaviest_bytes: int
+    # A second seed of the first generation: parameter updates as soon as they are ready
+    # (engine.schedules.updates_when_ready); None where it equals the default order.
+    updates_first: np.ndarray | None = None
 
     @classmethod
     def from_graph(cls, g: Graph) -> GraphContext:
@@ -73,7 +76,7 @@ class GraphContext:
             size_minimum=demand.minimum.astype(np.int64), size_peak=demand.peak.astype(np.int64),
             node_rows=node_rows, minimal_cls=facts.minimal_allocation.cls.copy(),
             heaviest_node=g.nodes[demand.heaviest_node].name if n else "",
-            heaviest_bytes=int(demand.heaviest_bytes))
+            heaviest_bytes=int(demand.heaviest_bytes), updates_first=_updates_first(g))
 
     @classmethod
     def synthetic(cls, num_nodes: int = 0, edges=(), sizes=(), node_rows=None, name: str = "synthetic",
@@ -125,3 +128,8 @@ class GraphContext:
                 predecessors[s].append(v)
         order = np.asarray(order, dtype=np.int64).tolist()
         return misordered(order, self.num_nodes, predecessors.__getitem__) is None
+
+
+def _updates_first(g: Graph) -> np.ndarray | None:
+    order = np.asarray(updates_when_ready(g), dtype=np.int32)
+    return None if np.array_equal(order, np.arange(len(g.nodes))) else order

@@ -7,7 +7,10 @@ one lives in each worker process. Every random decision is drawn from a generato
 reproducible whatever the number of workers and whichever finishes first.
 
 - First generation: individual 0 is the default order with the simple allocation (the
-  unsearched SwapAdvisor plan); the others are random topological orders with random valid
+  unsearched SwapAdvisor plan); individual 1, where it differs, the order that runs each
+  parameter update as soon as it is ready, also with the simple allocation (not in the paper:
+  in the default order every update waits for the whole backward pass, and random orders
+  rarely find this one); the others are random topological orders with random valid
   allocations.
 - Children: a crossover of two parents gives 2 schedules x 2 allocations = 4 children, each
   then mutated. Ablations fix one half: mode "schedule" keeps the simple allocation (2
@@ -15,8 +18,9 @@ reproducible whatever the number of workers and whichever finishes first.
 - Survival: Eq. 1, a softmax over the normalised time t_norm = (T_best - t) / T_best, with
   T_best the best time seen so far; Np survivors are drawn without replacement. Infeasible
   individuals (time inf) have probability 0 and survive only to fill a population that has
-  fewer feasible members than Np. Optionally (``elite``, not in the paper) the fastest few
-  always survive.
+  fewer feasible members than Np. Eq. 1 as printed has almost no pressure (t_norm lies in
+  [-(t/T_best - 1), 0], so candidates 10% apart differ in weight by 10%); ``temperature``
+  divides t_norm (1: the paper's), and ``elite`` (not in the paper) keeps the fastest few.
 """
 from __future__ import annotations
 
@@ -96,11 +100,14 @@ class Breeder:
         """Individual ``index`` of the first generation, evaluated."""
         rng = rng_for(self.seed, 0, index, FIRST)
         mode = self.variation.mode
+        seeded = index == 0 or (index == 1 and self.ctx.updates_first is not None)
         if index == 0 or mode == "allocation":
             schedule = self.default_order
+        elif seeded:
+            schedule = self.ctx.updates_first
         else:
             schedule = schedule_ops.random_schedule(self.ctx, rng)
-        if self.simple is not None and (index == 0 or mode == "schedule"):
+        if self.simple is not None and (seeded or mode == "schedule"):
             allocation = self.simple
         else:
             allocation = allocation_ops.random_allocation(self.ctx, self.budget, rng)
@@ -158,18 +165,20 @@ def pairs(population_size: int, count: int, rng: np.random.Generator) -> list[tu
     return [tuple(int(i) for i in rng.choice(population_size, 2, replace=False)) for _ in range(count)]
 
 
-def survival_probabilities(times, t_best: float) -> np.ndarray:
-    """Eq. 1: softmax of t_norm = (T_best - t) / T_best; infinite times get 0 (uniform if all are)."""
+def survival_probabilities(times, t_best: float, temperature: float = 1.0) -> np.ndarray:
+    """Eq. 1: softmax of t_norm / temperature, t_norm = (T_best - t) / T_best (temperature 1:
+    the paper's); infinite times get 0 (uniform if all are)."""
     t = np.asarray(times, dtype=float)
     finite = np.isfinite(t)
     if not finite.any() or not math.isfinite(t_best) or t_best <= 0:
         return np.full(t.size, 1.0 / t.size) if t.size else t
-    t_norm = np.where(finite, (t_best - t) / t_best, -np.inf)
+    t_norm = np.where(finite, (t_best - t) / t_best / temperature, -np.inf)
     w = np.exp(t_norm - t_norm[finite].max())
     return w / w.sum()
 
 
-def select(times, t_best: float, k: int, rng: np.random.Generator, elite: int = 0) -> np.ndarray:
+def select(times, t_best: float, k: int, rng: np.random.Generator, elite: int = 0,
+           temperature: float = 1.0) -> np.ndarray:
     """Indices of ``k`` survivors drawn without replacement by ``survival_probabilities``, ascending.
 
     ``elite`` > 0 (not in the paper) first keeps that many of the fastest (ties: lowest index),
@@ -181,7 +190,7 @@ def select(times, t_best: float, k: int, rng: np.random.Generator, elite: int = 
         return np.arange(n)
     kept = np.argsort(t, kind="stable")[:min(max(elite, 0), k)]
     others = np.setdiff1d(np.arange(n), kept)
-    p = survival_probabilities(t[others], t_best)
+    p = survival_probabilities(t[others], t_best, temperature)
     need = k - kept.size
     alive = np.flatnonzero(p > 0)
     if alive.size >= need:

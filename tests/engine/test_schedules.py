@@ -23,3 +23,23 @@ def test_priority_order_follows_priorities_where_it_can():
     rev = priority_order(g, [-n for n in range(len(g.nodes))])
     check_order(g, rev)
     assert rev != g.default_order()
+
+
+def test_updates_when_ready_runs_each_update_as_soon_as_it_can():
+    from engine.ir import Kind
+    from engine.schedules import schedule_successors, updates_when_ready
+    g = small.lstm(batch=2, steps=3, features=4, hidden=4, layers=2, classes=3)
+    order = updates_when_ready(g)
+    check_order(g, order)
+    updates = {g.producer[nxt] for cur, nxt in g.state_pairs if g.tensors[cur].kind == Kind.PARAMETER}
+    pos = {n: i for i, n in enumerate(order)}
+    preds = {n: [] for n in range(len(g.nodes))}
+    for u, succ in enumerate(schedule_successors(g)):
+        for v in succ:
+            preds[v].append(u)
+    for u in updates:
+        ready = max(pos[p] for p in preds[u])
+        # only other updates may run between the moment it became ready and itself
+        assert all(order[i] in updates for i in range(ready + 1, pos[u])), g.nodes[u].name
+    default = {n: i for i, n in enumerate(g.default_order())}
+    assert sum(pos[u] for u in updates) < sum(default[u] for u in updates)

@@ -147,3 +147,11 @@ def test_variation_rejects_bad_settings():
     facts, budget = budget_of(g, tight_budget(g))
     with pytest.raises(ValueError, match="simple allocation"):
         Breeder(ctx, Evaluator(facts, PROFILE, budget), Variation("schedule"), 0, None)
+
+
+def test_temperature_sharpens_equation_1():
+    from ga.population import survival_probabilities
+    paper = survival_probabilities([1.0, 1.1], 1.0)
+    assert paper[0] / paper[1] == pytest.approx(np.exp(0.1))          # 10% apart: 10% more weight
+    sharp = survival_probabilities([1.0, 1.1], 1.0, temperature=0.02)
+    assert sharp[0] / sharp[1] == pytest.approx(np.exp(5.0))

@@ -215,3 +215,25 @@ def test_default_order_and_simple_allocation_are_individual_zero():
     ev = search_module.Evaluator(facts, PROFILE, budget)
     assert r.initial_time == ev.time(np.arange(len(g.nodes)), simple)
     assert r.ideal_time == search_module.ideal_time(facts, PROFILE, PROFILE.node_seconds(g))
+
+
+def test_individual_one_runs_updates_when_ready_with_the_simple_allocation():
+    from engine.schedules import updates_when_ready
+    from ga.population import Breeder, Variation
+    facts, budget = cnn_facts(), cnn_budget()
+    ctx = GraphContext.from_facts(facts)
+    assert ctx.updates_first is not None and ctx.check_order(ctx.updates_first)
+    assert ctx.updates_first.tolist() == updates_when_ready(facts.graph)
+    simple = simple_allocation(facts, budget, PROFILE)
+    breeder = Breeder(ctx, search_module.Evaluator(facts, PROFILE, budget), Variation(), 0, simple)
+    one = breeder.first(1)
+    assert one.schedule.tolist() == ctx.updates_first.tolist() and one.allocation == simple
+    assert breeder.first(2).schedule.tolist() != ctx.updates_first.tolist()     # the rest are random
+
+
+def test_selection_defaults_have_pressure_and_the_paper_s_is_selectable():
+    o = SearchOptions()
+    assert o.temperature == 0.02 and o.elites == 2
+    assert SearchOptions(population=1).elites == 1
+    with pytest.raises(ValueError, match="temperature"):
+        SearchOptions(temperature=0)
