@@ -87,6 +87,8 @@ def main(argv=None) -> int:
     ap.add_argument("--population", default="auto", help="Np, or 'auto' from the per-candidate time")
     ap.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
     ap.add_argument("--mutation", type=float, default=0.1)
+    ap.add_argument("--schedule-mutation", type=float, default=None, help="P for schedule steps alone "
+                    "(default: the search's, P but at most 150 random picks per child)")
     ap.add_argument("--elite", type=int, default=None, help="fastest individuals kept every generation "
                     "(default: the search's, 2)")
     ap.add_argument("--temperature", type=float, default=None, help="divides Eq. 1's t_norm (default: the "
@@ -165,7 +167,8 @@ def main(argv=None) -> int:
 
         results = {}
         for mode in ["both"] + (["schedule", "allocation"] if name in ablation else []):
-            opts = SearchOptions(population=population, mutation=args.mutation, seed=args.seed,
+            opts = SearchOptions(population=population, mutation=args.mutation,
+                                 schedule_mutation=args.schedule_mutation, seed=args.seed,
                                  workers=workers, time_limit_s=args.seconds, mode=mode, **selection_options,
                                  progress=not args.quiet, ideal=False)
             if budget is None:

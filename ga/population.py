@@ -68,12 +68,14 @@ class Variation:
     mode: str = "both"
     mutation: float = 0.1          # P: per scheduling step, per CLS entry and per count
     sigma: float = allocation_ops.DEFAULT_SIGMA
+    schedule_mutation: float | None = None   # P for scheduling steps alone (None: ``mutation``)
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"unknown search mode '{self.mode}' (known: {', '.join(MODES)})")
-        if not 0 <= self.mutation <= 1:
-            raise ValueError(f"mutation probability must be in [0, 1], got {self.mutation}")
+        for p in (self.mutation, self.schedule_mutation):
+            if p is not None and not 0 <= p <= 1:
+                raise ValueError(f"mutation probability must be in [0, 1], got {p}")
 
     @property
     def children_per_crossover(self) -> int:
@@ -120,7 +122,9 @@ class Breeder:
         crossed = schedule_ops.random_crossover(p1.schedule, p2.schedule,
                                                 rng_for(self.seed, generation, k, SCHEDULE_CROSSOVER))
         rng = rng_for(self.seed, generation, k, SCHEDULE_MUTATION + i)
-        return schedule_ops.mutate(self.ctx, crossed[i], self.variation.mutation, rng)
+        v = self.variation
+        return schedule_ops.mutate(self.ctx, crossed[i], v.mutation if v.schedule_mutation is None
+                                   else v.schedule_mutation, rng)
 
     def allocation_child(self, generation: int, k: int, i: int, p1: Individual, p2: Individual) -> Allocation:
         """Allocation child ``i`` (0 or 1) of crossover ``k``: Figure 5's crossover, mutation, repair."""

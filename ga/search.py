@@ -37,6 +37,7 @@ from .workers import DeadlineReached, ProcessWorkers
 from .population import (MODES, PAIR, SELECT, Breeder, Individual, Variation, child_task, first_task,
                          pairs, rng_for, select)
 
+MUTATION_PICKS = 150.0          # random picks per child a schedule mutation aims at (SearchOptions)
 PAPER_SEARCH_SECONDS = 1800.0   # Section 6.1: "We set the search time for the GA to be 30 minutes."
 
 
@@ -44,6 +45,13 @@ PAPER_SEARCH_SECONDS = 1800.0   # Section 6.1: "We set the search time for the G
 class SearchOptions:
     population: int = 144              # Np (Section 6.1)
     mutation: float = 0.1              # P (Section 6.1)
+    # P for the schedule's steps; None: P, but at most MUTATION_PICKS / nodes, so a child of a
+    # large graph gets about as many random picks as one of a mid-sized graph (P = 0.1 is ~960
+    # random picks on RNN-8-8K's 9638 nodes, which wrecks good schedules; one 40 s search each,
+    # 2 workers: RNN-8-8K 18.85 s at P = 0.1, 18.44 at 0.01, 18.42 at this default (0.016);
+    # WResNet's 1653 nodes 33.00 at 0.1, 34.77 at 0.01, 34.22 at this default (0.091): one
+    # seed, so differences of a few % there are noise).
+    schedule_mutation: float | None = None
     seed: int = 0
     workers: int | None = None         # processes; None: all cores; <= 1: in this process
     time_limit_s: float | None = None  # None with no max_generations: the paper's 30 minutes
@@ -77,6 +85,11 @@ class SearchOptions:
 
         if self.resume and not self.checkpoint:
             raise ValueError("resume needs a checkpoint path")
+
+    def schedule_mutation_for(self, num_nodes: int) -> float:
+        if self.schedule_mutation is not None:
+            return self.schedule_mutation
+        return min(self.mutation, MUTATION_PICKS / max(num_nodes, 1))
 
     @property
     def elites(self) -> int:
@@ -142,7 +155,8 @@ class _Run:
         o = self.opts
         return {"graph": self.name, "nodes": self.ctx.num_nodes, "sizes": self.ctx.sizes.tolist(),
                 "budget": self.budget.device_bytes, "seed": o.seed, "population": o.population, "mode": o.mode,
-                "mutation": o.mutation, "children": o.children, "sigma": o.sigma, "elite": o.elites,
+                "mutation": o.mutation, "schedule_mutation": o.schedule_mutation_for(self.ctx.num_nodes),
+                "children": o.children, "sigma": o.sigma, "elite": o.elites,
                 "temperature": o.temperature}
 
     def to_state(self, elapsed: float) -> dict:
@@ -197,7 +211,7 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
         simple = simple_allocation(facts, budget, profile, node_seconds)
     except PlanError:
         simple = None
-    variation = Variation(opts.mode, opts.mutation, opts.sigma)
+    variation = Variation(opts.mode, opts.mutation, opts.sigma, opts.schedule_mutation_for(ctx.num_nodes))
     run = _Run(graph.name, budget, opts, ctx)
     if opts.resume and opts.checkpoint and os.path.exists(opts.checkpoint):
         state = ckpt.load(opts.checkpoint)

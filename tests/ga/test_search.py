@@ -237,3 +237,10 @@ def test_selection_defaults_have_pressure_and_the_paper_s_is_selectable():
     assert SearchOptions(population=1).elites == 1
     with pytest.raises(ValueError, match="temperature"):
         SearchOptions(temperature=0)
+
+
+def test_schedule_mutation_is_scaled_to_the_graph():
+    o = SearchOptions()
+    assert o.schedule_mutation_for(12) == o.mutation                   # small graphs: the paper's P
+    assert o.schedule_mutation_for(9638) * 9638 == pytest.approx(search_module.MUTATION_PICKS)
+    assert SearchOptions(schedule_mutation=0.05).schedule_mutation_for(9638) == 0.05
