@@ -151,7 +151,7 @@ def main(argv=None) -> int:
                 pass
             evaluator = Evaluator(facts, profile, budget, node_seconds=secs)
             try:
-                simple = simple_allocation(facts, budget)
+                simple = simple_allocation(facts, budget, profile, secs)     # as the policy and the search do
                 t1 = time.perf_counter()
                 unsearched = evaluator.time(g.default_order(), simple)
                 per_candidate = time.perf_counter() - t1

@@ -8,6 +8,11 @@ tensor in an object), release (per object and stream, the instruction after whic
 object may be written), writer (the instruction that made a tensor resident), host writer
 (the swap-out that wrote its host copy; -1 for a host copy given at the start, NOT_HOST
 when the host copy is stale).
+
+Speed (the search runs this for every candidate): helpers take their arrays as tuples (out,
+pool, tree) so numba inlines them (a call with dozens of array arguments costs more than the
+work), and evicting ahead asks a per-class max-tree for the furthest tenant instead of
+scanning the class after every operator.
 """
 from __future__ import annotations
 
@@ -91,8 +96,9 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     # When each object's tenant is next used (use_time of its next read), kept current while
     # the object is occupied (stale once vacated: readers check tenant first): Belady's key.
     next_use_at = np.zeros(n_obj)
-    # Per class, a max-tree over its objects of next_use_at (-inf when empty): the furthest
-    # tenant in O(1), which evicting ahead asks after every operator.
+    # Per class, a max-tree over its objects of next_use_at (-inf when empty or holding a tensor
+    # kept to the end): the furthest tenant in O(1), which evicting ahead asks after every
+    # operator. Built only when evicting ahead.
     tree_size = np.ones(n_cls, dtype=np.int64)
     for k in range(n_cls):
         while tree_size[k] < class_first[k + 1] - class_first[k]:
@@ -112,7 +118,6 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     for t in range(n_t):
         r0, r1 = read_ptr0[t], read_ptr0[t + 1]
         next_read[t] = reads[r0] if r1 > r0 else after_reads[t]
-    is_resident = np.zeros(n_t, dtype=np.bool_)
     home_of = np.full(n_t, -1, dtype=np.int64)      # resident state's object at the start
     taken = np.zeros(n_obj, dtype=np.bool_)
     for r in range(resident_tensor.shape[0]):
@@ -121,11 +126,10 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
         obj_of[t] = o
         next_use_at[o] = use_time[next_read[t]]
         _tree_set(o, _tree_key(t, next_read, use_time, end), tree)
-        is_resident[t] = True
         home_of[t] = o
         taken[o] = True
     for t in range(n_t):
-        if host_at_start[t] and not is_resident[t]:
+        if host_at_start[t] and home_of[t] < 0:
             host_writer[t] = -1
     # Free objects of each class, a FIFO ring per class (the earliest freed first).
     ring = np.empty(n_obj, dtype=np.int64)
