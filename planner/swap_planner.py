@@ -24,6 +24,12 @@ next values end resident become the initial residents of the next pass, in the
 objects where they ended. A resident whose next value does not end in its home
 object is dropped from the set and the pass repeated, until a fixed point: the
 Program then leaves the device as it found it and can run every iteration.
+
+Ties are broken deterministically: inputs that die at a step are freed in reverse input
+order, evicting ahead visits the touched classes in ascending order, a victim's ties go to
+the lowest tensor id. The pass itself is compiled (``planner.swap_scan``); this module
+prepares its arrays, runs the passes and turns the result into a Program (``plan``) or
+hands the arrays to the search (``final_arrays``).
 """
 from __future__ import annotations
 
