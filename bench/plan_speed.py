@@ -36,6 +36,7 @@ from planner import policy
 from planner.allocation import simple_allocation
 from planner.budget import make_budget
 from planner.facts import GraphFacts
+from planner.policies.swapadvisor import OPTIONS as options
 
 MODELS = {   # the paper's Table 1 configurations (zoo/stats.py uses the same)
     "wresnet-152-10": 64, "inception-4": 64, "nasnet-25": 64, "rnn-8-8k": 256, "brnn-4-8k": 128,
@@ -80,8 +81,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     profile = analytic_profile("v100")
     device_bytes = int(args.budget_gib * 2**30)
-    searched = policy.searched()
-    options = __import__(searched.make.__module__, fromlist=["OPTIONS"]).OPTIONS
+    searched = policy.searched()          # swapadvisor: its planner options are the ones compared
     old = planner_at(args.against) if args.against else None
     rows = []
     with threadpool_limits(1):
