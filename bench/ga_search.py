@@ -94,6 +94,8 @@ def main(argv=None) -> int:
     ap.add_argument("--temperature", type=float, default=None, help="divides Eq. 1's t_norm (default: the "
                     "search's, 0.02)")
     ap.add_argument("--paper-selection", action="store_true", help="Eq. 1 as printed: temperature 1, no elite")
+    ap.add_argument("--random-only", action="store_true", help="an all-random first generation (the paper's "
+                    "setting), no seeds")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-gib", type=float, default=16)
     ap.add_argument("--models", default=",".join(p.model for p in PAPER))
@@ -116,7 +118,8 @@ def main(argv=None) -> int:
         selection_options = {k: v for k, v in (("temperature", args.temperature), ("elite", args.elite))
                              if v is not None}
     probe = SearchOptions(**selection_options)
-    selection = f"selection: temperature {probe.temperature:g}, elite {probe.elites}"
+    selection = (f"selection: temperature {probe.temperature:g}, elite {probe.elites}, "
+                 + ("all-random first generation" if args.random_only else "seeded first generation"))
     started = time.perf_counter()
     out = io.StringIO()
 
@@ -168,7 +171,8 @@ def main(argv=None) -> int:
         results = {}
         for mode in ["both"] + (["schedule", "allocation"] if name in ablation else []):
             opts = SearchOptions(population=population, mutation=args.mutation,
-                                 schedule_mutation=args.schedule_mutation, seed=args.seed,
+                                 schedule_mutation=args.schedule_mutation, seeded=not args.random_only,
+                                 seed=args.seed,
                                  workers=workers, time_limit_s=args.seconds, mode=mode, **selection_options,
                                  progress=not args.quiet, ideal=False)
             if budget is None:

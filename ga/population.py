@@ -69,6 +69,7 @@ class Variation:
     mutation: float = 0.1          # P: per scheduling step, per CLS entry and per count
     sigma: float = allocation_ops.DEFAULT_SIGMA
     schedule_mutation: float | None = None   # P for scheduling steps alone (None: ``mutation``)
+    seeded: bool = True            # first generation: the seeds, then random; False: all random
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -102,8 +103,8 @@ class Breeder:
         """Individual ``index`` of the first generation, evaluated."""
         rng = rng_for(self.seed, 0, index, FIRST)
         mode = self.variation.mode
-        seeded = index == 0 or (index == 1 and self.ctx.updates_first is not None)
-        if index == 0 or mode == "allocation":
+        seeded = self.variation.seeded and (index == 0 or (index == 1 and self.ctx.updates_first is not None))
+        if (seeded and index == 0) or mode == "allocation":
             schedule = self.default_order
         elif seeded:
             schedule = self.ctx.updates_first

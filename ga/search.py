@@ -52,6 +52,9 @@ class SearchOptions:
     # WResNet's 1653 nodes 33.00 at 0.1, 34.77 at 0.01, 34.22 at this default (0.091): one
     # seed, so differences of a few % there are noise).
     schedule_mutation: float | None = None
+    # First generation seeded with the default order and updates as soon as ready (each with the
+    # simple allocation); False: every individual random (the paper's setting).
+    seeded: bool = True
     seed: int = 0
     workers: int | None = None         # processes; None: all cores; <= 1: in this process
     time_limit_s: float | None = None  # None with no max_generations: the paper's 30 minutes
@@ -101,7 +104,8 @@ class SearchResult:
     best_schedule: list[int]
     best_allocation: Allocation
     best_time: float                   # simulated seconds per iteration of the best individual
-    initial_time: float | None         # default order + simple allocation (None if it does not fit)
+    initial_time: float | None         # default order + simple allocation (None: it does not fit, or
+                                       # the first generation was all random)
     initial_best: float                # best of the first generation
     ideal_time: float | None           # unlimited memory (None if not asked for)
     generations: int                   # generations completed after the first
@@ -156,7 +160,7 @@ class _Run:
         return {"graph": self.name, "nodes": self.ctx.num_nodes, "sizes": self.ctx.sizes.tolist(),
                 "budget": self.budget.device_bytes, "seed": o.seed, "population": o.population, "mode": o.mode,
                 "mutation": o.mutation, "schedule_mutation": o.schedule_mutation_for(self.ctx.num_nodes),
-                "children": o.children, "sigma": o.sigma, "elite": o.elites,
+                "children": o.children, "seeded": o.seeded, "sigma": o.sigma, "elite": o.elites,
                 "temperature": o.temperature}
 
     def to_state(self, elapsed: float) -> dict:
@@ -211,7 +215,8 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
         simple = simple_allocation(facts, budget, profile, node_seconds)
     except PlanError:
         simple = None
-    variation = Variation(opts.mode, opts.mutation, opts.sigma, opts.schedule_mutation_for(ctx.num_nodes))
+    variation = Variation(opts.mode, opts.mutation, opts.sigma, opts.schedule_mutation_for(ctx.num_nodes),
+                          opts.seeded)
     run = _Run(graph.name, budget, opts, ctx)
     if opts.resume and opts.checkpoint and os.path.exists(opts.checkpoint):
         state = ckpt.load(opts.checkpoint)
@@ -259,7 +264,8 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
             run.population = firsts
             run.consider(firsts)
             run.initial_best = min(i.time for i in firsts)
-            run.initial_time = firsts[0].time if simple is not None and math.isfinite(firsts[0].time) else None
+            unsearched = opts.seeded and simple is not None and math.isfinite(firsts[0].time)
+            run.initial_time = firsts[0].time if unsearched else None
             finish_generation()
         while stopped == "generations" and (max_generations is None or run.generation < max_generations):
             if deadline is not None and time.monotonic() >= deadline:

@@ -244,3 +244,17 @@ def test_schedule_mutation_is_scaled_to_the_graph():
     assert o.schedule_mutation_for(12) == o.mutation                   # small graphs: the paper's P
     assert o.schedule_mutation_for(9638) * 9638 == pytest.approx(search_module.MUTATION_PICKS)
     assert SearchOptions(schedule_mutation=0.05).schedule_mutation_for(9638) == 0.05
+
+
+def test_an_unseeded_first_generation_is_all_random():
+    from ga.population import Breeder, Variation
+    facts, budget = cnn_facts(), cnn_budget()
+    ctx = GraphContext.from_facts(facts)
+    simple = simple_allocation(facts, budget, PROFILE)
+    breeder = Breeder(ctx, search_module.Evaluator(facts, PROFILE, budget), Variation(seeded=False), 0, simple)
+    firsts = [breeder.first(i) for i in range(3)]
+    assert all(not np.array_equal(f.schedule, np.arange(ctx.num_nodes)) for f in firsts)
+    assert all(f.schedule.tolist() != ctx.updates_first.tolist() for f in firsts)
+    assert all(f.allocation != simple for f in firsts)
+    r = search(facts, budget, PROFILE, quick(max_generations=1, seeded=False))
+    assert r.initial_time is None and math.isfinite(r.best_time)
