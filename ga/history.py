@@ -72,7 +72,10 @@ def plot_history(history: list[GenerationStats], path: str, title: str | None = 
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for name, style in (("worst", ":"), ("mean", "--"), ("best", "-")):
         y = [getattr(r, name) if math.isfinite(getattr(r, name)) else np.nan for r in history]
-        ax.plot(x, y, style, label=name)
+        ax.plot(x, y, style, label=f"{name} alive")
+    # Best so far, with a marker per generation, so one generation still shows a point.
+    best = np.fmin.accumulate([r.best if math.isfinite(r.best) else np.nan for r in history])
+    ax.plot(x, best, "o-", markersize=3, label="best so far")
     ax.set_xlabel("search time (s)")
     ax.set_ylabel("simulated time (s/iteration)")
     if title:

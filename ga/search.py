@@ -238,8 +238,13 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
     crossovers = -(-per_generation // variation.children_per_crossover)
     stopped = "generations"
     args = (ctx, facts, profile, budget, policy, node_seconds, variation, opts.seed, simple)
-    bar = tqdm(total=max_generations, initial=run.generation, desc=f"ga {graph.name}", unit="gen",
-               disable=not opts.progress, leave=False)
+    # The bar counts search seconds toward the time limit when there is one (so its ETA is the
+    # time left), else generations; the text gives generation, evaluations and the best so far.
+    by_time = time_limit is not None
+    bar = tqdm(total=round(time_limit) if by_time else max_generations, initial=0 if by_time else run.generation,
+               desc=f"ga {graph.name}", unit="s" if by_time else "gen", disable=not opts.progress, leave=False,
+               bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} [{elapsed}<{remaining}{postfix}]" if by_time
+               else None)
 
     def elapsed() -> float:
         return run.elapsed_before + time.monotonic() - started
@@ -248,9 +253,12 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
         row = run.record(elapsed())
         if opts.checkpoint:
             ckpt.save(opts.checkpoint, run.to_state(elapsed()))
-        if run.generation > 0:
+        if by_time:
+            bar.n = min(round(time.monotonic() - started), bar.total)
+        elif run.generation > 0:
             bar.update(1)
-        bar.set_postfix_str(f"best {row.best:.4g} s  mean {row.mean:.4g}  worst {row.worst:.4g}")
+        bar.set_postfix_str(f"generation {run.generation}, {run.evaluations} evaluated, best so far "
+                            f"{run.best.time:.4g} s (alive: mean {row.mean:.4g}, worst {row.worst:.4g})")
 
     pool = ProcessWorkers(make_breeder, args, opts.workers, opts.start_method)
     try:

@@ -151,6 +151,10 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
           f"{result.elapsed_s:.1f} s ({result.stopped}): best simulated {result.best_time:.4f} s/iter, "
           f"default order with the simple allocation {initial}; log {out_dir}/search.csv"
           + (" and search.png" if plotted else " (no plot: matplotlib is not installed; pip install '.[plot]')"))
+    if result.generations == 0 and result.stopped != "generations":     # cut short, not asked for 0
+        print(f"search: NOT ONE GENERATION finished ({result.evaluations} of {s.population} first candidates "
+              f"evaluated): the plan is the best of those, not a searched one; give more --search-seconds or a "
+              f"smaller --population")
     return policy.make(PlanRequest(request.graph, request.facts, request.budget, request.profile,
                                    request.node_seconds, result.best_schedule, result.best_allocation))
 

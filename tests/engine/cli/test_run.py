@@ -144,3 +144,11 @@ def test_reported_loss_means_never_share_an_iteration():
     assert loss_ends([4.0, 2.0, 1.0, 0.0]) == (3.0, 0.5, 2)
     first, last, k = loss_ends(list(range(30)))
     assert (first, last, k) == (4.5, 24.5, 10)
+
+
+def test_a_search_cut_short_before_one_generation_says_so(tmp_path, capsys):
+    argv = ["--model", "small-lstm", "--simulate-only", "--profile", "v100", "--search-seconds", "0.05",
+            "--population", "5000", "--workers", "1", "--policy", "swapadvisor", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "search 0 generations" in out and "NOT ONE GENERATION finished" in out
