@@ -164,12 +164,9 @@ def ctrl_c_trials(n: int, work: str, seed: int = 15) -> tuple[list[str], bool]:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
-    except OSError:
-        pass
+    from bench.results_file import cpu_name
+
+    cpu = cpu_name()
     load = " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     return (f"{cpu}, {os.cpu_count()} cores, load average {load} at start; Python {platform.python_version()}, "
             f"numpy {np.__version__}")

@@ -24,7 +24,7 @@ from tabulate import tabulate
 
 import zoo
 from bench.ga_search import PAPER_FIG6
-from bench.results_file import save_results
+from bench.results_file import cpu_name, save_results
 from engine.cli.plans import plan_quality
 from engine.profile import analytic_profile
 from planner import policy
@@ -41,13 +41,7 @@ PLANS = ("ideal", "odswap", "swapadvisor")    # swapadvisor unsearched: default 
 
 def machine() -> str:
     """The platform and CPU model, for the results file."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return f"{platform.platform()}, {os.cpu_count()} cores: {cpu}"
+    return f"{platform.platform()}, {os.cpu_count()} cores: {cpu_name()}"
 
 
 def plan_rows(name: str, label: str, device_bytes: int, profile, say) -> tuple[list, list]:

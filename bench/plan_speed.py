@@ -16,7 +16,6 @@ import argparse
 import dataclasses
 import importlib.util
 import os
-import platform
 import subprocess
 import sys
 import tarfile
@@ -28,7 +27,7 @@ from threadpoolctl import threadpool_limits
 
 import zoo
 from bench.program_hashes import program_digest
-from bench.results_file import save_results
+from bench.results_file import cpu_name, save_results
 from engine.profile import analytic_profile
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
 from ga.fitness import Evaluator
@@ -117,24 +116,13 @@ def main(argv=None):
     table = tabulate(rows, headers=headers, disable_numparse=True)
     print(table)
     if args.save:
-        cpu = _cpu_name()
+        cpu = cpu_name()
         head = (f"# python -m bench.plan_speed {' '.join(argv if argv is not None else sys.argv[1:])}   "
                 f"({time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores: {cpu}; one BLAS thread; CPU seconds of "
                 f"one candidate (plan + simulate, the search's Evaluator.time), best of {args.repeats}; "
                 f"analytic V100 profile, {args.budget_gib:g} GiB, default order, simple allocation)\n")
         path = save_results("plan_speed_ab" if old is not None else "plan_speed", head + table + "\n")
         print(f"saved to {path}")
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import platform
 
 
 def save_results(name: str, text: str) -> str:
@@ -12,3 +13,14 @@ def save_results(name: str, text: str) -> str:
     with open(path, "w") as f:
         f.write(text)
     return path
+
+
+def cpu_name() -> str:
+    """The CPU's model name (from /proc/cpuinfo where there is one), for results files."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return cpu

@@ -88,6 +88,7 @@ class GraphArrays:
         self.declares_inplace = np.array([bool(in_place_pairs(n)) for n in nodes], dtype=np.bool_)
         n_t = len(g.tensors)
         self.nbytes = np.array([t.nbytes for t in g.tensors], dtype=np.int64)
+        self.tensor_bytes = self.nbytes.astype(np.float64)     # what the dispatch loop reads
         self.kept = np.zeros(n_t, dtype=np.bool_)        # must survive the iteration
         self.kept[[nxt for _, nxt in g.state_pairs]] = True
         if g.loss is not None:
@@ -219,7 +220,7 @@ def final_arrays(g: Graph, schedule: Sequence[int], allocation, profile: Profile
         node_seconds = profile.node_seconds(g)
     arrays, layout, resident = plan_arrays(g, schedule, allocation, profile, node_seconds, options)
     if options.order_copies and profile is not None:
-        arrays = order_arrays(arrays, GraphArrays.of(g).nbytes.astype(np.float64), node_seconds, profile)
+        arrays = order_arrays(arrays, GraphArrays.of(g).tensor_bytes, node_seconds, profile)
     else:
         arrays = renumber_arrays(arrays, np.arange(len(arrays), dtype=np.int64))
     return arrays, layout, resident

@@ -33,7 +33,7 @@ def seconds(request: PlanRequest) -> float:
     order, alloc = _order_and_allocation(request)
     g, secs = request.graph, request.op_seconds
     arrays, _, _ = final_arrays(g, order, alloc, request.profile, secs, OPTIONS)
-    return simulated_seconds(arrays, GraphArrays.of(g).nbytes.astype(float), secs, request.profile)
+    return simulated_seconds(arrays, GraphArrays.of(g).tensor_bytes, secs, request.profile)
 
 
 POLICY = register(Policy("swapadvisor", "SwapAdvisor: Belady swapping on a searched schedule and allocation",
