@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import zipfile
+from typing import BinaryIO, Callable
 
 import numpy as np
 
@@ -51,14 +52,21 @@ def _remove_stale_temporaries(path: str) -> None:
 
 def write(path: str, header: dict, arrays: dict[str, np.ndarray]) -> None:
     """Write ``header`` (JSON) and ``arrays`` to ``path`` atomically and durably."""
+    write_atomically(path, lambda f: np.savez(f, __header__=np.array(json.dumps({"format": FORMAT, **header})),
+                                              **{f"t/{name}": a for name, a in arrays.items()}))
+
+
+def write_atomically(path: str, write_to: Callable[[BinaryIO], object]) -> None:
+    """Call ``write_to`` on a temporary file beside ``path``, flush it to disk, rename it over
+    ``path``: a reader sees the old file or the new one, never part of one, even after a kill
+    or a power cut. Temporaries left by killed writers are removed."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     _remove_stale_temporaries(path)
     tmp = f"{_tmp_prefix(path)}{os.getpid()}"
     try:
         with open(tmp, "wb") as f:
-            np.savez(f, __header__=np.array(json.dumps({"format": FORMAT, **header})),
-                     **{f"t/{name}": a for name, a in arrays.items()})
+            write_to(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

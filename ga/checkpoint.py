@@ -11,8 +11,8 @@ to continue exactly where the search stopped.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+
+from engine.checkpoint import write_atomically
 from engine.errors import EngineError
 
 FORMAT = "swapengine.ga-checkpoint/1"
@@ -23,23 +23,9 @@ class SearchCheckpointError(EngineError, ValueError):
 
 
 def save(path: str, state: dict) -> None:
-    """Write ``state`` (plus the format tag) to ``path``: a temporary file, then a rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".ga-checkpoint-", suffix=".json", dir=directory)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)        # mkstemp makes it 0600; a checkpoint is an ordinary file
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump({"format": FORMAT, **state}, f, separators=(",", ":"), allow_nan=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``state`` (plus the format tag) to ``path`` atomically (engine.checkpoint)."""
+    text = json.dumps({"format": FORMAT, **state}, separators=(",", ":"), allow_nan=False)
+    write_atomically(path, lambda f: f.write(text.encode()))
 
 
 def load(path: str) -> dict:
