@@ -65,14 +65,20 @@ def tiles(request, monkeypatch):
     return None
 
 
-def test_kernels_match_numpy_on_the_host(tiles):
+def emulation_failures(cases) -> list[str]:
+    """Each case run on the host emulation against its numpy twin: one line per mismatch."""
     failures = []
-    for c in small_cases(tiles):
+    for c in cases:
         arrays = make_inputs(c, np.random.default_rng(zlib.crc32(c.id.encode())))
         try:
             assert_matches(c, emulate(c, arrays), numpy_outputs(c, arrays))
         except AssertionError as e:
             failures.append(f"{c.id}: {str(e)[:300]}")
+    return failures
+
+
+def test_kernels_match_numpy_on_the_host(tiles):
+    failures = emulation_failures(small_cases(tiles))
     assert not failures, "\n".join(failures)
 
 

@@ -1,15 +1,13 @@
 """Every transformer case's CUDA kernels (tests/ops/transformer_cases.py) on the host emulation,
 against the numpy twin: test_cuda_emulated runs only the cheapest case per kernel sequence,
 which would leave the causal mask, several id chunks and the 128x128 tiles unrun."""
-import zlib
-
 import numpy as np
 import pytest
 
 from ops import cuda_launch
 
 from . import cuda_emulator
-from .test_cuda_emulated import emulate
+from .test_cuda_emulated import emulate, emulation_failures
 from .test_cuda_kernels import assert_matches, numpy_outputs
 from .cuda_cases import with_dtype
 from .transformer_cases import make_inputs, transformer_cases
@@ -19,14 +17,7 @@ pytestmark = pytest.mark.skipif(not cuda_emulator.available(), reason="g++ is ne
 
 @pytest.mark.parametrize("dtype", ["float32"])     # float64 twins: test_cuda_emulated
 def test_transformer_kernels_match_numpy_on_the_host(dtype):
-    failures = []
-    for c in transformer_cases():
-        c = with_dtype(c, dtype)
-        arrays = make_inputs(c, np.random.default_rng(zlib.crc32(c.id.encode())))
-        try:
-            assert_matches(c, emulate(c, arrays), numpy_outputs(c, arrays))
-        except AssertionError as e:
-            failures.append(f"{c.id}: {str(e)[:300]}")
+    failures = emulation_failures([with_dtype(c, dtype) for c in transformer_cases()])
     assert not failures, "\n".join(failures)
 
 
