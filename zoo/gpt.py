@@ -24,6 +24,7 @@ import math
 
 from engine.autodiff import Adam, SGD, build_training_graph
 from engine.ir import Graph
+from .layers import fully_connected
 
 GPT2_VOCAB = 50257
 
@@ -39,12 +40,7 @@ PRESETS = {
 
 def dense(g: Graph, x: int, out: int, name: str) -> int:
     """A fully connected layer with bias; GPT-2's N(0, 0.02) weights."""
-    dt = g.dtype(x).name
-    with g.scope(name):
-        w = g.parameter("w", (out, g.shape(x)[1]), dt, init="normal:0.02")
-        b = g.parameter("b", (out,), dt, init="zeros")
-        (y,) = g.apply("fully_connected", [x, w, b], name="fc")
-    return y
+    return fully_connected(g, x, out, name, init="normal:0.02")
 
 
 def layer_norm(g: Graph, x: int, name: str) -> int:

@@ -67,11 +67,16 @@ def concat(g: Graph, xs: list[int], name: str | None = None) -> int:
 
 def logits(g: Graph, features: int, classes: int, name: str = "fc") -> int:
     """A fully connected layer with bias, from [N, K] features to [N, classes]."""
-    dt = g.dtype(features).name
+    return fully_connected(g, features, classes, name)
+
+
+def fully_connected(g: Graph, x: int, out: int, name: str, init: str = "he_normal") -> int:
+    """[N, K] -> [N, out] with weights drawn by ``init`` and a zero bias."""
+    dt = g.dtype(x).name
     with g.scope(name):
-        w = g.parameter("w", (classes, g.shape(features)[1]), dt, init="he_normal")
-        b = g.parameter("b", (classes,), dt, init="zeros")
-        (y,) = g.apply("fully_connected", [features, w, b], name="fc")
+        w = g.parameter("w", (out, g.shape(x)[1]), dt, init=init)
+        b = g.parameter("b", (out,), dt, init="zeros")
+        (y,) = g.apply("fully_connected", [x, w, b], name="fc")
     return y
 
 
