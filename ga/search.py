@@ -33,6 +33,7 @@ from .allocation_ops import DEFAULT_SIGMA
 from .context import GraphContext
 from .fitness import Evaluator
 from .history import GenerationStats, plot_history, write_history
+from .ray_workers import RayWorkers
 from .workers import DeadlineReached, ProcessWorkers
 from .population import (MODES, PAIR, SELECT, Breeder, Individual, Variation, child_task, first_task,
                          pairs, rng_for, select)
@@ -57,6 +58,9 @@ class SearchOptions:
     seeded: bool = True
     seed: int = 0
     workers: int | None = None         # processes; None: all cores; <= 1: in this process
+    # Evaluate on Ray actors instead of local processes (ga/ray_workers.py): "local", "auto" or
+    # a cluster address; workers None there means every CPU of the cluster.
+    ray_address: str | None = None
     time_limit_s: float | None = None  # None with no max_generations: the paper's 30 minutes
     max_generations: int | None = None
     mode: str = "both"                 # "both", "schedule" (simple allocation fixed), "allocation" (default order fixed)
@@ -260,7 +264,10 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
         bar.set_postfix_str(f"generation {run.generation}, {run.evaluations} evaluated, best so far "
                             f"{run.best.time:.4g} s (alive: mean {row.mean:.4g}, worst {row.worst:.4g})")
 
-    pool = ProcessWorkers(make_breeder, args, opts.workers, opts.start_method)
+    if opts.ray_address:
+        pool = RayWorkers(make_breeder, args, opts.workers, opts.ray_address)
+    else:
+        pool = ProcessWorkers(make_breeder, args, opts.workers, opts.start_method)
     try:
         if not run.population:
             try:

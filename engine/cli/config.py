@@ -21,6 +21,7 @@ class SearchSettings:
     workers: int | None
     checkpoint: str | None
     resume: bool
+    ray_address: str | None = None   # evaluate on Ray (ga/ray_workers.py) instead of local processes
 
     @property
     def wanted(self) -> bool:
@@ -69,7 +70,7 @@ class RunConfig:
             measure_iterations=a.measure_iterations, backend=a.backend, device=a.device, link_gbps=a.link_gbps,
             profile=a.profile, save_profile=a.save_profile,
             search=SearchSettings(a.search_seconds, a.search_generations, a.population, a.workers,
-                                  a.search_checkpoint, a.resume_search),
+                                  a.search_checkpoint, a.resume_search, a.ray_address),
             save_plan=a.save_plan, load_plan=a.load_plan, simulate_only=a.simulate_only, sanitize=a.sanitize,
             check=not a.no_check, checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
             out=a.out, json=a.json, quiet=a.quiet)

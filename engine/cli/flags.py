@@ -185,7 +185,12 @@ def parser() -> argparse.ArgumentParser:
                    help="stop the search after N generations (with or without --search-seconds)")
     search.add_argument("--population", type=positive_int, default=144, help="search population (default 144)")
     search.add_argument("--workers", type=positive_int, default=None,
-                   help="search worker processes (default: all cores)")
+                   help="search worker processes (default: all cores; with --ray-address: Ray actors, "
+                        "default every CPU of the cluster)")
+    search.add_argument("--ray-address", metavar="ADDRESS", default=None,
+                   help="evaluate the search's candidates on Ray (pip install \".[ray]\"): 'local' starts "
+                        "Ray here, 'auto' joins the cluster 'ray start --head' started, or ray://HOST:PORT; "
+                        "every node needs this package installed. Same plan for a seed as on local processes")
     search.add_argument("--search-checkpoint", metavar="FILE",
                    help="save the search's population here every generation; with --resume-search, "
                         "continue from it")

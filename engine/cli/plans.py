@@ -136,7 +136,7 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
     from ga.search import SearchOptions, search
 
     s = cfg.search
-    opts = SearchOptions(population=s.population, seed=cfg.seed, workers=s.workers,
+    opts = SearchOptions(population=s.population, seed=cfg.seed, workers=s.workers, ray_address=s.ray_address,
                          time_limit_s=s.seconds or None, max_generations=s.generations,
                          checkpoint=s.checkpoint, resume=s.resume,
                          progress=not cfg.quiet and sys.stderr.isatty())   # no bar in a piped log

@@ -9,6 +9,7 @@ run. Each refusal is a UsageError: one line, exit status 2.
 """
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import tempfile
@@ -43,7 +44,8 @@ def check_flags(cfg: RunConfig) -> None:
     searching = cfg.searching
     wanted = ", ".join(p.name for p in policies_registry.REGISTRY.values() if p.searches)
     for flag, given in (("--load-plan", cfg.load_plan), ("--save-plan", cfg.save_plan),
-                        ("--search-checkpoint", cfg.search.checkpoint), ("--resume-search", cfg.search.resume)):
+                        ("--search-checkpoint", cfg.search.checkpoint), ("--resume-search", cfg.search.resume),
+                        ("--ray-address", cfg.search.ray_address)):
         if given and searching is None:
             raise UsageError(f"{flag} is about the searched policy's plan, but --policy "
                              f"{','.join(p.name for p in cfg.policies)} has none; add {wanted} to --policy")
@@ -52,6 +54,9 @@ def check_flags(cfg: RunConfig) -> None:
     if cfg.load_plan and (cfg.search.checkpoint or cfg.search.resume):
         raise UsageError("--load-plan runs a saved plan without searching; drop --search-checkpoint and "
                          "--resume-search, or drop --load-plan to search")
+    if cfg.search.ray_address and importlib.util.find_spec("ray") is None:
+        raise UsageError("--ray-address needs Ray installed: pip install \".[ray]\" (or leave it out to "
+                         "search on this machine's processes)")
     if cfg.simulate_only:
         for flag, given in (("--checkpoint", cfg.checkpoint), ("--resume", cfg.resume)):
             if given:

@@ -1,0 +1,124 @@
+"""Evaluation on a Ray cluster: the same contract as ``workers.ProcessWorkers``.
+
+``RayWorkers(make_state, state_args, workers, address)`` starts ``workers`` Ray actors (one
+CPU each; default: every CPU the cluster has), each building ``make_state(*state_args)`` once,
+so tasks carry only their own data, as in the process pool. ``map(fn, items, deadline)``
+hands each idle actor the next item and returns ``fn(state, item)`` for every item in the
+items' order, so the search's result for a seed does not depend on where it ran. Past the
+deadline it kills the actors and raises ``DeadlineReached`` with the finished prefix, as the
+pool does.
+
+Ray is an optional extra (``pip install ".[ray]"``). ``address``: ``"local"`` starts Ray on
+this machine with ``workers`` CPUs; ``"auto"`` joins the cluster ``ray start --head`` started
+here; anything else is passed to ``ray.init(address=...)`` (``"ray://host:10001"``). Every
+node of a cluster needs this package installed (``pip install .``): actors import it.
+If Ray is already initialized in this process (a test's ``ray.init(num_cpus=2)``), that
+session is used and left running.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+from engine.errors import EngineError
+
+from .workers import DeadlineReached
+
+
+class RayUnavailable(EngineError, RuntimeError):
+    """Ray is not installed, or the cluster named cannot be reached."""
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailable("searching on Ray needs Ray installed: pip install \".[ray]\" "
+                             "(or search on this machine's processes: leave out --ray-address)") from None
+    return ray
+
+
+class _StateHolder:
+    """One actor: the state built once, then ``fn(state, item)`` per task."""
+
+    def __init__(self, make_state_and_args):
+        make_state, state_args = make_state_and_args
+        self.state = make_state(*state_args)
+
+    def run(self, fn, item):
+        return fn(self.state, item)
+
+
+def connect(address: str, workers: int | None):
+    """Initialize Ray for ``address`` unless this process already has; return the module."""
+    ray = _ray()
+    if ray.is_initialized():
+        return ray
+    kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        if address == "local":
+            ray.init(num_cpus=workers, **kwargs)
+        else:
+            ray.init(address=address, **kwargs)
+    except ConnectionError as e:
+        raise RayUnavailable(f"cannot reach a Ray cluster at '{address}' ({e}); start one with "
+                             f"'ray start --head', or use --ray-address local") from None
+    return ray
+
+
+class RayWorkers:
+    def __init__(self, make_state: Callable, state_args: tuple, workers: int | None = None,
+                 address: str = "local"):
+        self._ray = ray = connect(address, workers)
+        if workers is None:
+            workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self.workers = int(workers)
+        holder = ray.remote(num_cpus=1)(_StateHolder)
+        shared = ray.put((make_state, state_args))   # one copy in the object store, not one per actor
+        self._actors = [holder.remote(shared) for _ in range(self.workers)]
+
+    def map(self, fn: Callable, items: Sequence, deadline: float | None = None) -> list:
+        """``[fn(state, item) for item in items]``, in order; past ``deadline`` (time.monotonic)
+        raises DeadlineReached with the results finished before it, in order."""
+        ray = self._ray
+        if not self._actors:
+            raise RuntimeError("these Ray workers were terminated")
+        results: list = [None] * len(items)
+        finished = [False] * len(items)
+        idle = list(self._actors)
+        running: dict = {}          # ObjectRef -> (item index, actor)
+        next_item = 0
+        while next_item < len(items) or running:
+            while idle and next_item < len(items):
+                actor = idle.pop()
+                running[actor.run.remote(fn, items[next_item])] = (next_item, actor)
+                next_item += 1
+            left = None if deadline is None else deadline - time.monotonic()
+            ready = []
+            if left is None or left > 0:
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=left)
+            if not ready:
+                self.terminate()
+                done = 0
+                while done < len(items) and finished[done]:
+                    done += 1
+                raise DeadlineReached(results[:done])
+            for ref in ready:
+                index, actor = running.pop(ref)
+                results[index] = ray.get(ref)
+                finished[index] = True
+                idle.append(actor)
+        return results
+
+    def terminate(self) -> None:
+        for actor in self._actors:
+            self._ray.kill(actor)
+        self._actors = []
+
+    close = terminate   # actors hold nothing worth waiting for once the last result is in
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.terminate()

@@ -1,0 +1,84 @@
+"""The search on Ray actors reaches the process pool's result for a seed, and resumes across them.
+
+Ray is an optional extra (``pip install ".[ray]"``; ``.ci/run`` installs it, so CI runs these).
+One local single-node Ray for the module: ``ray.init(num_cpus=2)`` starts in a few seconds.
+"""
+import json
+import time
+
+import pytest
+
+from ga.ray_workers import RayUnavailable, RayWorkers, connect
+from ga.search import search
+from ga.workers import DeadlineReached
+
+from .test_search import cnn_budget, cnn_facts, lstm_tight, quick, same_result
+from .helpers import PROFILE
+
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+def _offset_state(base):
+    return {"base": base}
+
+
+def _add(state, item):
+    if item < 0:
+        time.sleep(5)
+    return state["base"] + item
+
+
+def test_results_come_back_in_the_items_order(local_ray):
+    workers = RayWorkers(_offset_state, (100,), workers=2, address="local")
+    try:
+        assert workers.map(_add, list(range(7))) == [100 + i for i in range(7)]
+    finally:
+        workers.terminate()
+
+
+def test_a_deadline_returns_the_finished_prefix_and_stops_the_actors(local_ray):
+    workers = RayWorkers(_offset_state, (0,), workers=2, address="local")
+    assert workers.map(_add, [1]) == [1]     # the actors are up
+    with pytest.raises(DeadlineReached) as caught:
+        workers.map(_add, [1, -1, 2, 3], deadline=time.monotonic() + 1.0)
+    assert caught.value.results[:1] == [1] and len(caught.value.results) <= 1
+    with pytest.raises(RuntimeError, match="terminated"):
+        workers.map(_add, [1])
+
+
+def test_the_search_on_ray_finds_the_process_pools_best_plan(local_ray):
+    facts, budget = lstm_tight()
+    on_processes = search(facts, budget, PROFILE, quick(workers=2, max_generations=3))
+    on_ray = search(facts, budget, PROFILE, quick(workers=2, max_generations=3, ray_address="local"))
+    same_result(on_processes, on_ray)
+
+
+def test_a_search_checkpointed_on_processes_resumes_on_ray(local_ray, tmp_path):
+    facts, budget = cnn_facts(), cnn_budget()
+    whole = search(facts, budget, PROFILE, quick(max_generations=4))
+    path = str(tmp_path / "ga.json")
+    search(facts, budget, PROFILE, quick(max_generations=2, checkpoint=path))
+    resumed = search(facts, budget, PROFILE, quick(max_generations=4, checkpoint=path, resume=True, workers=2,
+                                                  ray_address="local"))
+    same_result(whole, resumed)
+    assert json.load(open(path))["generation"] == 4
+
+
+def test_an_unreachable_cluster_is_one_clear_line(monkeypatch):
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+
+    def refuse(*args, **kwargs):
+        raise ConnectionError("Could not find any running Ray instance")
+    monkeypatch.setattr(ray, "init", refuse)
+    with pytest.raises(RayUnavailable, match="ray start --head"):
+        connect("auto", None)
