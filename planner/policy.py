@@ -12,8 +12,8 @@ beside it; see docs/architecture.md for the checklist.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -30,6 +30,28 @@ class UnknownPolicy(EngineError, ValueError):
     """A policy name nobody registered; the message lists the known ones."""
 
 
+class AllocatorNotSupported(EngineError, ValueError):
+    """A policy asked to place tensors with an allocator it cannot use."""
+
+
+POOL = "pool"   # the size-class pool (allocator.SizeClassLayout) of swapadvisor, odswap, ideal
+
+
+def allocator_names() -> list[str]:
+    """Every allocator a policy may be asked to use: the pool, then the online allocators."""
+    from allocator.online import online_names
+    return [POOL, *online_names()]
+
+
+def check_allocator(policy: "Policy", allocator: str) -> None:
+    """One line if ``policy`` cannot place tensors with ``allocator``."""
+    if allocator not in allocator_names():
+        raise AllocatorNotSupported(f"unknown allocator '{allocator}' (choose from {', '.join(allocator_names())})")
+    if allocator not in policy.allocators:
+        raise AllocatorNotSupported(f"policy '{policy.name}' cannot use allocator '{allocator}' "
+                                    f"(it uses {', '.join(policy.allocators)})")
+
+
 @dataclass(frozen=True)
 class PlanRequest:
     """What a policy plans from. ``facts`` are of ``graph`` in its default order;
@@ -41,6 +63,10 @@ class PlanRequest:
     node_seconds: np.ndarray | None = None  # the profile's op times, precomputed (optional)
     schedule: Sequence[int] | None = None
     allocation: object | None = None       # the search's allocation (allocator.Allocation)
+    # How tensors are placed: POOL (the size-class pool) or an online allocator's name
+    # (allocator.online: make_online_allocator(allocator, budget.pool_bytes, **allocator_options)).
+    allocator: str = POOL
+    allocator_options: Mapping[str, object] = field(default_factory=dict)   # e.g. {"chunk_bytes": ...}
 
     @property
     def op_seconds(self) -> np.ndarray | None:
@@ -65,6 +91,7 @@ class Policy:
     # The simulated seconds of the Program ``make`` would return, without making it (the
     # search's fitness, run for every candidate); None: make, then planner.simulate.
     seconds: Callable[[PlanRequest], float] | None = None
+    allocators: tuple[str, ...] = ("pool",)   # the allocators it can place tensors with (first: default)
 
 
 REGISTRY: dict[str, Policy] = {}

@@ -1,0 +1,139 @@
+"""Online allocators: placed one request at a time, in program order, knowing only byte sizes.
+
+A policy that walks a schedule (the schedule-window swapper of paper 001, the LMS baseline)
+asks for memory as tensors come to life and gives it back as they die or leave for the host:
+
+    alloc = make_online_allocator("bestfit", budget.pool_bytes)     # or "va", chunk_bytes=...
+    obj = alloc.alloc(tensor_bytes)    # a NEW object id, or None: nothing fits within capacity now
+    ...                                # (wait for a reserved swap-out to finish, free, retry)
+    alloc.free(obj)                    # its bytes may serve later objects
+    arena = Arena.of(alloc.layout(), budget.scratch_bytes)
+
+Every ``alloc`` returns a new object id (ids count 0, 1, 2, ...), so a Program's object is one
+tensor's stay on the device. Objects may share bytes with objects freed earlier: the verifier
+treats shared bytes as one memory (``planner.verify.sharing_objects``), and for allocators whose
+objects are backed by several physical pieces (``va``), the layout's ``object_extents`` say which
+physical bytes each object's contiguous (virtual) range maps to.
+
+Statistics (``stats()``), for 001 Figure 3: bytes reserved (segments or physical chunks held)
+against bytes requested (live objects' requested sizes), now and at their high-water marks.
+
+The allocators: ``bestfit`` (allocator/bestfit.py: best fit with caching, splitting and
+coalescing, as PyTorch's CUDA caching allocator and TensorFlow's BFC) and ``va``
+(allocator/virtual_chunks.py: fixed-size physical chunks mapped into contiguous virtual ranges).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import numpy as np
+
+from engine.errors import EngineError
+
+
+class UnknownAllocator(EngineError, ValueError):
+    """An online allocator name nobody registered; the message lists the known ones."""
+
+
+class AllocatorMisuse(EngineError, ValueError):
+    """A caller broke the protocol (freed an object twice, asked for a negative size...)."""
+
+
+@dataclass(frozen=True)
+class AllocatorStats:
+    reserved_bytes: int           # held from the device now: segments (bestfit), physical chunks (va)
+    requested_bytes: int          # the live objects' requested sizes now
+    peak_reserved_bytes: int      # high-water marks since the allocator was made
+    peak_requested_bytes: int
+
+    @property
+    def peak_ratio(self) -> float:
+        """Reserved over requested at their high-water marks (001 Figure 3's measure)."""
+        return self.peak_reserved_bytes / self.peak_requested_bytes if self.peak_requested_bytes else 1.0
+
+
+@dataclass(frozen=True, eq=False)
+class OnlineLayout:
+    """What ``engine.program.Arena.of(layout, scratch_bytes)`` reads: per object (by id) its
+    offset and size in the arena's address space, the arena's bytes, and a JSON description.
+
+    ``object_extents`` (None for allocators whose objects are plain byte ranges of the arena):
+    per object, its physical pieces as (physical offset, bytes) in mapping order; the object's
+    range ``object_offset[o] .. + object_bytes[o]`` is then a VIRTUAL range of ``virtual_bytes``
+    bytes, and ``arena_bytes`` counts physical memory only (what a budget bounds)."""
+    object_offset: np.ndarray
+    object_bytes: np.ndarray
+    arena_bytes: int
+    description: dict
+    object_extents: tuple[tuple[tuple[int, int], ...], ...] | None = None
+    virtual_bytes: int = 0
+
+    def describe(self) -> dict:
+        return dict(self.description)
+
+
+class OnlineAllocator(Protocol):
+    name: str
+    capacity_bytes: int
+
+    def alloc(self, nbytes: int) -> int | None:
+        """A new object id holding ``nbytes``, or None: it cannot be placed within capacity now."""
+
+    def free(self, obj: int) -> None:
+        """Object ``obj``'s tensor is dead or swapped out: its bytes may serve later objects."""
+
+    def layout(self) -> OnlineLayout:
+        """Every object placed so far (live or freed), for the Program's Arena."""
+
+    def stats(self) -> AllocatorStats:
+        """Reserved and requested bytes now and at their high-water marks."""
+
+
+# name -> factory(capacity_bytes, **params); filled by the allocator modules (allocator/__init__).
+ONLINE_ALLOCATORS: dict[str, Callable[..., OnlineAllocator]] = {}
+SUMMARIES: dict[str, str] = {}
+
+
+def register_online(name: str, factory: Callable[..., OnlineAllocator], summary: str) -> None:
+    ONLINE_ALLOCATORS[name] = factory
+    SUMMARIES[name] = summary
+
+
+def online_names() -> list[str]:
+    return list(ONLINE_ALLOCATORS)
+
+
+def make_online_allocator(name: str, capacity_bytes: int, **params) -> OnlineAllocator:
+    """A fresh allocator ``name`` over ``capacity_bytes`` (the pool: the budget less scratch).
+    Parameters it does not take are refused with one line."""
+    factory = ONLINE_ALLOCATORS.get(name)
+    if factory is None:
+        raise UnknownAllocator(f"unknown online allocator '{name}' (choose from "
+                               f"{', '.join(ONLINE_ALLOCATORS) or 'none registered'})")
+    try:
+        return factory(int(capacity_bytes), **params)
+    except TypeError as e:
+        raise UnknownAllocator(f"allocator '{name}' does not take those parameters ({e})") from None
+
+
+@dataclass
+class StatsCounter:
+    """The running reserved/requested counts an allocator keeps (shared by the allocators)."""
+    reserved: int = 0
+    requested: int = 0
+    peak_reserved: int = 0
+    peak_requested: int = 0
+    history: list = field(default_factory=list)   # (reserved, requested) after every call, if kept
+    keep_history: bool = False
+
+    def change(self, reserved: int = 0, requested: int = 0) -> None:
+        self.reserved += reserved
+        self.requested += requested
+        self.peak_reserved = max(self.peak_reserved, self.reserved)
+        self.peak_requested = max(self.peak_requested, self.requested)
+        if self.keep_history:
+            self.history.append((self.reserved, self.requested))
+
+    def snapshot(self) -> AllocatorStats:
+        return AllocatorStats(self.reserved, self.requested, self.peak_reserved, self.peak_requested)
