@@ -2,7 +2,12 @@
 allocations over plain byte sizes (``size_classes``), fitting them to a byte budget
 (``fitting``), and their layout as objects at offsets in one arena (``size_class_layout``),
 which a Program's ``Arena`` records as byte ranges. Knows nothing of what a tensor means;
-docs/architecture.md says how another allocator plugs in."""
+docs/architecture.md says how another allocator plugs in.
+
+Online allocators (``online``: placed request by request in program order) register here by
+being imported: ``bestfit`` (best fit with caching) and ``va`` (``virtual_chunks``)."""
+from allocator import bestfit as _bestfit  # noqa: F401  (registers "bestfit")
+from allocator import virtual_chunks as _virtual_chunks  # noqa: F401  (registers "va")
 from allocator.fitting import (AllocationDoesNotFit, fit_to_budget, greedy_allocation,
                               merge_classes_to_fit, random_allocation, repair_cnt)
 from allocator.size_class_layout import SizeClassLayout

@@ -12,8 +12,8 @@ asks for memory as tensors come to life and gives it back as they die or leave f
 Every ``alloc`` returns a new object id (ids count 0, 1, 2, ...), so a Program's object is one
 tensor's stay on the device. Objects may share bytes with objects freed earlier: the verifier
 treats shared bytes as one memory (``planner.verify.sharing_objects``), and for allocators whose
-objects are backed by several physical pieces (``va``), the layout's ``object_extents`` say which
-physical bytes each object's contiguous (virtual) range maps to.
+objects are backed by several physical pieces (``va``), the layout's ``mappings`` (a page table)
+say which physical bytes each object's contiguous (virtual) range maps to.
 
 Statistics (``stats()``), for 001 Figure 3: bytes reserved (segments or physical chunks held)
 against bytes requested (live objects' requested sizes), now and at their high-water marks.
@@ -58,15 +58,17 @@ class OnlineLayout:
     """What ``engine.program.Arena.of(layout, scratch_bytes)`` reads: per object (by id) its
     offset and size in the arena's address space, the arena's bytes, and a JSON description.
 
-    ``object_extents`` (None for allocators whose objects are plain byte ranges of the arena):
-    per object, its physical pieces as (physical offset, bytes) in mapping order; the object's
-    range ``object_offset[o] .. + object_bytes[o]`` is then a VIRTUAL range of ``virtual_bytes``
-    bytes, and ``arena_bytes`` counts physical memory only (what a budget bounds)."""
+    ``mappings`` (None for allocators whose objects are plain byte ranges of the arena): the
+    page table of an allocator whose objects are backed by several physical pieces (``va``),
+    rows (virtual offset, physical offset, bytes). Object ranges are then VIRTUAL ranges within
+    ``virtual_bytes``; an object's physical extents are its range translated through the rows
+    (``engine.program.Arena.physical_extents``); ``arena_bytes`` counts physical memory only
+    (what a budget bounds)."""
     object_offset: np.ndarray
     object_bytes: np.ndarray
     arena_bytes: int
     description: dict
-    object_extents: tuple[tuple[tuple[int, int], ...], ...] | None = None
+    mappings: np.ndarray | None = None
     virtual_bytes: int = 0
 
     def describe(self) -> dict:
