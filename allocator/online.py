@@ -106,6 +106,13 @@ def online_names() -> list[str]:
     return list(ONLINE_ALLOCATORS)
 
 
+def takes_option(name: str | None, option: str) -> bool:
+    """Whether online allocator ``name`` is made with keyword ``option`` (e.g. va's chunk_bytes)."""
+    import inspect
+    factory = ONLINE_ALLOCATORS.get(name or "")
+    return factory is not None and option in inspect.signature(factory).parameters
+
+
 def make_online_allocator(name: str, capacity_bytes: int, **params) -> OnlineAllocator:
     """A fresh allocator ``name`` over ``capacity_bytes`` (the pool: the budget less scratch).
     Parameters it does not take are refused with one line."""

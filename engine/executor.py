@@ -14,14 +14,27 @@ from typing import Mapping
 
 import numpy as np
 
+from .errors import EngineError
 from .ir import Graph, Kind, PERSISTENT_KINDS
 from .program import COMPUTE, SWAP_IN, SWAP_OUT, Program
+
+
+class VirtualArenaUnsupported(EngineError, ValueError):
+    """A Program with a page table given to a backend that cannot map one."""
 
 
 class ProgramExecutor:
     def __init__(self, program: Program, g: Graph, backend):
         self.p, self.g, self.backend = program, g, backend
-        backend.allocate_arena(int(program.arena.arena_bytes), int(program.arena.scratch_bytes))
+        arena = program.arena
+        if arena.virtual:     # objects are virtual ranges: the backend maps the page table once
+            if not hasattr(backend, "allocate_virtual_arena"):
+                raise VirtualArenaUnsupported(f"the {getattr(backend, 'name', 'chosen')} backend cannot map a "
+                                              "virtual-addressing arena (allocator 'va'): use the cpu or cuda backend")
+            backend.allocate_virtual_arena(int(arena.arena_bytes), int(arena.scratch_bytes), arena.mappings,
+                                           int(arena.virtual_bytes))
+        else:
+            backend.allocate_arena(int(arena.arena_bytes), int(arena.scratch_bytes))
         self.host: dict[int, np.ndarray] = {}
         for t in self._host_tensors():
             x = g.tensors[t]
@@ -45,6 +58,7 @@ class ProgramExecutor:
         return ts
 
     def _view(self, t: int, o: int):
+        """Tensor t in object o: at the object's offset (a virtual offset under a page table)."""
         x = self.g.tensors[t]
         return self.backend.view(int(self.p.arena.object_offset[o]), x.shape, x.dtype)
 

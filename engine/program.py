@@ -22,6 +22,12 @@ over time); the verifier treats such objects as one memory. ``allocator`` record
 allocator carved it and its parameters (e.g. the size classes), for people and for
 re-planning; nothing that runs or checks the Program reads it.
 
+Virtual addressing (paper 001's ``va`` allocator): ``mappings``, when present, is a page table
+of rows (virtual offset, physical offset, bytes). Object ranges are then virtual ranges (in
+``virtual_bytes``), each backed by the physical bytes its range translates to through the rows
+(``physical_extents``); ``arena_bytes`` is physical memory (rows' physical bytes, then scratch).
+Backends map every row once when the arena is made; the verifier compares physical extents.
+
 Persistent state: ``initial_resident`` maps parameter/state tensors to the
 object holding them when an iteration starts; the program leaves each one's
 next value in that same object (the double pass makes this a fixed point), and
@@ -33,7 +39,10 @@ JSON schema (``to_dict``): {"format": "swapengine.program/2", "graph": name,
 "scratch_bytes": int, "allocator": {"name": str, ...}},
 "initial_resident": [[tensor, object]], "instructions": [{"kind":
 "compute"|"swap_in"|"swap_out", "target": int, "obj": int, "objects": [ints],
-"copy": bool, "deps": [ints]}], "policy": str}.
+"copy": bool, "deps": [ints]}], "policy": str}. An arena with a page table is written as
+"swapengine.program/3" with "mappings": [[virtual, physical, bytes]] and "virtual_bytes": int in
+"arena" (a reader that knows only version 2 refuses it instead of misreading it); version 2
+files are read as before.
 """
 from __future__ import annotations
 
@@ -46,6 +55,7 @@ COMPUTE, SWAP_IN, SWAP_OUT = 0, 1, 2
 STREAMS = (COMPUTE, SWAP_IN, SWAP_OUT)
 STREAM_NAMES = ("compute", "swap_in", "swap_out")
 FORMAT = "swapengine.program/2"
+FORMAT_VIRTUAL = "swapengine.program/3"    # the arena carries a page table (mappings)
 
 
 class ProgramFormatError(EngineError, ValueError):
@@ -60,10 +70,41 @@ class Arena:
     arena_bytes: int
     scratch_bytes: int = 0
     allocator: dict = field(default_factory=dict)   # {"name": ..., its parameters}: for people
+    mappings: np.ndarray | None = None   # (k, 3) rows (virtual, physical, bytes); None: plain byte ranges
+    virtual_bytes: int = 0               # the virtual address space the rows span (with mappings)
 
     @property
     def scratch_offset(self) -> int:
         return self.arena_bytes - self.scratch_bytes
+
+    @property
+    def virtual(self) -> bool:
+        """Objects are virtual ranges backed through the page table ``mappings``."""
+        return self.mappings is not None
+
+    def physical_extents(self, o: int, _rows: np.ndarray | None = None) -> list[tuple[int, int]]:
+        """Object o's bytes as (physical offset, bytes) pieces in its range's order (one piece
+        for a plain arena). A byte of its range that no row maps is a ValueError."""
+        start, size = int(self.object_offset[o]), int(self.object_bytes[o])
+        if not self.virtual:
+            return [(start, size)]
+        rows = self.mappings[np.argsort(self.mappings[:, 0], kind="stable")] if _rows is None else _rows
+        i = max(0, int(np.searchsorted(rows[:, 0], start, side="right")) - 1)
+        pieces, at, end = [], start, start + size
+        while at < end:
+            if i >= len(rows) or not rows[i, 0] <= at < rows[i, 0] + rows[i, 2]:
+                raise ValueError(f"byte {at} of object {o}'s virtual range is not mapped")
+            v, p, n = (int(x) for x in rows[i])
+            take = min(end, v + n) - at
+            pieces.append((p + at - v, take))
+            at += take
+            i += 1
+        return pieces
+
+    def all_physical_extents(self) -> list[list[tuple[int, int]]]:
+        """``physical_extents`` of every object (the page table sorted once)."""
+        rows = self.mappings[np.argsort(self.mappings[:, 0], kind="stable")] if self.virtual else None
+        return [self.physical_extents(o, rows) for o in range(self.num_objects)]
 
     @property
     def num_objects(self) -> int:
@@ -73,9 +114,12 @@ class Arena:
     def of(cls, layout, scratch_bytes: int) -> "Arena":
         """The arena of an allocator's layout (anything with ``object_offset``, ``object_bytes``,
         ``arena_bytes`` and ``describe()``), with operator scratch after its objects."""
+        mappings = getattr(layout, "mappings", None)
         return cls(np.asarray(layout.object_offset, dtype=np.int64),
                    np.asarray(layout.object_bytes, dtype=np.int64),
-                   int(layout.arena_bytes) + int(scratch_bytes), int(scratch_bytes), layout.describe())
+                   int(layout.arena_bytes) + int(scratch_bytes), int(scratch_bytes), layout.describe(),
+                   None if mappings is None else np.asarray(mappings, dtype=np.int64).reshape(-1, 3),
+                   int(getattr(layout, "virtual_bytes", 0)))
 
 
 @dataclass
@@ -114,13 +158,16 @@ class Program:
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict:
         a = self.arena
+        arena = {"object_offset": a.object_offset.tolist(), "object_bytes": a.object_bytes.tolist(),
+                 "arena_bytes": int(a.arena_bytes), "scratch_bytes": int(a.scratch_bytes),
+                 "allocator": a.allocator}
+        if a.virtual:
+            arena.update(mappings=a.mappings.tolist(), virtual_bytes=int(a.virtual_bytes))
         return {
-            "format": FORMAT, "graph": self.graph_name, "graph_fingerprint": self.graph_fingerprint,
-            "policy": self.policy,
+            "format": FORMAT_VIRTUAL if a.virtual else FORMAT, "graph": self.graph_name,
+            "graph_fingerprint": self.graph_fingerprint, "policy": self.policy,
             "schedule": [int(n) for n in self.schedule],
-            "arena": {"object_offset": a.object_offset.tolist(), "object_bytes": a.object_bytes.tolist(),
-                      "arena_bytes": int(a.arena_bytes), "scratch_bytes": int(a.scratch_bytes),
-                      "allocator": a.allocator},
+            "arena": arena,
             "initial_resident": [[int(t), int(o)] for t, o in self.initial_resident.items()],
             "instructions": [{"kind": STREAM_NAMES[i.kind], "target": int(i.target), "obj": int(i.obj),
                               "objects": [int(o) for o in i.objects], "copy": bool(i.copy),
@@ -132,12 +179,17 @@ class Program:
     def from_dict(cls, d) -> "Program":
         """Parse a program description; ProgramFormatError (one line) if malformed.
         Whether it is *safe* is planner.verify's question, asked before it runs."""
-        if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise ProgramFormatError(f"not a swapengine program (expected format '{FORMAT}')")
+        if not isinstance(d, dict) or d.get("format") not in (FORMAT, FORMAT_VIRTUAL):
+            raise ProgramFormatError(f"not a swapengine program (expected format '{FORMAT}', or "
+                                     f"'{FORMAT_VIRTUAL}' for an arena with a page table)")
         try:
             a = d["arena"]
+            mappings = None
+            if d["format"] == FORMAT_VIRTUAL:
+                mappings = np.asarray(a["mappings"], dtype=np.int64).reshape(-1, 3)
             arena = Arena(*(np.asarray(a[k], dtype=np.int64) for k in ("object_offset", "object_bytes")),
-                          int(a["arena_bytes"]), int(a["scratch_bytes"]), dict(a.get("allocator", {})))
+                          int(a["arena_bytes"]), int(a["scratch_bytes"]), dict(a.get("allocator", {})),
+                          mappings, int(a["virtual_bytes"]) if mappings is not None else 0)
             if arena.object_offset.shape != arena.object_bytes.shape or arena.object_offset.ndim != 1:
                 raise ValueError("object_offset and object_bytes must be flat lists of one length")
             kinds = {name: k for k, name in enumerate(STREAM_NAMES)}

@@ -11,9 +11,12 @@ Checked, naming the first violation:
   the write that put it there happens before the read;
 - every write into an object happens after all reads and the write of the
   object's previous tenant, and of the tenants of every object sharing bytes
-  with it (no two live tensors share a byte); the write evicts those tenants;
+  with it (no two live tensors share a byte); the write evicts those tenants.
+  Bytes are PHYSICAL bytes: with a page table (virtual addressing), objects whose
+  virtual ranges differ share bytes when their ranges map to one physical chunk;
 - every swap-in reads a host copy that a swap-out wrote before it, or the
-  initial host copy (inputs, labels, state not resident at the start);
+  initial host copy (inputs, labels, state not resident at the start or that
+  nothing updates);
 - at the end, each resident state's next value sits in its home object and
   every other next value has been written to the host; the loss is readable.
 """
@@ -77,26 +80,56 @@ def _check_arena(program: Program, graph: Graph, budget: int | None) -> None:
     if p.scratch_bytes < need:
         raise VerificationError(f"the arena reserves {p.scratch_bytes} bytes of operator scratch but "
                                 f"'{graph.nodes[nid].name}' ({graph.nodes[nid].op}) needs {need}")
-    if len(p.object_offset) and (p.object_offset.min() < 0 or p.object_bytes.min() < 0
-                                 or (p.object_offset + p.object_bytes).max() > p.scratch_offset):
+    if p.virtual:
+        _check_page_table(p)
+    elif len(p.object_offset) and (p.object_offset.min() < 0 or p.object_bytes.min() < 0
+                                   or (p.object_offset + p.object_bytes).max() > p.scratch_offset):
         raise VerificationError("an arena object lies outside the arena or in its scratch region")
 
 
+def _check_page_table(p) -> None:
+    """Rows inside physical memory before scratch and inside the virtual space, no virtual byte
+    mapped twice, every object's virtual range mapped, no object holding a physical byte twice."""
+    rows = p.mappings
+    if rows.ndim != 2 or rows.shape[1] != 3:
+        raise VerificationError("the arena's page table must be rows of (virtual, physical, bytes)")
+    v, ph, n = rows[:, 0], rows[:, 1], rows[:, 2]
+    if len(rows) and (n.min() <= 0 or v.min() < 0 or ph.min() < 0 or (ph + n).max() > p.scratch_offset
+                      or (v + n).max() > p.virtual_bytes):
+        raise VerificationError("a page-table row maps bytes outside physical memory (or into its scratch) "
+                                "or outside the virtual address space")
+    order = np.argsort(v, kind="stable")
+    if np.any((v + n)[order][:-1] > v[order][1:]):
+        raise VerificationError("two page-table rows map one virtual byte")
+    if len(p.object_offset) and (p.object_offset.min() < 0 or p.object_bytes.min() < 0):
+        raise VerificationError("an arena object has a negative offset or size")
+    try:
+        extents = p.all_physical_extents()
+    except ValueError as e:
+        raise VerificationError(f"the arena's page table leaves {e}") from None
+    for o, pieces in enumerate(extents):
+        pieces = sorted(pieces)
+        if any(a + an > b for (a, an), (b, _) in zip(pieces, pieces[1:])):
+            raise VerificationError(f"object {o}'s virtual range maps one physical byte twice")
+
+
 def sharing_objects(arena) -> list[list[int]]:
-    """Per object, the other objects that share at least one byte with it (usually none:
-    a size-class layout's objects are disjoint). The one place that reads physical bytes."""
-    start, size = arena.object_offset, arena.object_bytes
-    order = np.argsort(start, kind="stable")
-    shared: list[list[int]] = [[] for _ in range(len(start))]
-    active: list[int] = []      # objects whose range may still reach the next start
-    for o in order.tolist():
-        active = [a for a in active if start[a] + size[a] > start[o]]
-        for a in active:
-            if size[o] > 0 and size[a] > 0:
-                shared[a].append(o)
-                shared[o].append(a)
-        active.append(o)
-    return shared
+    """Per object, the other objects that share at least one PHYSICAL byte with it (usually
+    none: a size-class layout's objects are disjoint; under virtual addressing, objects whose
+    ranges map to one chunk). The one place that reads physical bytes."""
+    pieces = [(start, size, o) for o, extents in enumerate(arena.all_physical_extents())
+              for start, size in extents if size > 0]
+    pieces.sort(key=lambda piece: piece[0])
+    shared: list[set[int]] = [set() for _ in range(arena.num_objects)]
+    active: list[tuple[int, int]] = []      # (end, object) of pieces that may reach the next start
+    for start, size, o in pieces:
+        active = [(end, a) for end, a in active if end > start]
+        for _, a in active:
+            if a != o:
+                shared[a].add(o)
+                shared[o].add(a)
+        active.append((start + size, o))
+    return [sorted(s) for s in shared]
 
 
 class _Checker:
@@ -169,8 +202,9 @@ class _Checker:
             self.fail(f"the program's schedule is not a topological order: {e}")
         for t in g.leaves(Kind.INPUT, Kind.LABEL):
             self.host[t] = INITIAL
+        unchanged = {cur for cur, nxt in g.state_pairs if cur == nxt}   # nothing updates them
         for t in g.leaves(*PERSISTENT_KINDS):
-            if t not in p.initial_resident:
+            if t not in p.initial_resident or t in unchanged:
                 self.host[t] = INITIAL
         for t, o in p.initial_resident.items():
             if g.tensors[t].kind not in PERSISTENT_KINDS or g.producer[t] != -1:

@@ -22,6 +22,7 @@ from ops import registry as op_registry
 
 from ..arrays import aligned_empty
 from ..blas_threads import one_blas_thread
+from .host_virtual import MappedArena
 
 POISON = 0xFF
 _ERRORS = itertools.count(1)      # orders stream errors as they happen, across streams
@@ -178,6 +179,7 @@ class CpuBackend:
         self.streams = [Stream(n, j if sanitize else 0.0, random.Random(rng.random()))
                         for n, j in zip(("compute", "swap_in", "swap_out"), jitter)]
         self.arena: np.ndarray | None = None
+        self._mapped: MappedArena | None = None     # a virtual-addressing arena's mappings
         # When profiling: (stream, node id or bytes copied, start, end) of each kernel and copy.
         self.timings: list[tuple[int, int, float, float]] | None = None
 
@@ -187,6 +189,14 @@ class CpuBackend:
         CUDA kernels use: numpy operators need none."""
         self.arena = aligned_empty((nbytes,), np.uint8, alignment=256)
         self.arena.fill(POISON)
+
+    def allocate_virtual_arena(self, nbytes: int, scratch_bytes: int, mappings, virtual_bytes: int) -> None:
+        """A virtual-addressing arena (paper 001): ``nbytes`` of physical memory (scratch, unused
+        by numpy operators, included) whose page-table rows (virtual, physical, bytes) are mapped
+        once into a reserved virtual range; ``view`` offsets are then virtual. Poisoned."""
+        self._mapped = MappedArena(nbytes, mappings, virtual_bytes)
+        self._mapped.physical.fill(POISON)
+        self.arena = self._mapped.virtual
 
     def view(self, offset: int, shape, dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
@@ -283,3 +293,7 @@ class CpuBackend:
         if self._blas is not None:      # after the streams: the creating thread restores the limit
             self._blas.__exit__(None, None, None)
             self._blas = None
+        if self._mapped is not None:    # after the streams: nothing touches the mappings any more
+            self.arena = None
+            self._mapped.close()
+            self._mapped = None

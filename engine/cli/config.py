@@ -60,6 +60,8 @@ class RunConfig:
     out: str | None
     json: str | None
     quiet: bool
+    allocator: str | None = None       # --allocator; None: each policy's own (Policy.allocators[0])
+    chunk_bytes: int | None = None     # --chunk-mib in bytes (the va allocator's chunk)
 
     @classmethod
     def from_args(cls, a: argparse.Namespace) -> RunConfig:
@@ -73,7 +75,15 @@ class RunConfig:
                                   a.search_checkpoint, a.resume_search, a.ray_address),
             save_plan=a.save_plan, load_plan=a.load_plan, simulate_only=a.simulate_only, sanitize=a.sanitize,
             check=not a.no_check, checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
-            out=a.out, json=a.json, quiet=a.quiet)
+            out=a.out, json=a.json, quiet=a.quiet, allocator=a.allocator,
+            chunk_bytes=None if a.chunk_mib is None else int(round(a.chunk_mib * 2**20)))
+
+    def allocator_of(self, policy: Policy) -> tuple[str, dict]:
+        """The allocator ``policy`` places tensors with (--allocator, or its own default; a policy
+        that needs no budget keeps its own) and the options it is made with."""
+        name = self.allocator if self.allocator and policy.needs_budget else policy.allocators[0]
+        options = {"chunk_bytes": self.chunk_bytes} if self.chunk_bytes and name == self.allocator else {}
+        return name, options
 
     @property
     def checkpoint_settings(self) -> dict:

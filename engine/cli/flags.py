@@ -122,6 +122,13 @@ def _policy_help() -> str:
             f"timed on --measure-iterations (default: {','.join(policies_registry.DEFAULT_NAMES)})")
 
 
+def _allocator_help() -> str:
+    from allocator.online import SUMMARIES
+    listed = "; ".join(f"{name}: {summary}" for name, summary in SUMMARIES.items())
+    return (f"how the policies place tensors (pool: the size-class pool of swapadvisor and odswap; {listed}); "
+            f"a policy that cannot use it is refused (default: each policy's own)")
+
+
 def _backend_help() -> str:
     listed = "; ".join(f"{k.name}: {k.summary}" for k in backend_registry.REGISTRY.values())
     return (f"where the policies run ({listed}), or auto: the first of "
@@ -165,6 +172,11 @@ def parser() -> argparse.ArgumentParser:
                         "the smallest budget that runs")
     memory.add_argument("--policy", type=policies, default=list(policies_registry.DEFAULT_NAMES), metavar="P[,P...]",
                    help=_policy_help())
+    memory.add_argument("--allocator", choices=policies_registry.allocator_names(), default=None,
+                   help=_allocator_help())
+    memory.add_argument("--chunk-mib", type=positive_float, default=None, metavar="MIB",
+                   help="with --allocator va: the physical chunk size in MiB (default 20, as nnabla and "
+                        "PyTorch; paper 001 used 40 MB; on CUDA at least the allocation granularity, 2)")
     memory.add_argument("--measure-iterations", type=positive_int, default=15, metavar="N",
                    help="timed iterations for each policy but the last; their median is its s/iter "
                         "(default 15: fewer swing with the machine's load)")

@@ -15,6 +15,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
+from allocator.online import takes_option
 from planner import policy as policies_registry
 
 from .. import checkpoint
@@ -57,6 +58,14 @@ def check_flags(cfg: RunConfig) -> None:
     if cfg.search.ray_address and importlib.util.find_spec("ray") is None:
         raise UsageError("--ray-address needs Ray installed: pip install \".[ray]\" (or leave it out to "
                          "search on this machine's processes)")
+    if cfg.allocator:
+        for policy in cfg.planned:
+            if policy.needs_budget:
+                policies_registry.check_allocator(policy, cfg.allocator)
+    if cfg.chunk_bytes and not takes_option(cfg.allocator, "chunk_bytes"):
+        chosen = f"--allocator {cfg.allocator}" if cfg.allocator else "each policy's own allocator"
+        raise UsageError(f"--chunk-mib sizes the chunks of --allocator va, not {chosen}; drop it or add "
+                         "--allocator va")
     if cfg.simulate_only:
         for flag, given in (("--checkpoint", cfg.checkpoint), ("--resume", cfg.resume)):
             if given:
