@@ -10,21 +10,22 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from . import reference
-from .data import TeacherData
 from .graph_check import check_order
-from .initializers import initial_state
-from .ir import PERSISTENT_KINDS, Graph
+from .initializers import initial_state, initial_value
+from . import iteration_stream as stream
+from .ir import PERSISTENT_KINDS, Graph, Kind
 from . import checkpoint
 from .blas_threads import one_blas_thread
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT, CheckpointError
+from .data import TeacherData
 
-__all__ = ["CHECKPOINT_FORMAT", "CheckpointError", "ReferenceRunner", "Runner", "Trainer", "checkpoint_mismatch",
-           "state_fingerprint"]
+__all__ = ["CHECKPOINT_FORMAT", "CheckpointError", "ReferenceRunner", "Runner", "StreamTrainer", "Trainer",
+           "checkpoint_mismatch", "state_fingerprint"]
 
 
 class Runner(Protocol):
@@ -146,3 +147,90 @@ def checkpoint_mismatch(g: Graph, header: dict, arrays: Mapping[str, np.ndarray]
             return (f"its tensor '{x.name}' has shape {a.shape}, this model's {x.shape}; use the same "
                     "--batch, --size and model flags")
     return "its set of tensors differs from this model's; use the same model flags"
+
+
+class StreamTrainer:
+    """Training whose graph changes from iteration to iteration (engine.iteration_stream):
+    micro-steps at bucketed lengths, an update after each accumulation window whose losses
+    were all finite, evaluations. Parameters and state persist by name across the graphs:
+    before a graph runs its runner is loaded with their current values, after it they are
+    read back, bit for bit (host copies; a graph's Program decides where they live while it
+    runs). ``runner_for(graph)`` gives the runner of a graph (the caller plans, caches and
+    gates Programs); ``after(i, graphs, seconds, step)`` is told each iteration's graphs in the
+    order they ran and the time they took."""
+
+    def __init__(self, graphs: "stream.IterationGraphs", plan: "stream.IterationPlan",
+                 runner_for: Callable[[Graph], Runner], seed: int = 0,
+                 after: Callable[[int, list[Graph], float, "stream.Step"], None] | None = None):
+        self.graphs, self.plan, self.runner_for, self.seed, self.after = graphs, plan, runner_for, seed, after
+        self.values: dict[str, np.ndarray] = {}      # every persistent tensor, by name
+        self._data: dict[Graph, TeacherData] = {}
+        self.iteration = 0
+        self.window_finite = True
+        self.updates = self.skipped = 0
+        self.losses: list[tuple[int, str, float]] = []   # (iteration, kind, loss)
+
+    def _state_of(self, g: Graph) -> dict[int, np.ndarray]:
+        out = {}
+        for t in g.leaves(*PERSISTENT_KINDS):
+            x = g.tensors[t]
+            a = self.values.get(x.name)
+            if a is None:
+                a = self.values[x.name] = initial_value(x.name, x.init, x.shape, x.dtype, self.seed)
+            elif a.shape != x.shape or a.dtype != x.dtype:
+                raise CheckpointError(f"tensor '{x.name}' is {a.shape} {a.dtype} in one graph of the stream "
+                                      f"and {x.shape} {x.dtype} in '{g.name}': the graphs must share their state")
+            out[t] = a
+        return out
+
+    def _run(self, g: Graph, step: "stream.Step") -> float:
+        runner = self.runner_for(g)
+        runner.load_state(self._state_of(g))
+        data = self._data.get(g)
+        if data is None and g.leaves(Kind.LABEL):
+            data = self._data[g] = TeacherData(g, self.seed)
+        batch = data.batch(step.iteration) if data is not None else {}
+        batch.update(stream.scale_feed(g, step))
+        with np.errstate(invalid="ignore", over="ignore"):   # a forced non-finite step warns otherwise
+            loss = runner.step(batch)
+        for t, a in runner.state().items():
+            self.values[g.tensors[t].name] = a
+        return loss
+
+    def _zero_accumulators(self, g: Graph) -> None:
+        for t in stream.accumulators(g):
+            x = g.tensors[t]
+            self.values[x.name] = np.zeros(x.shape, x.dtype)
+
+    def step(self) -> float:
+        """Run iteration ``self.iteration`` (a micro-step, plus the update at the end of a finite
+        window, or an evaluation); return its loss."""
+        s = self.plan.step(self.iteration)
+        t0 = time.perf_counter()
+        if s.kind == stream.EVAL:
+            ran = [self.graphs.evaluation(s.seq)]
+            loss = self._run(ran[0], s)
+        else:
+            micro = self.graphs.micro(s.seq)
+            ran = [micro]
+            loss = self._run(micro, s)
+            self.window_finite &= bool(np.isfinite(loss))
+            if s.ends_window:
+                if self.window_finite:
+                    update = self.graphs.update(micro)
+                    self._run(update, s)
+                    ran.append(update)
+                    self.updates += 1
+                else:
+                    self.skipped += 1
+                self._zero_accumulators(micro)
+                self.window_finite = True
+        seconds = time.perf_counter() - t0
+        self.losses.append((self.iteration, s.kind, loss))
+        if self.after is not None:
+            self.after(self.iteration, ran, seconds, s)
+        self.iteration += 1
+        return loss
+
+    def named_state(self) -> dict[str, np.ndarray]:
+        return dict(self.values)

@@ -241,6 +241,16 @@ class Accumulate(Op):
 
 
 @register
+class AccumulateState(Accumulate):
+    """acc' = acc + c where acc is persisted state: gradients summed over the micro-batches of
+    gradient accumulation (the training loop zeroes acc after each update or skipped one).
+    The next value is declared as state, so acc persists across iterations; same bits as
+    ``accumulate``."""
+    name = "accumulate_state"
+    state_outputs = {0: 0}
+
+
+@register
 class Fill(Op):
     """A constant tensor (the loss gradient's seed, zeros for an unused output's gradient)."""
     name, arity, differentiable = "fill", 0, False

@@ -89,22 +89,29 @@ def block(g: Graph, x: int, batch: int, seq: int, heads: int) -> int:
 
 def gpt(layers: int = 12, width: int = 768, heads: int = 12, seq: int = 1024, vocab: int = GPT2_VOCAB,
         batch: int = 8, tie_embeddings: bool = True, dtype: str = "float32",
-        optimizer: SGD | Adam = Adam(weight_decay=0.01)) -> Graph:
+        optimizer: SGD | Adam = Adam(weight_decay=0.01), positions: int | None = None) -> Graph:
     """One training iteration of a GPT of ``layers`` blocks of ``width`` with ``heads`` heads,
-    on ``batch`` sequences of ``seq`` tokens from a vocabulary of ``vocab``."""
+    on ``batch`` sequences of ``seq`` tokens from a vocabulary of ``vocab``. ``positions``: rows
+    of the position table (default ``seq``); a batch of shorter sequences reads its first
+    ``seq`` rows, so graphs of several sequence lengths share one table (bucketed lengths)."""
+    positions = seq if positions is None else positions
     for what, v in (("layers", layers), ("width", width), ("heads", heads), ("seq", seq), ("vocab", vocab),
                     ("batch", batch)):
         if v < 1:
             raise ValueError(f"gpt: {what} must be positive, got {v}")
+    if positions < seq:
+        raise ValueError(f"gpt: the position table's {positions} rows cannot cover sequences of {seq}")
     if width % heads:
         raise ValueError(f"gpt: width {width} is not a multiple of heads {heads}")
     g = Graph(f"gpt-{layers}x{width}")
     tokens = g.input("tokens", (batch, seq), "int32")
     wte = g.parameter("wte", (vocab, width), dtype, init="normal:0.02")
-    wpe = g.parameter("wpe", (seq, width), dtype, init="normal:0.01")
+    wpe = g.parameter("wpe", (positions, width), dtype, init="normal:0.01")
     (x,) = g.apply("embedding", [wte, tokens], name="token_embedding")
     (x,) = g.apply("reshape", [x], name="token_rows", shape=(batch * seq, width))
-    (pos,) = g.apply("concat", [wpe] * batch, name="positions", axis=0)
+    rows = wpe if positions == seq else g.apply("split", [wpe], name="position_rows", axis=0,
+                                                sizes=(seq, positions - seq))[0]
+    (pos,) = g.apply("concat", [rows] * batch, name="positions", axis=0)
     (x,) = g.apply("add", [x, pos], name="embedded")
     for layer in range(layers):
         with g.scope(f"block{layer}"):

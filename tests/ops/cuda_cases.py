@@ -103,6 +103,7 @@ def _synthetic_cases() -> list[Case]:
         case("sum_n", [(3, 3)]),
         case("accumulate", [(1001,), (1001,)]),
         case("accumulate", [spec((5, 7), f64), spec((5, 7), f64)]),
+        case("accumulate_state", [(1001,), (1001,)]),
         case("fill", [], shape=(7, 3), dtype="int32", value=3),
         case("fill", [], shape=(1000,), dtype=f64, value=-0.5),
         case("relu", [spec((1003,), f64)]),

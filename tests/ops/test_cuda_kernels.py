@@ -22,7 +22,7 @@ GPUS, WHY = detect_gpu()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPUS == 0, reason=f"no GPU ({WHY})")]
 
 # Kernels written in numpy's evaluation order with no FMA contraction: bit-identical.
-EXACT = {"relu", "relu_grad", "sigmoid_grad", "tanh_grad", "add", "accumulate", "mul", "scale", "sum_n", "fill", "sgd_update",
+EXACT = {"relu", "relu_grad", "sigmoid_grad", "tanh_grad", "add", "accumulate", "accumulate_state", "mul", "scale", "sum_n", "fill", "sgd_update",
          "concat", "split", "reshape", "max_pool2d", "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad",
          "global_avg_pool_grad", "softmax_cross_entropy_grad", "transpose", "embedding", "embedding_grad"}
 TOLERANCE = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12}
