@@ -39,8 +39,10 @@ class VirtualChunkAllocator:
     name = "va"
 
     def __init__(self, capacity_bytes: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                 small_bytes: int = DEFAULT_SMALL_BYTES, keep_history: bool = False):
-        chunk_bytes, small_bytes = int(chunk_bytes), int(small_bytes)
+                 small_bytes: int | None = None, keep_history: bool = False):
+        """``small_bytes``: requests up to it share chunks (None: 1 MiB, or half a chunk if less)."""
+        chunk_bytes = int(chunk_bytes)
+        small_bytes = min(DEFAULT_SMALL_BYTES, chunk_bytes // 2) if small_bytes is None else int(small_bytes)
         if chunk_bytes <= 0 or chunk_bytes % PAGE:
             raise AllocatorMisuse(f"the chunk size must be a positive multiple of {PAGE} bytes (a page), "
                                   f"not {chunk_bytes}")
