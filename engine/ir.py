@@ -10,6 +10,9 @@ The graph is in SSA form: every tensor has at most one producer. State that
 persists across iterations (parameters, optimizer state, running statistics)
 is a leaf tensor whose next value is another tensor, produced by an operator
 that declares it (``Op.state_outputs``); ``Graph.state_pairs`` lists the pairs.
+A parameter or state that no operator updates (the weights of a forward-only,
+inference graph) is its own next value: it persists unchanged, so it may stay
+resident across iterations and its host copy never goes stale.
 
 ``Graph`` builds and answers queries; checking a whole graph or a schedule is
 ``engine.graph_check``, files, fingerprints and networkx are ``engine.graph_io``.
@@ -89,7 +92,9 @@ class Graph:
         self.nodes: list[Node] = []
         self.producer: list[int] = []          # tensor id -> node id, or -1 for a leaf
         self.users: list[list[int]] = []       # tensor id -> node ids reading it, in insertion order
-        self.state_pairs: list[tuple[int, int]] = []   # (current value, next value)
+        self._updates: list[tuple[int, int]] = []   # (current value, next value an operator writes)
+        self._pairs_key: tuple[int, int, int] | None = None
+        self._pairs: list[tuple[int, int]] = []
         self.loss: int | None = None
         self._tensor_names: dict[str, int] = {}
         self._node_names: dict[str, int] = {}
@@ -190,10 +195,10 @@ class Graph:
         for out_i, in_i in decl.state_outputs.items():
             cur = inputs[in_i]
             if self.tensors[cur].kind in PERSISTENT_KINDS and self.producer[cur] == -1:
-                if any(c == cur for c, _ in self.state_pairs):
+                if any(c == cur for c, _ in self._updates):
                     raise GraphError(f"node '{node_name}' ({op}): state '{self.tensors[cur].name}' "
                                      "already has a next value")
-                self.state_pairs.append((cur, outputs[out_i]))
+                self._updates.append((cur, outputs[out_i]))
         return tuple(outputs)
 
     def set_loss(self, t: int) -> None:
@@ -221,6 +226,23 @@ class Graph:
         return nid
 
     # ------------------------------------------------------------------ queries
+    @property
+    def state_pairs(self) -> list[tuple[int, int]]:
+        """(current value, next value) of every persistent leaf: the updates operators write,
+        in the order they were added, then each parameter or state nothing updates paired
+        with itself (it persists unchanged; ``unchanged_state``)."""
+        key = (len(self.tensors), len(self.nodes), len(self._updates))
+        if self._pairs_key != key:
+            updated = {c for c, _ in self._updates}
+            self._pairs = self._updates + [(t, t) for t in self.leaves(*PERSISTENT_KINDS) if t not in updated]
+            self._pairs_key = key
+        return self._pairs
+
+    @state_pairs.setter
+    def state_pairs(self, pairs) -> None:     # graphs read back from a file (engine.graph_io)
+        self._updates = [(int(c), int(x)) for c, x in pairs if int(c) != int(x)]
+        self._pairs_key = None
+
     def shape(self, t: int) -> tuple[int, ...]:
         return self.tensors[t].shape
 

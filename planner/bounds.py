@@ -67,7 +67,7 @@ def tensor_classes(g: Graph) -> np.ndarray:
     (and the loss, read back after the iteration: off the device it needs only a swap-out);
     ACTIVATION for every other produced tensor (activations and gradients)."""
     cls = np.where(np.asarray(g.producer) < 0, LEAF, ACTIVATION).astype(np.int64)
-    kept = [nxt for _, nxt in g.state_pairs] + ([g.loss] if g.loss is not None else [])
+    kept = [nxt for cur, nxt in g.state_pairs if nxt != cur] + ([g.loss] if g.loss is not None else [])
     cls[kept] = NEXT_VALUE
     return cls
 
@@ -163,7 +163,8 @@ def persistent_bound(g: Graph, pool: float, h2d: float, d2h: float, both: float)
     batch = g.leaves(Kind.INPUT, Kind.LABEL)
     state_read = float(nbytes[state][read[state]].sum()) if state else 0.0
     batch_bytes = float(nbytes[batch][read[batch]].sum()) if batch else 0.0
-    next_values = float(nbytes[[nxt for _, nxt in g.state_pairs]].sum()) if g.state_pairs else 0.0
+    written = [nxt for cur, nxt in g.state_pairs if nxt != cur]     # unchanged state never goes out
+    next_values = float(nbytes[written].sum()) if written else 0.0
     into = max(state_read - pool, 0.0) + batch_bytes
     out = max(next_values - pool, 0.0)
     return max(into / h2d, out / d2h, (into + out) / both)

@@ -8,8 +8,10 @@ tensor of that class: the one used furthest in the future (Belady), among those 
 least a threshold ago (so there is time to swap it out before its object is needed). Leaves
 whose host copy is current (parameters, inputs) stay resident after their last read until
 evicted, which copies nothing (the paper's semantics). A swap-out copies to the host only
-when the host copy is stale. With ``headroom``, after each operator the planner also evicts
-ahead of need, keeping that fraction of each touched class free, so that the copy into an
+when the host copy is stale; a parameter nothing updates (a forward-only graph's weights) is
+its own next value in ``Graph.state_pairs``, so it is state that may stay resident across
+iterations and whose host copy never goes stale. With ``headroom``, after each operator the
+planner also evicts ahead of need, keeping that fraction of each touched class free, so that the copy into an
 evicted object starts right after the victim's last use instead of at the step that needs it.
 
 Every instruction carries the edges that make it safe; a swap-in depends only on its object

@@ -131,6 +131,9 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     for t in range(n_t):
         if host_at_start[t] and home_of[t] < 0:
             host_writer[t] = -1
+    for q in range(state_cur.shape[0]):
+        if state_cur[q] == state_nxt[q]:    # state nothing updates: its host copy stays current
+            host_writer[state_cur[q]] = -1
     # Free objects of each class, a FIFO ring per class (the earliest freed first).
     ring = np.empty(n_obj, dtype=np.int64)
     head = np.zeros(n_cls, dtype=np.int64)
