@@ -19,6 +19,15 @@ Nothing CUDA is created until ``detect_gpu`` has found a device: without one the
 constructor raises :class:`CudaUnavailable` before touching cuda.core. This module and
 ``nvrtc`` are the only ones that import cuda.
 
+A virtual-addressing arena (paper 001's ``va`` allocator; ``allocate_virtual_arena``) is a
+reserved virtual range (``cuMemAddressReserve``) into which the Program's page-table rows map
+physical chunks (``cuMemCreate`` handles of the rows' common size, a multiple of the device's
+allocation granularity, ``cuMemMap`` + ``cuMemSetAccess``); views address the virtual range. A
+static Program maps every row once and unmaps only when the arena goes (after every stream is
+idle, so after the last use's event); the chunk handles stay cached for the next virtual arena
+and are released on ``close``. Its operator scratch is a separate allocation of
+``scratch_bytes``, counted in the same budget.
+
 Scratch memory for operators that declare it (``Op.cuda_workspaces``) is the arena's
 last ``scratch_bytes`` (``Pool.scratch_bytes``, sized by the planner and counted in the
 budget): kernels run in order on the compute stream, so they share it, and nothing is
@@ -58,6 +67,10 @@ class CudaUnavailable(EngineError, RuntimeError):
 
 class CudaError(RuntimeError):
     """A CUDA driver call failed."""
+
+
+class CudaVirtualMemoryError(EngineError, ValueError):
+    """A page table this device cannot map (rows not multiples of its allocation granularity)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +150,9 @@ class CudaBackend:
             self._delay = (module.get_kernel("sanitizer_delay"), self._LaunchConfig(grid=1, block=1))
         self._arena_ptr, self._arena_bytes, self._generation = 0, 0, 0
         self._scratch_ptr, self._scratch_bytes = 0, 0     # the arena's tail, for the compute stream
+        self._virtual: dict | None = None   # a virtual arena: base, size, mapped (ptr, bytes), scratch ptr
+        self._chunks: dict[int, int] = {}   # physical chunk index -> cuMemCreate handle (cached)
+        self._chunk_bytes = 0               # the size of the cached chunks
         self._prepared: dict = {}
         self._dry = False                  # capture's first pass: launches prepared, nothing issued
         self._capturing = False
@@ -170,8 +186,7 @@ class CudaBackend:
         if not 0 <= scratch_bytes <= nbytes:
             raise ValueError(f"scratch of {scratch_bytes} bytes does not fit an arena of {nbytes}")
         self._sync_all()
-        self._device_free(self._arena_ptr)
-        self._arena_ptr, self._arena_bytes = 0, 0
+        self._free_arena()
         self._prepared.clear()
         self._generation += 1
         self._arena_ptr = self._device_alloc(nbytes)
@@ -180,6 +195,89 @@ class CudaBackend:
         self._scratch_bytes = int(scratch_bytes)
         self._check(self._driver.cuMemsetD8Async(self._arena_ptr, POISON, max(int(nbytes), 1),
                                                  self._handles[COMPUTE]))
+        self.streams[COMPUTE].sync()
+
+    def _free_arena(self) -> None:
+        """Give back the current arena: a plain allocation, or a virtual one's mappings, its
+        reservation and its scratch (its physical chunks stay cached). Streams must be idle."""
+        if self._virtual is not None:
+            drv, v = self._driver, self._virtual
+            self._virtual = None
+            for ptr, size in v["mapped"]:
+                self._check(drv.cuMemUnmap(ptr, size))
+            self._check(drv.cuMemAddressFree(v["base"], v["size"]))
+            self._device_free(v["scratch"])
+        else:
+            self._device_free(self._arena_ptr)
+        self._arena_ptr, self._arena_bytes, self._scratch_ptr, self._scratch_bytes = 0, 0, 0, 0
+
+    def _allocation_prop(self):
+        drv = self._driver
+        prop = drv.CUmemAllocationProp()
+        prop.type = drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        prop.location.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        prop.location.id = self.dev.device_id
+        return prop
+
+    def allocation_granularity(self) -> int:
+        """The smallest physical chunk this device maps (cuMemGetAllocationGranularity)."""
+        drv = self._driver
+        (gran,) = self._check(drv.cuMemGetAllocationGranularity(
+            self._allocation_prop(), drv.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM))
+        return int(gran)
+
+    def _chunk_handle(self, index: int, chunk_bytes: int):
+        """Physical chunk ``index`` (cuMemCreate on first use, then cached)."""
+        if chunk_bytes != self._chunk_bytes:
+            self._release_chunks()
+            self._chunk_bytes = chunk_bytes
+        handle = self._chunks.get(index)
+        if handle is None:
+            (handle,) = self._check(self._driver.cuMemCreate(chunk_bytes, self._allocation_prop(), 0))
+            self._chunks[index] = handle
+        return handle
+
+    def _release_chunks(self) -> None:
+        for handle in self._chunks.values():
+            self._check(self._driver.cuMemRelease(handle))
+        self._chunks.clear()
+
+    def allocate_virtual_arena(self, nbytes: int, scratch_bytes: int, mappings, virtual_bytes: int) -> None:
+        """A virtual-addressing arena: page-table rows (virtual, physical, bytes) mapped once into a
+        reserved range of ``virtual_bytes``, poisoned; scratch beside it. ``view`` offsets are virtual."""
+        drv = self._driver
+        rows = np.asarray(mappings, dtype=np.int64).reshape(-1, 3)
+        gran = self.allocation_granularity()
+        if len(rows) and (rows % gran).any():
+            raise CudaVirtualMemoryError(f"the page table's chunks are not multiples of this GPU's allocation "
+                                         f"granularity ({gran // 2**20} MiB): choose --chunk-mib a multiple of it")
+        if not 0 <= scratch_bytes <= nbytes:
+            raise ValueError(f"scratch of {scratch_bytes} bytes does not fit an arena of {nbytes}")
+        chunk = int(np.gcd.reduce(rows[:, 1:].reshape(-1))) if len(rows) else gran
+        self._sync_all()
+        self._free_arena()
+        self._prepared.clear()
+        self._generation += 1
+        size = max(gran, -(-int(virtual_bytes) // gran) * gran)
+        (base,) = self._check(drv.cuMemAddressReserve(size, gran, 0, 0))
+        base = int(base)
+        self._virtual = v = {"base": base, "size": size, "mapped": [], "scratch": 0}
+        access = drv.CUmemAccessDesc()
+        access.location.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        access.location.id = self.dev.device_id
+        access.flags = drv.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+        stream = self._handles[COMPUTE]
+        for virt, phys, n in rows.tolist():
+            for k in range(0, n, chunk):
+                self._check(drv.cuMemMap(base + virt + k, chunk, 0, self._chunk_handle((phys + k) // chunk, chunk), 0))
+                v["mapped"].append((base + virt + k, chunk))
+            self._check(drv.cuMemSetAccess(base + virt, n, [access], 1))
+            self._check(drv.cuMemsetD8Async(base + virt, POISON, n, stream))
+        if scratch_bytes:
+            v["scratch"] = self._device_alloc(scratch_bytes)
+            self._check(drv.cuMemsetD8Async(v["scratch"], POISON, int(scratch_bytes), stream))
+        self._arena_ptr, self._arena_bytes = base, size
+        self._scratch_ptr, self._scratch_bytes = v["scratch"], int(scratch_bytes)
         self.streams[COMPUTE].sync()
 
     def view(self, offset: int, shape, dtype) -> DeviceArray:
@@ -443,6 +541,8 @@ class CudaBackend:
         finally:
             self._prepared.clear()
             self._pending.clear()
-            self._device_free(self._arena_ptr)
-            self._arena_ptr, self._arena_bytes, self._scratch_ptr, self._scratch_bytes = 0, 0, 0, 0
-            self._pinned.forget()
+            try:
+                self._free_arena()
+            finally:
+                self._release_chunks()
+                self._pinned.forget()

@@ -55,6 +55,7 @@ class Api:
         self.now = 0.0                                     # the fake device clock, ms
         self.capture: list | None = None                   # work recorded while a graph is built
         self.fail_capture = False
+        self.vmm = FakeVirtualMemory()
         self.driver = self._driver()
         self.core = self._core()
 
@@ -103,6 +104,7 @@ class Api:
             cuMemcpyHtoD=lambda dst, src, n: (ctypes.memmove(dst, src, n), (ok,))[1],
             cuMemcpyDtoH=lambda dst, src, n: (ctypes.memmove(dst, src, n), (ok,))[1],
             cuKernelSetAttribute=lambda *a: (ok,),
+            **self.vmm.driver_calls(),
         )
 
     # ------------------------------------------------------------------ cuda.core
@@ -210,3 +212,121 @@ class Api:
             LaunchConfig=lambda grid, block, shmem_size=0: SimpleNamespace(grid=grid, block=block, shmem=shmem_size),
             LegacyPinnedMemoryResource=PinnedResource, ObjectCode=SimpleNamespace(from_cubin=lambda b: Module()),
             launch=launch)
+
+
+class FakeVirtualMemory:
+    """The driver's virtual memory management, on the host's own: a chunk handle is a memory
+    file (os.memfd_create), cuMemAddressReserve reserves with mmap(PROT_NONE), cuMemMap maps the
+    file there with MAP_FIXED, so bytes written through one virtual address really land in the
+    chunk and show through every other mapping of it. Checks what the driver documents: sizes
+    and addresses multiples of the granularity, a map only inside a reservation and only over
+    unmapped bytes, access set only on mapped bytes, unmap of exactly a mapped range, a
+    reservation freed only once nothing in it is mapped."""
+
+    def __init__(self, granularity: int = 2 << 20):
+        from engine.backends.host_virtual import _libc
+        self.libc = _libc()
+        self.granularity = granularity
+        self.handles: dict[int, tuple[int, int]] = {}      # handle -> (memory file, bytes)
+        self.reserved: dict[int, int] = {}                  # base -> bytes
+        self.mapped: dict[int, tuple[int, int]] = {}        # address -> (bytes, handle)
+        self.created = self.released = 0
+        self._ids = itertools.count(0x5000)
+
+    def chunk(self, handle: int) -> np.ndarray:
+        """A handle's bytes, read through its memory file (not through any mapping)."""
+        import os
+        fd, size = self.handles[handle]
+        return np.frombuffer(os.pread(fd, size, 0), np.uint8)
+
+    def driver_calls(self) -> dict:
+        import mmap
+        import os
+        vm, ok, bad = self, 0, 1
+        PAGE_FLAGS = mmap.MAP_SHARED | 0x10          # MAP_FIXED
+
+        def granular(*ns):
+            return all(int(n) % vm.granularity == 0 for n in ns)
+
+        def inside_reservation(ptr, size):
+            return any(b <= ptr and ptr + size <= b + n for b, n in vm.reserved.items())
+
+        def overlaps_mapping(ptr, size):
+            return any(a < ptr + size and ptr < a + n for a, (n, _) in vm.mapped.items())
+
+        def create(size, prop, flags):
+            if not granular(size) or size <= 0 or prop.type != "pinned" or prop.location.type != "device":
+                return (bad, None)
+            fd = os.memfd_create("fake-cuda-chunk")
+            os.ftruncate(fd, int(size))
+            handle = next(vm._ids)
+            vm.handles[handle] = (fd, int(size))
+            vm.created += 1
+            return (ok, handle)
+
+        def release(handle):
+            entry = vm.handles.pop(handle, None)
+            if entry is None:
+                return (bad,)
+            os.close(entry[0])
+            vm.released += 1
+            return (ok,)
+
+        def reserve(size, alignment, addr, flags):
+            if not granular(size):
+                return (bad, 0)
+            size, align = int(size), max(int(alignment), vm.granularity)
+            raw = vm.libc.mmap(None, size + align, 0, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+            ptr = -(-raw // align) * align                 # aligned as asked: trim the ends
+            if ptr > raw:
+                vm.libc.munmap(raw, ptr - raw)
+            vm.libc.munmap(ptr + size, raw + align - ptr)
+            vm.reserved[ptr] = size
+            return (ok, ptr)
+
+        def address_free(ptr, size):
+            if vm.reserved.get(ptr) != size or overlaps_mapping(ptr, size):
+                return (bad,)
+            del vm.reserved[ptr]
+            vm.libc.munmap(ptr, size)
+            return (ok,)
+
+        def map_(ptr, size, offset, handle, flags):
+            entry = vm.handles.get(handle)
+            if (entry is None or not granular(ptr, size, offset) or offset + size > entry[1]
+                    or not inside_reservation(ptr, size) or overlaps_mapping(ptr, size)):
+                return (bad,)
+            got = vm.libc.mmap(ptr, size, mmap.PROT_READ | mmap.PROT_WRITE, PAGE_FLAGS, entry[0], offset)
+            assert got == ptr
+            vm.mapped[ptr] = (int(size), handle)
+            return (ok,)
+
+        def unmap(ptr, size):
+            if vm.mapped.get(ptr, (None,))[0] != size:
+                return (bad,)
+            del vm.mapped[ptr]
+            got = vm.libc.mmap(ptr, size, 0, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x10, -1, 0)
+            assert got == ptr
+            return (ok,)
+
+        def set_access(ptr, size, descs, count):
+            covered = sum(n for a, (n, _) in vm.mapped.items() if ptr <= a and a + n <= ptr + size)
+            if covered != size or count != len(descs) or any(d.flags != "rw" or d.location.type != "device"
+                                                               for d in descs):
+                return (bad,)
+            return (ok,)
+
+        def location():
+            return SimpleNamespace(type=None, id=None)
+
+        return dict(
+            CUmemAllocationProp=lambda: SimpleNamespace(type=None, location=location()),
+            CUmemAccessDesc=lambda: SimpleNamespace(flags=None, location=location()),
+            CUmemAllocationType=SimpleNamespace(CU_MEM_ALLOCATION_TYPE_PINNED="pinned"),
+            CUmemLocationType=SimpleNamespace(CU_MEM_LOCATION_TYPE_DEVICE="device"),
+            CUmemAllocationGranularity_flags=SimpleNamespace(CU_MEM_ALLOC_GRANULARITY_MINIMUM="minimum"),
+            CUmemAccess_flags=SimpleNamespace(CU_MEM_ACCESS_FLAGS_PROT_READWRITE="rw"),
+            cuMemGetAllocationGranularity=lambda prop, flag: (ok, vm.granularity),
+            cuMemCreate=create, cuMemRelease=release, cuMemAddressReserve=reserve,
+            cuMemAddressFree=address_free, cuMemMap=map_, cuMemUnmap=unmap, cuMemSetAccess=set_access,
+        )

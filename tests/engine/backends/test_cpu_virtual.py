@@ -61,12 +61,12 @@ def test_a_misaligned_page_table_is_refused_in_one_line():
         be.close()
 
 
-def on_scattered_chunks(program: Program) -> Program:
+def on_scattered_chunks(program: Program, chunk: int = CHUNK) -> Program:
     """``program`` with every object moved to a va object of its size, on chunks scattered by
     freeing every other chunk of a first fill (so multi-chunk objects span non-adjacent chunks)."""
     arena = program.arena
-    a = VirtualChunkAllocator(4 * int(arena.arena_bytes) + 64 * CHUNK, chunk_bytes=CHUNK, small_bytes=0)
-    fill = [a.alloc(CHUNK) for _ in range(2 * arena.num_objects + 8)]
+    a = VirtualChunkAllocator(4 * int(arena.arena_bytes) + 64 * chunk, chunk_bytes=chunk, small_bytes=0)
+    fill = [a.alloc(chunk) for _ in range(2 * arena.num_objects + 8)]
     for o in fill[::2]:
         a.free(o)
     first = len(fill)
