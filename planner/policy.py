@@ -67,6 +67,9 @@ class PlanRequest:
     # (allocator.online: make_online_allocator(allocator, budget.pool_bytes, **allocator_options)).
     allocator: str = POOL
     allocator_options: Mapping[str, object] = field(default_factory=dict)   # e.g. {"chunk_bytes": ...}
+    # The policy's own knobs, e.g. {"window": bytes or "auto"} (window) or
+    # {"swapout_threshold": n, "swapin_ahead": n} (lms); policies ignore what they do not know.
+    policy_options: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def op_seconds(self) -> np.ndarray | None:

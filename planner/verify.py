@@ -189,8 +189,9 @@ class _Checker:
                     where = f"object {o}" if x == o else f"object {o}, which shares bytes with object {x},"
                     self.fail(f"{self.instr(i)} may overwrite {where} while {self.instr(r)} still uses "
                               f"{repr(self.name(prev)) if prev >= 0 else 'its bytes'} there: no edge orders them")
-            if x != o:          # the write clobbers whatever lived in the bytes it shares
-                self.tenant[x], self.writer[x], self.readers[x] = -1, i, []
+            if x != o:          # the write clobbers whatever lived in the bytes it shares; x keeps
+                self.tenant[x] = -1     # its own accesses: x's bytes that o does not share are not
+                                        # written here, so a later write into them need not follow i
         self.tenant[o], self.writer[o], self.readers[o] = t, i, []
 
     # ------------------------------------------------------------------ scan

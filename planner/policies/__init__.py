@@ -1,2 +1,3 @@
 """The registered policies, one module each; importing this package registers them."""
 from . import ideal, odswap, swapadvisor, reference  # noqa: F401  (each registers itself)
+from . import window  # noqa: F401

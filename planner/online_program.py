@@ -1,0 +1,238 @@
+"""Programs whose tensors are placed by an online allocator, one request at a time.
+
+The policies that walk a schedule and ask for memory as they go (``window``: paper 001's
+schedule window; ``lms``: TFLMS) share this builder. Every stay of a tensor on the device is
+a new object of the allocator (``allocator.online``): ``place`` asks for one, ``drop`` gives it
+back, and the instructions are emitted in the order the policy decides them, which is a valid
+sequential execution.
+
+Edges (what the verifier demands, nothing more):
+- a compute depends on the instruction that put each input where it is (its writer); an output
+  written in place over an input's object also waits for that object's swap-out, if any;
+- a swap-in depends on the swap-out that wrote its host copy (none for a host copy given at
+  the start); a swap-out depends on its tensor's writer;
+- the first write into an object waits for every earlier object that shares bytes with it
+  (physical bytes: ``planner.verify.sharing_objects``, the one place that reads them) to be
+  done with: per stream, the last instruction that touched any of them. Objects sharing bytes
+  are never live at once, so "earlier" is allocation order, and these edges are added once the
+  arena is known (``program``), which is also what lets a swap-in start as soon as the bytes it
+  reuses are free rather than when the compute stream reaches it.
+
+Persistent state either round-trips through the host every iteration (no initial residents)
+or, with ``resident``, starts in objects placed before anything else; a resident whose next
+value does not end in its home object is reported (``strayed``) so the caller can plan again
+without it, as the swap planner's double pass does.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from engine.graph_io import fingerprint
+from engine.inplace import in_place_input
+from engine.ir import Graph
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
+from engine.units import format_bytes
+
+from .errors import PlanError
+from .swap_planner import GraphArrays
+from .verify import sharing_objects
+
+INITIAL_HOST = -1    # host_writer: the host copy was given at the start
+NOT_HOST = -2        # host_writer: the host copy is stale (or there is none)
+NEVER = np.iinfo(np.int64).max
+
+
+class StepFacts:
+    """Per step of a schedule: the node, its distinct inputs, its outputs, which output takes
+    which input's object in place, and per tensor the steps that use it (reads and its
+    production). Shared by the online policies; computed once per (graph, schedule)."""
+
+    def __init__(self, g: Graph, schedule: Sequence[int]):
+        self.schedule = [int(n) for n in schedule]
+        ga = GraphArrays.of(g)
+        self.kept = ga.kept
+        n_t = len(g.tensors)
+        uses: list[list[int]] = [[] for _ in range(n_t)]
+        self.inputs: list[list[int]] = []
+        self.outputs: list[list[int]] = []
+        for pos, nid in enumerate(self.schedule):
+            node = g.nodes[nid]
+            ins = list(dict.fromkeys(node.inputs))
+            self.inputs.append(ins)
+            self.outputs.append(list(node.outputs))
+            for t in ins:
+                uses[t].append(pos)
+            for t in node.outputs:
+                uses[t].append(pos)
+        self.uses = uses
+        last = np.array([u[-1] if u else -1 for u in uses], dtype=np.int64)
+        self.last_use = last
+        # Output k of step pos takes the object of input in_place[pos][k] (a tensor id) or -1.
+        self.in_place: list[list[int]] = []
+        for pos, nid in enumerate(self.schedule):
+            node = g.nodes[nid]
+            dies = (lambda t, pos=pos: int(last[t]) == pos and not self.kept[t])
+            taken = []
+            for k in range(len(node.outputs)):
+                j = in_place_input(node, k, dies)
+                taken.append(-1 if j is None else node.inputs[j])
+            self.in_place.append(taken)
+
+    def dies_at(self, t: int, pos: int) -> bool:
+        """Whether ``t`` is not needed after step ``pos`` (its last use, and not kept)."""
+        return int(self.last_use[t]) == pos and not self.kept[t]
+
+
+class OnlineProgram:
+    """Instructions, objects and residency of one pass; ``program()`` makes the Program."""
+
+    def __init__(self, g: Graph, allocator, scratch_bytes: int, schedule: Sequence[int], policy: str,
+                 resident: Iterable[int] = ()):
+        ga = GraphArrays.of(g)
+        self.g, self.alloc, self.scratch_bytes, self.policy = g, allocator, int(scratch_bytes), policy
+        self.schedule = [int(n) for n in schedule]
+        self.nbytes = ga.nbytes.tolist()
+        n_t = len(g.tensors)
+        self.obj_of = [-1] * n_t
+        self.writer = [-1] * n_t                  # the instruction that made it resident (-1: initial)
+        self.host_writer = [INITIAL_HOST if h else NOT_HOST for h in ga.host_at_start.tolist()]
+        self.instrs: list[Instr] = []
+        self.touch: list[list[int]] = []          # per object: last instruction per stream that used it
+        self.first_write: list[int] = []          # per object: the instruction that first wrote it
+        self.initial_resident: dict[int, int] = {}
+        self.on_device: set[int] = set()
+        self.copies_out = self.copies_in = 0
+        for t in sorted(resident):
+            o = self.place(t)
+            if o is None:
+                raise PlanError(f"{policy}: the resident state does not fit the budget "
+                                f"({format_bytes(self.nbytes[t])} for '{g.tensors[t].name}' finds no room)")
+            self.initial_resident[t] = o
+            self.obj_of[t] = o
+            self.host_writer[t] = NOT_HOST
+            self.on_device.add(t)
+
+    # ------------------------------------------------------------------ memory
+    def place(self, t: int) -> int | None:
+        """A new object for ``t``'s bytes, or None if the allocator has no room now."""
+        o = self.alloc.alloc(self.nbytes[t])
+        if o is not None:
+            while len(self.touch) <= o:
+                self.touch.append([-1, -1, -1])
+                self.first_write.append(-1)
+        return o
+
+    def drop(self, t: int) -> None:
+        """``t`` leaves the device (dead, or its host copy is current): its object is freed."""
+        self.alloc.free(self.obj_of[t])
+        self.obj_of[t] = -1
+        self.on_device.discard(t)
+
+    # ------------------------------------------------------------------ instructions
+    def _emit(self, kind: int, target: int, obj: int, deps, objects=(), copy=True) -> int:
+        i = len(self.instrs)
+        self.instrs.append(Instr(kind, target, obj, tuple(objects), copy, sorted({d for d in deps if d >= 0})))
+        return i
+
+    def _touched(self, o: int, i: int, stream: int) -> None:
+        self.touch[o][stream] = i
+        if self.first_write[o] < 0 and stream != SWAP_OUT:
+            self.first_write[o] = i
+
+    def swap_in(self, t: int, o: int) -> None:
+        """Copy ``t``'s host copy into new object ``o``."""
+        i = self._emit(SWAP_IN, t, o, [self.host_writer[t]])
+        self._touched(o, i, SWAP_IN)
+        self.writer[t], self.obj_of[t] = i, o
+        self.on_device.add(t)
+        self.copies_in += 1
+
+    def write_back(self, t: int) -> None:
+        """Make ``t``'s host copy current (a swap-out that copies) unless it already is;
+        ``t`` stays resident until dropped."""
+        if self.host_writer[t] != NOT_HOST:
+            return
+        o = self.obj_of[t]
+        i = self._emit(SWAP_OUT, t, o, [self.writer[t]])
+        self._touched(o, i, SWAP_OUT)
+        self.host_writer[t] = i
+        self.copies_out += 1
+
+    def compute(self, pos: int, nid: int, out_objs: Sequence[int]) -> None:
+        """Run step ``pos`` (node ``nid``): inputs where they are, outputs in ``out_objs`` (an
+        input's object for an output written over it in place: that input is then gone)."""
+        node = self.g.nodes[nid]
+        in_objs = [self.obj_of[t] for t in node.inputs]
+        deps = [self.writer[t] for t in node.inputs]
+        for o in out_objs:
+            if o in in_objs:          # in place: after the input's swap-out, if it has one
+                deps.append(self.touch[o][SWAP_OUT])
+        i = self._emit(COMPUTE, nid, -1, deps, [*in_objs, *out_objs])
+        for o in in_objs:
+            self._touched(o, i, COMPUTE)
+        for t, o in zip(node.outputs, out_objs):
+            self._touched(o, i, COMPUTE)
+            if o in in_objs:          # the input whose object it took is gone
+                src = node.inputs[in_objs.index(o)]
+                self.obj_of[src] = -1
+                self.on_device.discard(src)
+            self.obj_of[t], self.writer[t], self.host_writer[t] = o, i, NOT_HOST
+            self.on_device.add(t)
+
+    # ------------------------------------------------------------------ the end
+    def leave_state(self) -> list[int]:
+        """Persistent state leaves the iteration: a next value back in its resident's home
+        object stays; every other next value is written to the host. Returns the resident
+        current values whose next value strayed from home."""
+        strayed = []
+        for cur, nxt in self.g.state_pairs:
+            home = self.initial_resident.get(cur)
+            if home is not None and self.obj_of[nxt] == home:
+                continue
+            if home is not None:
+                strayed.append(cur)
+            if self.host_writer[nxt] == NOT_HOST:
+                if self.obj_of[nxt] < 0:
+                    raise PlanError(f"{self.policy}: '{self.g.tensors[nxt].name}' left the device without "
+                                    "a host copy (planner bug)")
+                self.write_back(nxt)
+        return strayed
+
+    def program(self) -> Program:
+        """The Program: the arena of the allocator's layout, and each object's first write
+        ordered after everything that used the bytes it reuses (``reuse_edges``)."""
+        arena = Arena.of(self.alloc.layout(), self.scratch_bytes)
+        for first, extra in reuse_edges(sharing_objects(arena), self.first_write, self.touch):
+            if max(extra) >= first:
+                raise PlanError(f"{self.policy}: instruction {first} reuses bytes still in use (planner bug)")
+            ins = self.instrs[first]
+            ins.deps = sorted(set(ins.deps) | set(extra))
+        return Program(self.g.name, list(self.schedule), arena, self.instrs, dict(self.initial_resident),
+                       self.policy, fingerprint(self.g))
+
+
+def reuse_edges(sharing: list[list[int]], first_write: list[int], touch: list[list[int]]):
+    """(instruction, its extra dependencies) for each object's first write: per stream, the last
+    instruction that used any earlier object sharing bytes with it (stream order implies the rest)."""
+    for o, first in enumerate(first_write):
+        if first < 0:
+            continue
+        latest = [-1, -1, -1]
+        for x in sharing[o]:
+            if first_write[x] < first:
+                latest = [max(a, b) for a, b in zip(latest, touch[x])]
+        extra = [d for d in latest if d >= 0]
+        if extra:
+            yield first, extra
+
+
+def online_allocator(request, default: str):
+    """The request's online allocator over the budget's pool (``default`` when the request
+    names the size-class pool, which these policies do not use)."""
+    from allocator.online import make_online_allocator
+    from .policy import POOL
+
+    name = default if request.allocator == POOL else request.allocator
+    return make_online_allocator(name, request.budget.pool_bytes, **dict(request.allocator_options))

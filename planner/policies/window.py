@@ -1,0 +1,242 @@
+"""``window``: paper 001's schedule-window swapping (Section 3), tensors placed by an online
+allocator (``bestfit`` by default, TensorFlow's and PyTorch's way; ``va``: 001 Section 4).
+
+The variable sequence is the flattened list of the tensors each operator uses, in schedule
+order (per operator: its distinct inputs, then its outputs). At step i, the window is
+v[l : r]: l the first entry of operator i, r the last entry whose bytes, accumulated from l,
+stay within the window size (never short of operator i's own entries). Then:
+ (a) every tensor entering the window (entries r_{i-1}+1 .. r_i) that is on the host is
+     swapped in, and a tensor entering it whose swap-out is reserved keeps its device copy;
+ (b) when a swap-in (or an output) finds no room, the oldest reserved swap-outs are waited
+     for, one at a time, and their objects freed, until it fits;
+ (c) after operator i, each of its tensors whose next use lies beyond the window has its
+     swap-out reserved (copied now if the host copy is stale; its object freed only when (b)
+     waits for it), and the window slides;
+ (d) no swap-out for a tensor never used again (its object is freed) or still in the window.
+Two things the paper leaves open, decided here: operator i's own inputs and outputs are
+placed before the window's prefetches, and a prefetch that finds no room even after every
+reserved swap-out is done waits for a later step (it is retried each step, in window order).
+An operator whose own tensors find no room after all that evicts the resident tensors used
+furthest ahead (written back if stale); a good window rarely needs it.
+
+Persistent state round-trips through the host every iteration (no initial residents):
+parameters come in like any tensor and every next value is written back.
+
+The window size is the one hyper-parameter: a byte count, or searched (``"auto"``, the
+default when there is a profile): the fastest on the simulator among a geometric range of
+sizes, a one-dimensional search (``search_window``).
+"""
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.units import format_bytes
+
+from ..errors import PlanError
+from ..online_program import NEVER, OnlineProgram, StepFacts, online_allocator
+from ..policy import PlanRequest, Policy, register
+
+# Window sizes the search tries, as fractions of the pool; without a profile, the default.
+SEARCH_FRACTIONS = tuple(float(x) for x in np.geomspace(1 / 64, 2.0, 15))
+DEFAULT_FRACTION = 0.5
+
+
+@dataclass
+class VariableSequence:
+    """The flattened tensors of each step (001's v), their bytes accumulated, and per entry
+    the next entry of the same tensor (NEVER if none)."""
+    step_first: np.ndarray     # per step: its first entry
+    step_last: np.ndarray      # per step: its last entry
+    tensor: np.ndarray         # per entry
+    cum: np.ndarray            # bytes of entries 0..e
+    next_entry: np.ndarray     # per entry
+
+    @classmethod
+    def of(cls, steps: StepFacts, nbytes) -> "VariableSequence":
+        tensor, first, last = [], [], []
+        for ins, outs in zip(steps.inputs, steps.outputs):
+            first.append(len(tensor))
+            tensor.extend(ins)
+            tensor.extend(t for t in outs if t not in ins)
+            last.append(len(tensor) - 1)
+        tensor = np.array(tensor, dtype=np.int64)
+        nxt = np.full(len(tensor), NEVER, dtype=np.int64)
+        seen: dict[int, int] = {}
+        for e in range(len(tensor) - 1, -1, -1):
+            t = int(tensor[e])
+            nxt[e] = seen.get(t, NEVER)
+            seen[t] = e
+        cum = np.cumsum(np.asarray(nbytes, dtype=np.int64)[tensor]) if len(tensor) else np.zeros(0, np.int64)
+        return cls(np.array(first, dtype=np.int64), np.array(last, dtype=np.int64), tensor, cum, nxt)
+
+    def window_ends(self, window_bytes: int) -> np.ndarray:
+        """Per step i, r_i: the last entry whose bytes from the step's first entry stay within
+        ``window_bytes``, and never before the step's own last entry."""
+        before = np.where(self.step_first > 0, self.cum[np.maximum(self.step_first - 1, 0)], 0)
+        r = np.searchsorted(self.cum, before + int(window_bytes), side="right") - 1
+        return np.maximum(r, self.step_last)
+
+
+@dataclass
+class WindowStats:
+    window_bytes: int
+    waits: int = 0             # reserved swap-outs waited for (b)
+    deferred: int = 0          # prefetches that found no room and waited for a later step
+    evictions: int = 0         # tensors evicted because an operator's own tensors found no room
+
+
+def plan_window(request: PlanRequest, window_bytes: int, schedule=None, steps: StepFacts | None = None):
+    """The window policy's Program for one window size, and what it did (WindowStats)."""
+    g, budget = request.graph, request.budget
+    order = list(schedule if schedule is not None else
+                 (request.schedule if request.schedule is not None else request.facts.order))
+    steps = steps or StepFacts(g, order)
+    alloc = online_allocator(request, POLICY.allocators[0])
+    out = OnlineProgram(g, alloc, budget.scratch_bytes, order, POLICY.name)
+    seq = VariableSequence.of(steps, out.nbytes)
+    ends = seq.window_ends(window_bytes)
+    stats = WindowStats(int(window_bytes))
+    nbytes, obj_of = out.nbytes, out.obj_of
+    produced_at = {}                                   # tensor -> its producing step's entry
+    for pos, outs in enumerate(steps.outputs):
+        for t in outs:
+            produced_at[t] = pos
+    next_use = np.full(len(g.tensors), NEVER, dtype=np.int64)   # each tensor's next entry
+    for e in range(len(seq.tensor) - 1, -1, -1):
+        next_use[seq.tensor[e]] = e
+    next_use = next_use.tolist()
+    seq_tensor, seq_next = seq.tensor.tolist(), seq.next_entry.tolist()
+    pending: OrderedDict[int, None] = OrderedDict()    # reserved swap-outs, oldest first
+    wanted: list[tuple[int, int]] = []                 # (entry, tensor) to prefetch, window order
+
+    def wait_oldest() -> bool:
+        if not pending:
+            return False
+        t, _ = pending.popitem(last=False)
+        out.drop(t)
+        stats.waits += 1
+        return True
+
+    def place_now(t: int, busy: set, pos: int, r: int) -> int:
+        """An object for t, which step pos needs: wait for reserved swap-outs, then evict."""
+        while True:
+            o = out.place(t)
+            if o is not None:
+                return o
+            if wait_oldest():
+                continue
+            victims = [x for x in out.on_device if x not in busy]
+            if not victims:
+                node = g.nodes[order[pos]]
+                raise PlanError(f"window: operator '{node.name}' ({node.op}) cannot place "
+                                f"'{g.tensors[t].name}' ({format_bytes(nbytes[t])}) in a pool of "
+                                f"{format_bytes(budget.pool_bytes)} with allocator '{alloc.name}', even with "
+                                "nothing else on the device; give more --memory")
+            victim = max(victims, key=lambda x: (next_use[x], x))
+            out.write_back(victim)
+            out.drop(victim)
+            stats.evictions += 1
+            if next_use[victim] <= r:
+                heapq.heappush(wanted, (next_use[victim], victim))
+
+    r_prev = -1
+    for pos, nid in enumerate(order):
+        r = int(ends[pos])
+        # (a) tensors entering the window: prefetch those on the host, keep those reserved
+        for e in range(r_prev + 1, r + 1):
+            t = seq_tensor[e]
+            if produced_at.get(t, -1) >= pos:
+                continue                                # not produced yet: nothing to fetch
+            if obj_of[t] >= 0:
+                pending.pop(t, None)
+            else:
+                heapq.heappush(wanted, (e, t))
+        r_prev = max(r_prev, r)
+        ins, outs = steps.inputs[pos], steps.outputs[pos]
+        busy = set(ins) | set(outs)
+        # the operator's own tensors first
+        for t in ins:
+            if obj_of[t] < 0:
+                out.swap_in(t, place_now(t, busy, pos, r))
+            pending.pop(t, None)
+        out_objs = []
+        for t, src in zip(outs, steps.in_place[pos]):
+            out_objs.append(obj_of[src] if src >= 0 else place_now(t, busy, pos, r))
+        # (a, b) prefetch the window in its order; what finds no room waits for a later step
+        while wanted:
+            e, t = wanted[0]
+            if obj_of[t] >= 0:
+                heapq.heappop(wanted)
+                continue
+            o = out.place(t)
+            while o is None and wait_oldest():
+                o = out.place(t)
+            if o is None:
+                stats.deferred += 1
+                break
+            heapq.heappop(wanted)
+            out.swap_in(t, o)
+        out.compute(pos, nid, out_objs)
+        # (c, d) after the operator: free the dead, reserve swap-outs beyond the window
+        taken = {src for src in steps.in_place[pos] if src >= 0}
+        first = int(seq.step_first[pos])
+        for k, t in enumerate(seq_tensor[first:int(seq.step_last[pos]) + 1]):
+            if t in taken:
+                continue
+            nxt = seq_next[first + k]
+            next_use[t] = nxt
+            if nxt == NEVER and not steps.kept[t]:
+                out.drop(t)
+            elif nxt > r:
+                out.write_back(t)
+                pending[t] = None
+    out.leave_state()
+    return out.program(), stats
+
+
+def search_window(request: PlanRequest, fractions=SEARCH_FRACTIONS):
+    """The fastest window on the simulator among ``fractions`` of the pool: (Program, seconds,
+    stats); PlanError (the last one) if no size plans."""
+    from ..simulate import simulate
+
+    g = request.graph
+    order = list(request.schedule if request.schedule is not None else request.facts.order)
+    steps = StepFacts(g, order)
+    secs = request.op_seconds
+    best, last_error = None, None
+    for f in fractions:
+        w = max(1, int(f * request.budget.pool_bytes))
+        try:
+            program, stats = plan_window(request, w, order, steps)
+        except PlanError as e:
+            last_error = e
+            continue
+        t = simulate(program, g, request.profile, secs).total
+        if best is None or t < best[1]:
+            best = (program, t, stats)
+    if best is None:
+        raise last_error
+    return best
+
+
+def window_bytes_of(request: PlanRequest) -> int | None:
+    """The requested window: ``policy_options["window"]`` in bytes, or None for the search."""
+    w = dict(getattr(request, "policy_options", None) or {}).get("window", "auto")
+    if w == "auto":
+        return None if request.profile is not None else int(DEFAULT_FRACTION * request.budget.pool_bytes)
+    return int(w)
+
+
+def make(request: PlanRequest):
+    w = window_bytes_of(request)
+    if w is None:
+        return search_window(request)[0]
+    return plan_window(request, w)[0]
+
+
+POLICY = register(Policy("window", "paper 001's schedule window: swap-ins by a look-ahead window in bytes, "
+                         "online allocator (bestfit or va)", make, allocators=("bestfit", "va")))
