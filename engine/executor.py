@@ -44,6 +44,7 @@ class ProgramExecutor:
         kinds = [ins.kind for ins in program.instrs]
         self.signals = {d for ins in program.instrs for d in ins.deps if kinds[d] != ins.kind}
         self.loss_location = self._final_location(g.loss) if g.loss is not None else None
+        self.output_locations = {t: self._final_location(t) for t in g.outputs}
         # Backends that can capture an iteration (a CUDA graph; the CPU backend's work lists)
         # build it once and replay it; the host then does no per-instruction work.
         self.graph = backend.capture(self.issue) if hasattr(backend, "capture") else None
@@ -53,8 +54,7 @@ class ProgramExecutor:
         ts = set(g.leaves(Kind.INPUT, Kind.LABEL, *PERSISTENT_KINDS))
         ts.update(nxt for _, nxt in g.state_pairs)
         ts.update(ins.target for ins in self.p.instrs if ins.kind in (SWAP_IN, SWAP_OUT))
-        if g.loss is not None:
-            ts.add(g.loss)
+        ts.update(g.read_back())
         return ts
 
     def _view(self, t: int, o: int):
@@ -98,7 +98,8 @@ class ProgramExecutor:
         return out
 
     def step(self, batch: Mapping[int, np.ndarray]) -> float:
-        """Run one iteration on this batch (inputs and labels); return its loss."""
+        """Run one iteration on this batch (inputs and labels); return its loss (nan for a
+        graph without one: read an inference graph's results with ``outputs``)."""
         for t, a in batch.items():
             np.copyto(self.host[t], a)
         if self.graph is not None:
@@ -111,8 +112,16 @@ class ProgramExecutor:
         for cur, nxt in self.g.state_pairs:
             if cur not in self.p.initial_resident:
                 np.copyto(self.host[cur], self.host[nxt])
-        loss = self.loss_location
-        return float(self.backend.read(loss) if loss is not None else self.host[self.g.loss])
+        if self.g.loss is None:
+            return float("nan")
+        return float(self._read_back(self.g.loss, self.loss_location))
+
+    def outputs(self) -> dict[int, np.ndarray]:
+        """The graph's outputs after the last ``step`` (copies)."""
+        return {t: np.array(self._read_back(t, where)) for t, where in self.output_locations.items()}
+
+    def _read_back(self, t: int, where):
+        return self.backend.read(where) if where is not None else self.host[t]
 
     def issue(self) -> None:
         be, events = self.backend, {}

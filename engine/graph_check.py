@@ -60,6 +60,9 @@ def validate(g: Graph) -> None:
             raise GraphError(f"state '{a.name}' {a.shape} and its next value '{b.name}' {b.shape} differ")
     if g.loss is not None and g.tensors[g.loss].shape != ():
         raise GraphError(f"loss '{g.tensors[g.loss].name}' is not a scalar")
+    bad = [t for t in g.outputs if not 0 <= t < len(g.tensors)]
+    if bad:
+        raise GraphError(f"output {bad[0]} is not a tensor of this graph ({len(g.tensors)} tensors)")
 
 
 def _check_acyclic(g: Graph, producer: Sequence[int]) -> None:

@@ -35,6 +35,7 @@ def graph_to_dict(g: Graph) -> dict:
                    "inputs": list(n.inputs), "outputs": list(n.outputs)} for n in g.nodes],
         "state_pairs": [list(p) for p in g.state_pairs],
         "loss": g.loss,
+        "outputs": list(g.outputs),
     }
 
 
@@ -54,6 +55,7 @@ def graph_from_dict(d: dict) -> Graph:
             g.restore_node(n["name"], n["op"], attrs, n["inputs"], n["outputs"])
         g.state_pairs = [(int(a), int(b)) for a, b in d.get("state_pairs", [])]
         g.loss = d.get("loss")
+        g.outputs = [int(t) for t in d.get("outputs", [])]
     except (KeyError, TypeError, ValueError) as e:
         if isinstance(e, GraphError):
             raise

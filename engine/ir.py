@@ -96,6 +96,7 @@ class Graph:
         self._pairs_key: tuple[int, int, int] | None = None
         self._pairs: list[tuple[int, int]] = []
         self.loss: int | None = None
+        self.outputs: list[int] = []    # results read back after each iteration besides the loss (inference)
         self._tensor_names: dict[str, int] = {}
         self._node_names: dict[str, int] = {}
         self._default_kind = Kind.ACTIVATION
@@ -204,6 +205,13 @@ class Graph:
     def set_loss(self, t: int) -> None:
         self.loss = int(t)
 
+    def mark_output(self, t: int) -> None:
+        """Read ``t`` back after each iteration (an inference graph's logits)."""
+        if not 0 <= int(t) < len(self.tensors):
+            raise GraphError(f"output {t} is not a tensor of this graph")
+        if int(t) not in self.outputs:
+            self.outputs.append(int(t))
+
     # ------------------------------------------------------------------ restoring (engine.graph_io)
     def restore_tensor(self, name: str, shape: Sequence[int], dtype, kind: Kind, init: str | None = None) -> int:
         """Add a tensor exactly as described (no scope prefix), for graphs read back from a file."""
@@ -237,6 +245,10 @@ class Graph:
             self._pairs = self._updates + [(t, t) for t in self.leaves(*PERSISTENT_KINDS) if t not in updated]
             self._pairs_key = key
         return self._pairs
+
+    def read_back(self) -> list[int]:
+        """Tensors read after the iteration: the loss, then the outputs; kept to the end."""
+        return ([self.loss] if self.loss is not None else []) + self.outputs
 
     @state_pairs.setter
     def state_pairs(self, pairs) -> None:     # graphs read back from a file (engine.graph_io)

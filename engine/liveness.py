@@ -56,12 +56,11 @@ def lifetimes(g: Graph, order: Sequence[int]) -> Lifetimes:
     for p, nid in enumerate(order):
         for t in g.nodes[nid].inputs:
             end[t] = p      # order is ascending, so the last write is the last use
-    if g.loss is not None:
-        end[g.loss] = n_steps - 1     # read back after the iteration
+    end[g.read_back()] = n_steps - 1     # read back after the iteration
     for _, nxt in g.state_pairs:
         end[nxt] = n_steps - 1
     inplace_of = np.full(len(g.tensors), -1, dtype=np.int64)
-    kept = {g.loss} | {nxt for _, nxt in g.state_pairs}
+    kept = set(g.read_back()) | {nxt for _, nxt in g.state_pairs}
     for n in g.nodes:
         def dies(t: int, here: int = pos[n.id]) -> bool:
             return end[t] == here and t not in kept

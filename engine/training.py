@@ -44,6 +44,7 @@ class ReferenceRunner:
         self.order = g.default_order() if order is None else list(order)
         check_order(g, self.order)
         self._state: dict[int, np.ndarray] = {}
+        self._outputs: dict[int, np.ndarray] = {}
 
     def load_state(self, state):
         self._state = dict(state)
@@ -55,10 +56,15 @@ class ReferenceRunner:
         g = self.g
         with one_blas_thread():         # timed like the CPU backend's streams, and as steady
             out = reference.execute(g, self.order, {**self._state, **batch},
-                                    keep=[nxt for _, nxt in g.state_pairs] + [g.loss])
+                                    keep=[nxt for _, nxt in g.state_pairs] + g.read_back())
         for cur, nxt in g.state_pairs:
             self._state[cur] = out[nxt]
-        return float(out[g.loss])
+        self._outputs = {t: out[t] for t in g.outputs}
+        return float(out[g.loss]) if g.loss is not None else float("nan")
+
+    def outputs(self) -> dict[int, np.ndarray]:
+        """The graph's outputs (an inference graph's results) after the last ``step``."""
+        return dict(self._outputs)
 
 
 def state_fingerprint(g: Graph) -> str:
@@ -71,8 +77,9 @@ def state_fingerprint(g: Graph) -> str:
 class Trainer:
     def __init__(self, g: Graph, seed: int = 0, runner: Runner | None = None,
                  data: TeacherData | None = None):
-        if g.loss is None:
-            raise ValueError(f"graph '{g.name}' has no loss; build it with engine.autodiff.build_training_graph")
+        if g.loss is None and not g.outputs:
+            raise ValueError(f"graph '{g.name}' has no loss and no outputs; build it with "
+                             "engine.autodiff.build_training_graph")
         self.g = g
         self.seed = seed
         self.runner = runner or ReferenceRunner(g)

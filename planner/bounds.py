@@ -64,10 +64,10 @@ class StepBytes:
 
 def tensor_classes(g: Graph) -> np.ndarray:
     """LEAF for tensors no operator produces; NEXT_VALUE for the next values of persisted state
-    (and the loss, read back after the iteration: off the device it needs only a swap-out);
+    (and the loss and outputs, read back after the iteration: off the device it needs only a swap-out);
     ACTIVATION for every other produced tensor (activations and gradients)."""
     cls = np.where(np.asarray(g.producer) < 0, LEAF, ACTIVATION).astype(np.int64)
-    kept = [nxt for cur, nxt in g.state_pairs if nxt != cur] + ([g.loss] if g.loss is not None else [])
+    kept = [nxt for cur, nxt in g.state_pairs if nxt != cur] + g.read_back()
     cls[kept] = NEXT_VALUE
     return cls
 

@@ -93,8 +93,7 @@ class GraphArrays:
         self.tensor_bytes = self.nbytes.astype(np.float64)     # what the dispatch loop reads
         self.kept = np.zeros(n_t, dtype=np.bool_)        # must survive the iteration
         self.kept[[nxt for _, nxt in g.state_pairs]] = True
-        if g.loss is not None:
-            self.kept[g.loss] = True
+        self.kept[g.read_back()] = True
         self.host_at_start = np.zeros(n_t, dtype=np.bool_)
         self.host_at_start[g.leaves(Kind.INPUT, Kind.LABEL, *PERSISTENT_KINDS)] = True
         # Leaves whose host copy is current stay resident after their last read until evicted

@@ -18,7 +18,7 @@ Checked, naming the first violation:
   initial host copy (inputs, labels, state not resident at the start or that
   nothing updates);
 - at the end, each resident state's next value sits in its home object and
-  every other next value has been written to the host; the loss is readable.
+  every other next value has been written to the host; the loss and outputs are readable.
 """
 from __future__ import annotations
 
@@ -295,5 +295,6 @@ class _Checker:
             elif nxt not in self.host:
                 self.fail(f"'{self.name(nxt)}' is neither kept resident nor written to the host: "
                           "the next iteration would lose it")
-        if g.loss is not None and g.loss not in self.host and g.loss not in set(self.tenant.tolist()):
-            self.fail(f"the loss '{self.name(g.loss)}' is not readable at the end")
+        for t in g.read_back():
+            if t not in self.host and t not in set(self.tenant.tolist()):
+                self.fail(f"'{self.name(t)}', read back after the iteration, is not readable at the end")

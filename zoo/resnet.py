@@ -1,6 +1,8 @@
 """ResNet-D for inference (the paper's serving experiments, Section 6.3): forward only.
 
-The graph ends at the logits: no loss, no backward, no update. Our only batch
+The graph ends at the logits (its output, read back after each batch): no loss, no
+backward, no update; the weights nothing updates are persistent state that is its own
+next value (``engine.ir``), resident across batches when memory allows. Our only batch
 norm is the training-mode operator, so each BN normalizes with the batch's own
 statistics and also emits next values of its running statistics (STATE, as in
 training). A deployed network would use the running statistics, or fold BN
@@ -23,6 +25,6 @@ def resnet(depth: int = 152, batch: int = 64, size: int = 224, classes: int = 10
     g = Graph(f"resnet-{3 * sum(blocks) + 2}")
     images = g.input("images", (batch, 3, size, size), dtype)
     x = features(g, images, blocks, 1, base_width)
-    image_classifier_head(g, x, classes)
+    g.mark_output(image_classifier_head(g, x, classes))     # the logits, read back after each batch
     validate(g)
     return g

@@ -1,0 +1,220 @@
+"""Inference under a memory budget: ``python -m engine.infer`` (SwapAdvisor Section 6.3).
+
+A forward-only graph (``resnet-D``; its logits are the graph's output) is planned under each
+budget with its weights as persistent state (``engine.ir``: a weight nothing updates is its
+own next value, resident across batches when it fits, streamed in with overlap when it does
+not, never copied back), verified, simulated on the profile, and, unless --simulate-only,
+run for --batches batches on the backend; every batch's outputs are compared bit for bit
+with the unlimited-memory run's.
+
+    python -m engine.infer --model resnet-152 --batch 1 --memory 64MiB,640MiB --simulate-only
+    python -m engine.infer --model resnet-50 --batch 2 --size 64 --memory 50%,100% --backend cpu
+
+The pieces (``plan_inference``, ``InferenceRun``) are what bench/table2.py and the serving
+code (engine/cli/serve.py) use.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine import api
+from planner.facts import GraphFacts
+
+from ..backend_registry import Placement, choose
+from ..data import TeacherData
+from ..errors import EngineError
+from ..executor import ProgramExecutor
+from ..ir import Graph
+from ..training import ReferenceRunner, Trainer
+from ..units import format_bytes, parse_bytes
+from .flags import UsageError, _DefaultsShown, _Parser, positive_float, positive_int, seed
+from .plans import batch_of, model_graph
+
+PROG = "engine.infer"
+
+
+def forward_graph(model: str, batch: int | None = None, size: int | None = None, dtype: str = "float32",
+                  **options) -> Graph:
+    """The forward-only graph of ``model``; UsageError (one line) for a model that is not one."""
+    g = model_graph(model, batch, size, dtype) if not options else _zoo_graph(model, batch, size, dtype, options)
+    if g.loss is not None or not g.outputs:
+        raise UsageError(f"--model {model} is a training model; inference runs forward-only models "
+                         "with outputs: resnet-D (e.g. resnet-152)")
+    return g
+
+
+def _zoo_graph(model, batch, size, dtype, options) -> Graph:
+    import zoo
+
+    try:
+        return zoo.build(model, batch=batch, size=size, dtype=dtype, **options)
+    except ValueError as e:
+        raise UsageError(f"--model {model}: {e}") from None
+
+
+def budget_bytes(spec: str, peak: int) -> int:
+    """A budget given as a size (64MiB) or as a percentage of the unlimited peak (50%)."""
+    text = spec.strip()
+    if text.endswith("%"):
+        try:
+            fraction = float(text[:-1]) / 100
+        except ValueError:
+            raise UsageError(f"--memory {spec}: '{text[:-1]}' is not a number") from None
+        if not fraction > 0:
+            raise UsageError(f"--memory {spec}: a percentage must be above 0")
+        return int(fraction * peak)
+    if text.replace(".", "", 1).isdigit():
+        raise UsageError(f"--memory {spec}: no unit; write e.g. {text}MiB, or {text}% of the unlimited peak")
+    try:
+        return parse_bytes(text)
+    except ValueError as e:
+        raise UsageError(f"--memory {spec}: {e}") from None
+
+
+@dataclass(frozen=True)
+class PlannedInference:
+    """A verified Program for one budget (None: the budget is too small to run: ``why``)."""
+    budget: int | None                # None: unlimited (the ideal plan)
+    plan: api.Plan | None
+    why: str = ""
+
+    @property
+    def seconds(self) -> float:
+        return self.plan.seconds if self.plan else float("nan")
+
+
+def plan_inference(g: Graph, budget: int | None, policy: str = "swapadvisor", profile="v100") -> PlannedInference:
+    """Plan ``g`` under ``budget`` bytes (None: unlimited, the ideal policy), verified and
+    simulated on ``profile``; a budget that cannot run comes back with its reason."""
+    try:
+        if budget is None:
+            return PlannedInference(None, api.plan(g, "ideal", profile=profile))
+        return PlannedInference(budget, api.plan(g, policy, memory=int(budget), profile=profile))
+    except EngineError as e:
+        if budget is None:
+            raise
+        return PlannedInference(budget, None, str(e))
+
+
+class InferenceRun:
+    """Runs batches of a forward-only graph through a runner (a ProgramExecutor on a backend,
+    or the numpy reference with unlimited memory) with the weights drawn from ``seed``; each
+    batch's outputs come back (tensor id -> array)."""
+
+    def __init__(self, g: Graph, runner, seed: int = 0, data: TeacherData | None = None):
+        self.g, self.runner = g, runner
+        self.trainer = Trainer(g, seed=seed, runner=runner, data=data or TeacherData(g, seed, samples=4 * batch_of(g)))
+        self.seconds: list[float] = []
+
+    def batch(self, feeds: dict[int, np.ndarray] | None = None) -> dict[int, np.ndarray]:
+        """One batch: ``feeds`` (input id -> array) or the next synthetic one; its outputs."""
+        if feeds is None:
+            self.trainer.step()
+            self.seconds.append(self.trainer.step_seconds)
+        else:
+            t0 = time.perf_counter()
+            self.runner.step(feeds)
+            self.seconds.append(time.perf_counter() - t0)
+        return self.runner.outputs()
+
+
+def executor_run(g: Graph, program, placement: Placement, sanitize: bool = False, seed: int = 0):
+    """(InferenceRun on the backend, the backend to close)."""
+    backend = placement.kind.create(placement, sanitize, seed)
+    try:
+        return InferenceRun(g, ProgramExecutor(program, g, backend), seed), backend
+    except BaseException:
+        backend.close()
+        raise
+
+
+def unlimited_outputs(g: Graph, placement: Placement, batches: int, seed: int = 0) -> list[dict]:
+    """Each batch's outputs with unlimited memory: the numpy reference on a backend whose kernels
+    are numpy's, otherwise the ideal Program on the same backend (other kernels round apart)."""
+    if placement.kind.numpy_twin:
+        run = InferenceRun(g, ReferenceRunner(g), seed)
+        return [run.batch() for _ in range(batches)]
+    ideal = plan_inference(g, None).plan.program
+    run, backend = executor_run(g, ideal, placement, False, seed)
+    try:
+        return [run.batch() for _ in range(batches)]
+    finally:
+        backend.close()
+
+
+def same_outputs(a: list[dict], b: list[dict]) -> bool:
+    return len(a) == len(b) and all(x.keys() == y.keys() and all(np.array_equal(x[t], y[t], equal_nan=True)
+                                                                for t in x) for x, y in zip(a, b))
+
+
+# ---------------------------------------------------------------------------- command line
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=f"python -m {PROG}", allow_abbrev=False, formatter_class=_DefaultsShown,
+                description="Plan a forward-only model under memory budgets with its weights as persistent "
+                            "state, simulate it, and run batches bit-identically to unlimited memory.")
+    p.add_argument("--model", default="resnet-152", help="a forward-only zoo model: resnet-D")
+    p.add_argument("--batch", type=positive_int, default=1, help="requests per batch")
+    p.add_argument("--size", type=positive_int, default=None, help="image side (default: the model's own, 224)")
+    p.add_argument("--memory", default="64MiB,128MiB,192MiB,512MiB,640MiB", metavar="SIZE[,SIZE...]",
+                   help="device budgets: sizes with a binary unit, or percentages of the unlimited peak (50%%)")
+    p.add_argument("--policy", default="swapadvisor", help="the swap policy for the budgets")
+    p.add_argument("--profile", default="v100", metavar="DEVICE|FILE",
+                   help="profile for planning and simulating: v100, h100, or a profile JSON file")
+    p.add_argument("--simulate-only", action="store_true", help="plan and simulate; run nothing")
+    p.add_argument("--backend", default="cpu", help="where batches run: cpu, cuda or auto")
+    p.add_argument("--link-gbps", type=positive_float, default=None, help="the cpu backend's emulated link, GB/s")
+    p.add_argument("--batches", type=positive_int, default=3, help="batches run per budget")
+    p.add_argument("--sanitize", action="store_true", help="poison freed memory and jitter streams (cpu backend)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the weights and the requests")
+    return p
+
+
+def run(args) -> int:
+    g = forward_graph(args.model, args.batch, args.size)
+    facts = GraphFacts(g)
+    budgets = [budget_bytes(s, facts.peak_bytes) for s in args.memory.split(",") if s.strip()]
+    if not budgets:
+        raise UsageError("--memory names no budget; e.g. --memory 64MiB,50%")
+    profile = api.profile(args.profile)
+    placement = None if args.simulate_only else choose(args.backend, 0, args.link_gbps)
+    weights = sum(g.tensors[t].nbytes for t in g.leaves())
+    print(f"{g.name}, batch {args.batch}: unlimited peak {format_bytes(facts.peak_bytes)}, persistent "
+          f"{format_bytes(weights)}, smallest budget {format_bytes(facts.smallest_budget)}")
+    full = plan_inference(g, None, profile=profile)
+    print(f"  unlimited (ideal): {full.seconds:.4f} s/batch simulated on {args.profile}, "
+          f"{format_bytes(full.plan.h2d_bytes)} in per batch")
+    reference = unlimited_outputs(g, placement, args.batches, args.seed) if placement else None
+    all_same = True
+    for b in budgets:
+        pi = plan_inference(g, b, args.policy, profile)
+        if pi.plan is None:
+            print(f"  {format_bytes(b):>10}: N/A ({pi.why})")
+            continue
+        line = (f"  {format_bytes(b):>10}: {pi.seconds:.4f} s/batch simulated ({pi.seconds / full.seconds:.2f}x "
+                f"unlimited), {format_bytes(pi.plan.h2d_bytes)} in, {format_bytes(pi.plan.d2h_bytes)} out")
+        if placement:
+            runner, backend = executor_run(g, pi.plan.program, placement, args.sanitize, args.seed)
+            try:
+                outs = [runner.batch() for _ in range(args.batches)]
+            finally:
+                backend.close()
+            same = same_outputs(outs, reference)
+            all_same &= same
+            line += (f"; ran {args.batches} batches on {placement.kind.name}, {np.median(runner.seconds):.4f} s/batch, "
+                     f"outputs identical to the unlimited run: {'yes' if same else 'NO'}")
+        print(line)
+    return 0 if all_same else 1
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return run(parser().parse_args(argv))
+    except EngineError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
