@@ -1,0 +1,527 @@
+"""``smartswap``: SmartSwap's policy generator (004 Section 4) and its release points (Section 5.2).
+
+SmartSwap plans from what a lightweight profiler can see, the operator sequence, the
+memory trace and the iteration's duration, never per-operator times:
+
+- logical layers (Eq. 1): the forward, backward and optimizer operators are each grouped
+  evenly (``LAYERS`` groups per phase); a group's time is T_iter / N_iter * N_group, where
+  T_iter is the iteration's time (the profile's total) and N the operator counts;
+- the memory reduction list (4.2): the steps where the memory trace without swaps
+  (``engine.liveness``, in-place chains as one storage) exceeds the pool, each with the
+  bytes to shed (an MRE);
+- the candidate list (4.3): a tensor's stay between two consecutive uses (for an
+  activation, its last forward use and its first backward use; for state, the stretch
+  outside the update, which makes it host-held instead of resident) whose span covers at
+  least one MRE, scored by Eq. 2: normalised MREs covered + C x normalised size;
+- the simulator (4.4): candidates by descending score; Eq. 3, T_swap = S / B; the swap-in is
+  pre-triggered at the start of the latest logical layer before the first use (searching
+  backward) with T_remaining > T_swap, as long as that is after the peak it relieves; the
+  swap-out completes in the first layer from its last use with T_remaining > T_swap. Rounds
+  repeat until no MRE is left (Algorithm 2).
+
+Release points (5.2): the simulator knows the operator during which a swap-out finishes, so
+the copy's device bytes go back to the pool right after it (the next tenant of those bytes
+waits on the swap-out's event, which the simulator says has already fired), instead of
+staying held until the next synchronization (the iteration's end); ``reuse_intervals`` gives
+both (004 Figure 6b).
+
+Placement: each stay on the device (from its swap-in or first write to its release point) takes
+a whole object of the size-class pool (``allocator``; sizes grouped into classes as
+``planner.allocation`` does, each class as many objects as it has stays at once, a stay taking
+the object freed earliest). When the objects do not fit, Algorithm 2 sheds to a lower target
+(``TARGETS``). A write into an object waits for the last accesses of its previous tenant (a
+compute, or the copy out at its release point), so the Program verifies whatever the real copy
+times; the simulator's times only decide how early bytes are reused.
+"""
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from types import SimpleNamespace
+
+from allocator import SizeClassLayout, aligned_bytes
+from engine.graph_io import fingerprint
+from engine.ir import Graph, Kind, PERSISTENT_KINDS
+from engine.liveness import live_bytes_per_step
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
+
+from ..allocation import _allocation_of_runs, _cheapest_runs, _class_peaks
+from ..errors import PlanError
+from ..policy import PlanRequest, Policy, register
+
+LAYERS = 16          # logical layers per phase (the paper keeps the count <= the model's layers)
+C_DEFAULT = 1.0      # Eq. 2's weight of size against MREs covered (bench/smartswap.py measures it)
+TARGETS = (0.97, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)   # of the pool, tried in turn while the objects do not fit
+FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2
+
+
+@dataclass
+class Layers:
+    """Logical layers (Eq. 1): per step its layer; per layer its first and last step and time."""
+    of_step: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    seconds: np.ndarray
+    op_seconds: float          # T_iter / N_iter
+
+    @property
+    def count(self) -> int:
+        return len(self.first)
+
+
+def phases(g: Graph, order) -> np.ndarray:
+    """Per step: FORWARD, BACKWARD (produces gradients) or OPTIMIZER (produces persisted state)."""
+    out = np.empty(len(order), dtype=np.int64)
+    for step, nid in enumerate(order):
+        kinds = {g.tensors[t].kind for t in g.nodes[nid].outputs}
+        out[step] = (OPTIMIZER if kinds & set(PERSISTENT_KINDS) else
+                     BACKWARD if Kind.GRADIENT in kinds else FORWARD)
+    return out
+
+
+def logical_layers(phase: np.ndarray, iteration_seconds: float, per_phase: int = LAYERS) -> Layers:
+    """Each phase's operators in about ``per_phase`` even groups of consecutive steps (a phase
+    interrupted by another, as updates between gradients, is grouped run by run, the groups
+    shared out by run length); Eq. 1 gives each group's time. Layers are in step order."""
+    n = len(phase)
+    t_op = iteration_seconds / max(1, n)
+    of_step = np.empty(n, dtype=np.int64)
+    first, last, secs = [], [], []
+    cuts = np.nonzero(np.diff(phase))[0] + 1
+    totals = {ph: int((phase == ph).sum()) for ph in (FORWARD, BACKWARD, OPTIMIZER)}
+    for run in np.split(np.arange(n), cuts):
+        if not len(run):
+            continue
+        share = per_phase * len(run) / max(1, totals[int(phase[run[0]])])
+        for chunk in np.array_split(run, max(1, min(len(run), round(share)))):
+            of_step[chunk] = len(first)
+            first.append(int(chunk[0]))
+            last.append(int(chunk[-1]))
+            secs.append(t_op * len(chunk))
+    return Layers(of_step, np.array(first, dtype=np.int64), np.array(last, dtype=np.int64),
+                  np.array(secs, dtype=float), t_op)
+
+
+def score(mres: np.ndarray, sizes: np.ndarray, c: float) -> np.ndarray:
+    """Eq. 2: MREs covered and size, each normalised by its largest value, size weighted by C."""
+    m = mres / mres.max() if len(mres) and mres.max() > 0 else np.zeros(len(mres))
+    s = sizes / sizes.max() if len(sizes) and sizes.max() > 0 else np.zeros(len(sizes))
+    return m + c * s
+
+
+def swap_seconds(nbytes: int, bytes_per_s: float) -> float:
+    """Eq. 3: T_swap = S / B."""
+    return nbytes / bytes_per_s if bytes_per_s > 0 else 0.0
+
+
+class Simulator:
+    """004 Section 4.4 over the logical layers: each layer's time left for copies."""
+
+    def __init__(self, layers: Layers, bytes_per_s: float):
+        self.layers, self.bw = layers, bytes_per_s
+        self.remaining = layers.seconds.copy()
+
+    def swap_out_release(self, last_use: int, nbytes: int) -> tuple[int, int]:
+        """(step during which the swap-out issued after ``last_use`` completes, its layer): the
+        first layer from last_use's on with T_remaining > T_swap; (-1, -1) if none."""
+        ly, t = self.layers, swap_seconds(nbytes, self.bw)
+        for k in range(ly.of_step[last_use], ly.count):
+            if self.remaining[k] > t:
+                used = ly.seconds[k] - self.remaining[k] + t          # the link's work in this layer
+                start = ly.first[k] if k != ly.of_step[last_use] else last_use + 1
+                r = max(start, ly.first[k] + math.ceil(used / ly.op_seconds) - 1) if ly.op_seconds > 0 else start
+                return int(min(r, ly.last[k])), k
+        return -1, -1
+
+    def swap_in_trigger(self, first_use: int, not_before: int, nbytes: int) -> tuple[int, int]:
+        """(step at whose start the swap-in for ``first_use`` is issued, its layer): searching
+        backward from the layer before first_use's for one with T_remaining > T_swap whose
+        start is after ``not_before``; (-1, -1) if none."""
+        ly, t = self.layers, swap_seconds(nbytes, self.bw)
+        for k in range(ly.of_step[first_use] - 1, -1, -1):
+            if ly.first[k] <= not_before:
+                break
+            if self.remaining[k] > t:
+                return int(ly.first[k]), k
+        return -1, -1
+
+    def take(self, layer: int, nbytes: int) -> None:
+        self.remaining[layer] -= swap_seconds(nbytes, self.bw)
+
+
+@dataclass
+class Storage:
+    """One device storage (an in-place chain is one): its tensors and the steps touching it."""
+    root: int
+    nbytes: int
+    steps: list[int]                       # sorted, unique: steps reading or writing it
+    writes: dict[int, int]                 # step -> tensor written there
+    host_leaf: bool                        # a leaf whose host copy is current at the start
+    pinned: bool = False                   # resident state: one stay, the whole iteration
+    gaps: list[tuple[int, int, int, int]] = field(default_factory=list)  # (a, b, release, trigger)
+    copy_out_at_end: bool = False          # host-held state: its next value goes to the host
+    end_release: int = -1                  # ...and the step after which that copy has finished
+
+    def content(self, step: int) -> int:
+        """The tensor this storage holds after ``step``: the last written up to it."""
+        done = [k for k in self.writes if k <= step]
+        return self.writes[max(done)] if done else self.root
+
+
+def _storages(g: Graph, order, lt) -> list[Storage]:
+    owns, _ = lt.storage()
+    root = np.arange(len(g.tensors))
+    merged = np.nonzero(~owns)[0]
+    for t in merged[np.argsort(lt.start[merged], kind="stable")]:
+        root[t] = root[lt.inplace_of[t]]
+    pos = {nid: s for s, nid in enumerate(order)}
+    steps: dict[int, set] = {}
+    writes: dict[int, dict] = {}
+    for nid in order:
+        s = pos[nid]
+        n = g.nodes[nid]
+        for t in n.inputs:
+            steps.setdefault(int(root[t]), set()).add(s)
+        for t in n.outputs:
+            r = int(root[t])
+            steps.setdefault(r, set()).add(s)
+            writes.setdefault(r, {})[s] = t
+    host = np.zeros(len(g.tensors), dtype=bool)
+    host[g.leaves(Kind.INPUT, Kind.LABEL, *PERSISTENT_KINDS)] = True
+    out = []
+    for r, ss in steps.items():
+        members = [t for t in writes.get(r, {}).values()] + [r]
+        out.append(Storage(r, max(g.tensors[t].nbytes for t in members), sorted(ss), writes.get(r, {}),
+                           bool(host[r])))
+    return out
+
+
+@dataclass
+class Candidate:
+    storage: Storage
+    a: int            # last use before the gap (-1: the iteration's start)
+    b: int            # first use after it
+    nbytes: int
+    state: bool       # host-held state: also its next value's copy to the host after the update
+
+
+def _candidates(stores: list[Storage]) -> list[Candidate]:
+    out = []
+    for st in stores:
+        if st.pinned:        # state: host-held instead of resident
+            out.append(Candidate(st, -1, st.steps[0], st.nbytes, True))
+            continue
+        ss = st.steps
+        gaps = [(ss[i], ss[i + 1]) for i in range(len(ss) - 1) if ss[i + 1] - ss[i] > 1]
+        if gaps:
+            a, b = max(gaps, key=lambda ab: ab[1] - ab[0])
+            out.append(Candidate(st, a, b, st.nbytes, False))
+    return out
+
+
+class SmartSwapPlan:
+    """The decisions for one graph (which stays leave the device, when they come back), then
+    the Program. ``c``: Eq. 2's C."""
+
+    def __init__(self, request: PlanRequest, c: float = C_DEFAULT, per_phase: int = LAYERS):
+        self.g, self.facts, self.budget = request.graph, request.facts, request.budget
+        self.order = list(self.facts.order)
+        g, n = self.g, len(self.order)
+        secs = request.op_seconds
+        self.iteration_seconds = float(np.sum(secs)) if secs is not None else float(n)
+        self.bw = request.link_bytes_per_s or math.inf
+        self.phase = phases(g, self.order)
+        self.layers = logical_layers(self.phase, self.iteration_seconds, per_phase)
+        self.c = c
+        self.trace = live_bytes_per_step(g, self.order, self.facts.lifetimes).astype(np.int64)
+        self.pool = int(self.budget.pool_bytes)
+
+    # ------------------------------------------------------------------ policy generation
+    def decide(self, limit: int) -> list[Storage]:
+        """Algorithm 2 at ``limit`` pool bytes: storages with their gaps chosen."""
+        g, n = self.g, len(self.order)
+        stores = _storages(g, self.order, self.facts.lifetimes)
+        state_cur = {c for c, _ in g.state_pairs}      # weights no operator updates are their own next value
+        self.unchanged = {c for c, x in g.state_pairs if c == x}
+        live = self.trace.copy()
+        sim = Simulator(self.layers, self.bw)
+        for st in stores:
+            if st.host_leaf and st.root in state_cur and (st.writes or st.root in self.unchanged):
+                st.pinned = True            # resident state (updated in place or not): stays unless chosen
+            elif st.host_leaf:               # inputs, parameters read only: fetched before first use
+                p, k = sim.swap_in_trigger(st.steps[0], -1, st.nbytes)
+                if p < 0:
+                    p = self.layers.first[self.layers.of_step[st.steps[0]]]
+                else:
+                    sim.take(k, st.nbytes)
+                st.gaps.append((-1, st.steps[0], -1, p))
+                live[:p] -= st.nbytes
+        root_of = _root_map(g, self.facts.lifetimes)
+        by_root = {st.root: st for st in stores}
+        for cur, nxt in g.state_pairs:     # next values not written over their state: to the host
+            st = by_root.get(int(root_of[nxt]))
+            if cur != nxt and st is not None and int(root_of[cur]) != st.root:
+                r, k = sim.swap_out_release(st.steps[-1], st.nbytes)
+                if k >= 0:
+                    sim.take(k, st.nbytes)
+                st.copy_out_at_end, st.end_release = True, (r if r >= 0 else n - 1)
+                live[st.end_release + 1:] -= st.nbytes
+        cands = _candidates(stores)
+        for _ in range(64):                                    # rounds of Algorithm 2
+            excess = live - limit
+            if not (excess > 0).any() or not cands:
+                break
+            over = np.concatenate(([0], np.cumsum(excess > 0)))
+            mres = np.array([over[c.b] - over[c.a + 1] if not c.state else over[c.b] + over[n] - over[c.storage.steps[-1] + 1]
+                             for c in cands], dtype=float)
+            keep = mres > 0
+            cands = [c for c, k in zip(cands, keep) if k]
+            if not cands:
+                break
+            scores = score(mres[keep], np.array([c.nbytes for c in cands], dtype=float), self.c)
+            progress, rest = False, []
+            for i in np.argsort(-scores, kind="stable"):
+                cand = cands[i]
+                if not (live - limit > 0).any():
+                    rest.append(cand)
+                    continue
+                if self._apply(cand, sim, live, limit, n):
+                    progress = True
+                else:
+                    rest.append(cand)
+            cands = rest
+            if not progress:
+                break
+        self.shed_trace = live
+        return stores
+
+    def _apply(self, cand: Candidate, sim: Simulator, live: np.ndarray, limit: int, n: int) -> bool:
+        st, size = cand.storage, cand.nbytes
+        if cand.state:
+            last = st.steps[-1]
+            if st.root in self.unchanged:          # its host copy stays current: no copy back
+                r, kr = last, -1
+            else:
+                r, kr = sim.swap_out_release(last, size)
+                r = n - 1 if r < 0 else r
+            p, kp = sim.swap_in_trigger(st.steps[0], -1, size)
+            if p < 0:
+                p = int(self.layers.first[self.layers.of_step[st.steps[0]]])
+            freed_before, freed_after = live[:p] - limit, live[r + 1:] - limit
+            if not ((freed_before > 0).any() or (freed_after > 0).any()):
+                return False
+            if kp >= 0:
+                sim.take(kp, size)
+            if kr >= 0:
+                sim.take(kr, size)
+            st.pinned = False
+            st.gaps.append((-1, st.steps[0], -1, p))
+            st.copy_out_at_end = st.root not in self.unchanged
+            st.end_release = r
+            live[:p] -= size
+            live[r + 1:] -= size
+            return True
+        host_current = st.host_leaf and not any(s <= cand.a for s in st.writes)
+        if host_current:
+            r, kr = cand.a, -1
+        else:
+            r, kr = sim.swap_out_release(cand.a, size)
+            if r < 0 or r >= cand.b - 1:
+                return False
+        p, kp = sim.swap_in_trigger(cand.b, r + 1, size)
+        if p < 0 or not (live[r + 1:p] - limit > 0).any():
+            return False
+        sim.take(kp, size)
+        if kr >= 0:
+            sim.take(kr, size)
+        st.gaps.append((cand.a, cand.b, r, p))
+        live[r + 1:p] -= size
+        return True
+
+    # ------------------------------------------------------------------ the Program
+    def program(self, stores: list[Storage], release_at_sync: bool = False) -> Program | None:
+        """Give every stay an object and emit the instructions; None if the objects do not fit
+        the pool. ``release_at_sync``: a copied-out stay's bytes are held to the iteration's end
+        (waiting for the next synchronization instead of the simulator's release point)."""
+        g, order, n = self.g, self.order, len(self.order)
+        kept = {nxt for cur, nxt in g.state_pairs if cur != nxt} | ({g.loss} if g.loss is not None else set())
+        stays = self.stays = _stays(stores, n, kept, release_at_sync)
+        layout = _slots(stays, n)
+        if layout.arena_bytes > self.pool:
+            return None
+        starts: dict[int, list[Stay]] = {}
+        outs: dict[int, list[Stay]] = {}
+        for st in stays:
+            starts.setdefault(st.start, []).append(st)
+            if st.out_after is not None:
+                outs.setdefault(st.out_after, []).append(st)
+        instrs: list[Instr] = []
+        current: dict[int, Stay] = {}              # storage root -> its stay on the device now
+        host_writer: dict[int, int] = {}           # tensor -> the swap-out that wrote its host copy
+        root_of = _root_map(g, self.facts.lifetimes)
+        resident = {}
+        for st in starts.pop(-1, []):
+            resident[st.storage.root] = st.obj
+            current[st.storage.root] = st
+        for step in range(n):
+            begin = starts.pop(step, [])
+            for st in begin:
+                if st.swap_in is None:
+                    continue
+                deps = list(st.after.last_access) if st.after is not None else []
+                if st.swap_in in host_writer:
+                    deps.append(host_writer[st.swap_in])
+                instrs.append(Instr(SWAP_IN, st.swap_in, st.obj, deps=sorted(set(deps))))
+                st.writer = len(instrs) - 1
+                current[st.storage.root] = st
+            node = g.nodes[order[step]]
+            objs, deps = [], []
+            for t in node.inputs:
+                st = current[int(root_of[t])]
+                objs.append(st.obj)
+                if instrs[st.writer].kind != COMPUTE if st.writer is not None else False:
+                    deps.append(st.writer)
+            for st in begin:
+                if st.swap_in is None:
+                    current[st.storage.root] = st
+                    if st.after is not None:       # the previous tenant's copy out, if any
+                        deps.extend(d for d in st.after.last_access if instrs[d].kind != COMPUTE)
+            for t in node.outputs:
+                objs.append(current[int(root_of[t])].obj)
+            instrs.append(Instr(COMPUTE, node.id, objects=tuple(objs), deps=sorted(set(deps))))
+            here = len(instrs) - 1
+            for t in node.inputs:
+                current[int(root_of[t])].last_access = [here]
+            for t in node.outputs:
+                st = current[int(root_of[t])]
+                st.writer, st.last_access = here, [here]
+            for st in outs.pop(step, []):
+                if st.copy_out:
+                    t = st.storage.content(step)
+                    instrs.append(Instr(SWAP_OUT, t, st.obj, copy=True, deps=[st.writer]))
+                    host_writer[t] = len(instrs) - 1
+                    st.last_access = st.last_access + [len(instrs) - 1]
+                del current[st.storage.root]
+        return Program(g.name, list(order), Arena.of(layout, self.budget.scratch_bytes), instrs,
+                       resident, POLICY.name, fingerprint(g))
+
+    def make(self) -> Program:
+        """Algorithm 2 at decreasing targets until the stays fit the pool; PlanError if none does."""
+        for target in TARGETS:
+            self.target = target
+            self.stores = self.decide(int(self.pool * target))
+            prog = self.program(self.stores)
+            if prog is not None:
+                return prog
+        raise PlanError(f"smartswap could not fit '{self.g.name}' in a pool of {self.pool} bytes "
+                        f"(shed down to {TARGETS[-1]:.2f} of it); give a larger --memory")
+
+
+@dataclass(eq=False)
+class Stay:
+    """One stay of a storage on the device. Its bytes are taken before step ``start`` (-1:
+    resident state, before the iteration) by a swap-in of ``swap_in`` or by the compute that
+    first writes it, and given back after step ``free_after`` (the release point; beyond the
+    last step: never). ``out_after``: the step after which a swap-out ends it (None: no swap-out),
+    copying to the host if ``copy_out``."""
+    storage: Storage
+    nbytes: int
+    start: int
+    swap_in: int | None
+    out_after: int | None
+    free_after: int
+    copy_out: bool = False
+    obj: int = -1
+    after: "Stay | None" = None   # the stay that held this object before (its accesses come first)
+    writer: int | None = None     # the latest instruction that wrote it
+    last_access: list = field(default_factory=list)
+
+
+def _stays(stores: list[Storage], n: int, kept: set, release_at_sync: bool) -> list[Stay]:
+    out = []
+    for st in stores:
+        if st.pinned:
+            out.append(Stay(st, st.nbytes, -1, None, None, n))
+            continue
+        begin, swap_in, copied = st.steps[0], None, None
+        for a, b, r, p in sorted(st.gaps):
+            if a >= 0:
+                content = st.content(a)
+                copy = not (st.host_leaf and content == st.root) and content != copied
+                release = n - 1 if release_at_sync and copy else r
+                out.append(Stay(st, st.nbytes, begin, swap_in, a, release, copy))
+                copied = content if copy else copied
+                swap_in = content
+            else:
+                swap_in = st.root
+            begin = p
+        last = st.steps[-1]
+        if st.copy_out_at_end:
+            release = n - 1 if release_at_sync else st.end_release
+            out.append(Stay(st, st.nbytes, begin, swap_in, last, release, True))
+        else:
+            members = set(st.writes.values()) | {st.root}
+            out.append(Stay(st, st.nbytes, begin, swap_in, None, n if members & kept else last))
+    return out
+
+
+def _slots(stays: list[Stay], n: int) -> SizeClassLayout:
+    """Objects for the stays from the size-class pool (``allocator``): sizes grouped into the
+    classes of fewest bytes that hold, per class, the most stays alive at once
+    (``planner.allocation``'s grouping by dynamic programming); within a class a stay takes
+    the object freed earliest (interval colouring: as many objects as stays at once). Objects
+    are whole, never partly shared. Sets each stay's ``obj`` and ``after`` (the object's
+    previous tenant, whose accesses must come first)."""
+    nbytes = np.array([st.nbytes for st in stays], dtype=np.int64)
+    sizes, index = np.unique(nbytes, return_inverse=True)
+    live = np.zeros((len(sizes), n + 2), dtype=np.int64)
+    first = np.array([max(st.start, 0) for st in stays], dtype=np.int64)
+    last = np.array([min(st.free_after, n - 1) for st in stays], dtype=np.int64)
+    np.add.at(live, (index, first), 1)
+    np.add.at(live, (index, last + 1), -1)
+    demand = SimpleNamespace(sizes=sizes)
+    count = _class_peaks(demand, np.cumsum(live, axis=1)[:, :n])
+    _, runs = _cheapest_runs(aligned_bytes(sizes), count)
+    alloc = _allocation_of_runs(demand, runs, np.maximum(count, 1))
+    layout = SizeClassLayout.from_allocation(alloc)
+    klass = alloc.cls[index]
+    base = layout.class_first_object
+    for k in range(alloc.num_classes):
+        members = sorted(np.nonzero(klass == k)[0].tolist(), key=lambda i: (stays[i].start, stays[i].free_after))
+        free: list[tuple[int, int]] = []          # (free after step, object)
+        used = 0
+        tenant: dict[int, Stay] = {}
+        for i in members:
+            st = stays[i]
+            if free and free[0][0] < st.start:
+                _, o = heapq.heappop(free)
+                st.after = tenant[o]
+            else:
+                o = int(base[k]) + used
+                used += 1
+            st.obj = o
+            tenant[o] = st
+            heapq.heappush(free, (st.free_after, o))
+    return layout
+
+
+def _root_map(g: Graph, lt) -> np.ndarray:
+    owns, _ = lt.storage()
+    root = np.arange(len(g.tensors))
+    merged = np.nonzero(~owns)[0]
+    for t in merged[np.argsort(lt.start[merged], kind="stable")]:
+        root[t] = root[lt.inplace_of[t]]
+    return root
+
+
+def make(request: PlanRequest, c: float = C_DEFAULT) -> Program:
+    return SmartSwapPlan(request, c).make()
+
+
+POLICY = register(Policy("smartswap", "SmartSwap: logical layers, Eq. 2 candidates, simulated swap timing "
+                         "and release points (no search)", make))
