@@ -24,8 +24,9 @@ coalescing, as PyTorch's CUDA caching allocator and TensorFlow's BFC) and ``va``
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable, Iterator, Protocol
 
 import numpy as np
 
@@ -120,10 +121,72 @@ def make_online_allocator(name: str, capacity_bytes: int, **params) -> OnlineAll
     if factory is None:
         raise UnknownAllocator(f"unknown online allocator '{name}' (choose from "
                                f"{', '.join(ONLINE_ALLOCATORS) or 'none registered'})")
+    if _recording:
+        params = {**params, "keep_history": True}
     try:
-        return factory(int(capacity_bytes), **params)
+        made = factory(int(capacity_bytes), **params)
     except TypeError as e:
         raise UnknownAllocator(f"allocator '{name}' does not take those parameters ({e})") from None
+    if _recording:
+        made = RecordedAllocator(made)
+        for record in _recording:
+            record.append(made)
+    return made
+
+
+class RecordedAllocator:
+    """An allocator whose calls are logged in ``calls``: ("alloc", nbytes, object or None) and
+    ("free", object); everything else is the allocator's own."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.calls: list[tuple] = []
+
+    def alloc(self, nbytes: int) -> int | None:
+        obj = self.inner.alloc(nbytes)
+        self.calls.append(("alloc", int(nbytes), obj))
+        return obj
+
+    def free(self, obj: int) -> None:
+        self.inner.free(obj)
+        self.calls.append(("free", obj))
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def replay(calls, allocator) -> dict[int, int]:
+    """Make ``allocator`` serve a recorded call sequence (``RecordedAllocator.calls``), the same
+    requests in the same order; {recorded object: its object}. AllocatorMisuse if it cannot
+    place a request the recorded allocator placed."""
+    ids: dict[int, int] = {}
+    for call in calls:
+        if call[0] == "free":
+            allocator.free(ids.pop(call[1]))
+        elif call[2] is not None:
+            obj = allocator.alloc(call[1])
+            if obj is None:
+                raise AllocatorMisuse(f"{allocator.name} cannot place {call[1]} bytes within "
+                                      f"{allocator.capacity_bytes} where the recorded allocator did")
+            ids[call[2]] = obj
+    return ids
+
+
+_recording: list[list] = []
+
+
+@contextmanager
+def recorded() -> Iterator[list]:
+    """Every online allocator made inside the block, in order (``RecordedAllocator``s whose
+    calls are logged), each keeping its history of (reserved, requested) after every call: how a
+    benchmark watches the allocators a policy makes without the policy knowing
+    (bench/fragmentation.py)."""
+    made: list = []
+    _recording.append(made)
+    try:
+        yield made
+    finally:
+        _recording.remove(made)
 
 
 @dataclass
