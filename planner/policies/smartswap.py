@@ -519,8 +519,10 @@ def _root_map(g: Graph, lt) -> np.ndarray:
     return root
 
 
-def make(request: PlanRequest, c: float = C_DEFAULT) -> Program:
-    return SmartSwapPlan(request, c).make()
+def make(request: PlanRequest) -> Program:
+    """``request.policy_options``: ``c`` (Eq. 2's C, default C_DEFAULT), ``layers`` (per phase)."""
+    opts = request.policy_options
+    return SmartSwapPlan(request, float(opts.get("c", C_DEFAULT)), int(opts.get("layers", LAYERS))).make()
 
 
 POLICY = register(Policy("smartswap", "SmartSwap: logical layers, Eq. 2 candidates, simulated swap timing "

@@ -1,0 +1,168 @@
+"""Planning for a stream of changing graphs (SmartSwap, 004 Sections 3 and 5): a plan cache
+keyed by each graph's operator sequence, gated so that no plan ever runs on a graph it was not
+made for, and the monitor's stages deciding how much planning each new sequence gets.
+
+- a sequence seen before: its cached, verified plan (in any stage);
+- a new sequence: the policy's default plan, made now, verified, cached (the time it took is
+  the planning paid for that graph);
+- in GenPolicy: the current graphs' plans are regenerated with other weights C of Eq. 2
+  (``C_CHOICES``, as ``policy_options={"c": C}``), each simulated on the profile, the fastest kept (004 Section 6 generates
+  five and keeps the best by runtime); Stable changes nothing.
+
+``admit`` is the gate every plan passes before an executor is made for it: the Program's
+graph fingerprint must be the graph's (else ``StalePlanError``), and ``planner.verify``
+must accept it under the budget.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from engine.errors import EngineError
+from engine.graph_io import fingerprint
+from engine.ir import Graph
+from engine.iteration_stream import EVAL
+from engine.op_monitor import GENPOLICY, Monitor, key_of
+from engine.profile import Profile
+from engine.program import Program
+from planner.budget import make_budget
+from planner.errors import PlanError
+from planner.facts import GraphFacts
+from planner.policy import PlanRequest, get
+from planner.simulate import simulate
+from planner.verify import verify
+
+from .runners import _executor
+
+C_CHOICES = (0.25, 0.5, 2.0, 4.0)     # tried in GenPolicy beside the default C
+
+
+class StalePlanError(EngineError, ValueError):
+    """A plan offered for a graph it was not made for."""
+
+
+def admit(program: Program, g: Graph, device_bytes: int | None) -> None:
+    """The gate: StalePlanError unless ``program`` was planned for ``g`` (its fingerprint), then
+    ``planner.verify`` under ``device_bytes``."""
+    want = fingerprint(g)
+    if program.graph_fingerprint != want:
+        raise StalePlanError(f"refused: the plan was made for graph '{program.graph_name}' (fingerprint "
+                             f"{program.graph_fingerprint or 'none'}), this iteration runs '{g.name}' ({want}); "
+                             "re-plan for this graph")
+    verify(program, g, device_bytes)
+
+
+@dataclass
+class Entry:
+    graph: Graph
+    program: Program
+    seconds: float                  # simulated iteration time on the profile
+    policy: str
+    tuned: bool = False
+    made: object = None             # engine.cli.runners.Made: its runner and backend
+
+
+@dataclass
+class PlanCache:
+    entries: dict[str, Entry] = field(default_factory=dict)
+    hits: int = 0
+    misses: int = 0
+
+    def lookup(self, key: str) -> Entry | None:
+        e = self.entries.get(key)
+        if e is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return e
+
+
+class StreamPlanner:
+    """Runners for the graphs of a stream under one device budget. ``policy``: the policy that
+    plans a new graph (``fallback`` when it cannot fit one); ``placement`` None: no executors
+    (planning and simulation only, for benchmarks)."""
+
+    def __init__(self, policy: str, device_bytes: int, profile: Profile, placement=None, sanitize: bool = False,
+                 seed: int = 0, monitor: Monitor | None = None, fallback: str = "swapadvisor"):
+        self.policy, self.fallback = get(policy), get(fallback)
+        self.device_bytes, self.profile = device_bytes, profile
+        self.placement, self.sanitize, self.seed = placement, sanitize, seed
+        self.monitor = monitor or Monitor()
+        self.cache = PlanCache()
+        self.plan_seconds: list[tuple[str, float]] = []    # (graph, seconds) per plan made
+        self.fallbacks = 0
+
+    def _plan(self, g: Graph, policy, **options) -> Entry:
+        facts = GraphFacts(g)
+        budget = make_budget(facts, self.device_bytes)
+        program = policy.make(PlanRequest(g, facts, budget, self.profile, policy_options=options))
+        admit(program, g, budget.device_bytes)
+        return Entry(g, program, simulate(program, g, self.profile).total, policy.name)
+
+    def plan(self, g: Graph) -> Entry:
+        """The cached entry of ``g``'s sequence, or a new plan for it (timed, verified, cached)."""
+        key = key_of(self.monitor.tokenizer.exact([g]))
+        e = self.cache.lookup(key)
+        if e is None:
+            t0 = time.perf_counter()
+            try:
+                e = self._plan(g, self.policy)
+            except PlanError:
+                e = self._plan(g, self.fallback)
+                self.fallbacks += 1
+            self.plan_seconds.append((g.name, time.perf_counter() - t0))
+            self.cache.entries[key] = e
+        elif e.graph is not g:
+            admit(e.program, g, self.device_bytes)      # an equal sequence from another graph object
+        if self.monitor.stage == GENPOLICY and not e.tuned and e.policy == self.policy.name:
+            self._tune(e)
+        return e
+
+    def _tune(self, e: Entry) -> None:
+        """GenPolicy: other C values of Eq. 2, each simulated; the fastest plan stays."""
+        e.tuned = True
+        for c in C_CHOICES:
+            try:
+                alt = self._plan(e.graph, self.policy, c=c)
+            except PlanError:
+                continue
+            if alt.seconds < e.seconds:
+                self._close(e)
+                e.program, e.seconds, e.made = alt.program, alt.seconds, None
+
+    def _close(self, e: Entry) -> None:
+        if e.made is not None:
+            e.made.__exit__(None, None, None)
+            e.made = None
+
+    def runner_for(self, g: Graph):
+        e = self.plan(g)
+        if e.made is None or e.made.runner.g is not g:
+            self._close(e)
+            admit(e.program, g, self.device_bytes)
+            e.made = _executor(e.program, g, self.placement, self.sanitize, self.seed)
+        return e.made.runner
+
+    def close(self) -> None:
+        for e in self.cache.entries.values():
+            self._close(e)
+
+
+
+class WindowObserver:
+    """Feeds the monitor one optimizer step at a time: the micro-steps of an accumulation window
+    and its update make one observed iteration (as an eager framework's step does), an
+    evaluation another. Keeps each iteration's time and the monitor's own time beside it."""
+
+    def __init__(self, monitor: Monitor):
+        self.monitor = monitor
+        self.pending: list[Graph] = []
+        self.times: list[tuple[int, float, float]] = []    # (iteration, its seconds, monitor seconds)
+
+    def __call__(self, i: int, graphs: list[Graph], seconds: float, step) -> None:
+        t0 = time.perf_counter()
+        self.pending.extend(graphs)
+        if step.kind == EVAL or step.ends_window:
+            self.monitor.observe(i, self.pending)
+            self.pending = []
+        self.times.append((i, seconds, time.perf_counter() - t0))

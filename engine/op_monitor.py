@@ -1,0 +1,139 @@
+"""SmartSwap's lightweight online monitor and stage machine (004 Section 3, Algorithm 1).
+
+Each iteration, the operators the engine dispatched become an integer sequence, as a
+tokenizer would make them: per operator one token from its kind (a small integer, assigned
+the first time an operator name is seen) and the size class of what it writes. The sequence
+is compared with the previous iteration's (length, and cosine similarity of token counts): the stage machine stays while the length changes by less than
+5% and the cosine similarity is above 95%, and otherwise goes back to WarmUp:
+
+    WarmUp --(more than m similar iterations)--> GenPolicy --(more than n)--> Stable
+
+WarmUp plans nothing new that it would keep: a graph not seen before gets the policy's default
+plan; GenPolicy generates alternatives for the current sequence and keeps the fastest; Stable
+reuses it. The plan cache (``engine/cli/stream_plans.py``) is keyed by the exact sequence
+(``SequenceKey``), so a bucket seen before reuses its verified plan in any stage.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .ir import Graph
+
+WARMUP, GENPOLICY, STABLE = "WarmUp", "GenPolicy", "Stable"
+STAGES = (WARMUP, GENPOLICY, STABLE)
+LENGTH_CHANGE = 0.05       # Algorithm 1: back to WarmUp when the length changes by more than this
+MIN_COSINE = 0.95          # ... or the cosine similarity drops below this
+M_ITERATIONS, N_ITERATIONS = 2, 5    # the paper's m and n (Section 6)
+SIZE_BITS = 4                        # size classes 16x apart
+
+
+class Tokenizer:
+    """Operator names -> small integers, assigned in order of first sight."""
+
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+
+    def sequence(self, graphs: list[Graph]) -> np.ndarray:
+        """The iteration's operators (each graph's, in dispatch order), one int64 token each:
+        its kind times 64 plus its size class (elements written, in steps of 2**SIZE_BITS: a
+        bucket twice as long stays in its class; the cache key of the exact graph does not)."""
+        ids = self.ids
+        out = []
+        for g in graphs:
+            tensors = g.tensors
+            for n in g.nodes:
+                kind = ids.get(n.op)
+                if kind is None:
+                    kind = ids[n.op] = len(ids) + 1
+                elements = sum(tensors[t].nbytes // tensors[t].dtype.itemsize for t in n.outputs)
+                out.append(kind * 64 + int(elements).bit_length() // SIZE_BITS)
+        return np.asarray(out, dtype=np.int64)
+
+
+    def exact(self, graphs: list[Graph]) -> np.ndarray:
+        """(kind, elements written) per operator, flattened: what the plan cache is keyed by."""
+        self.sequence(graphs)                       # assigns kinds
+        ids = self.ids
+        return np.asarray([x for g in graphs for n in g.nodes
+                           for x in (ids[n.op], sum(g.tensors[t].nbytes // g.tensors[t].dtype.itemsize
+                                                    for t in n.outputs))], dtype=np.int64)
+
+
+def key_of(seq: np.ndarray) -> str:
+    """The plan cache's key: a hash of the exact sequence."""
+    return hashlib.sha1(seq.tobytes()).hexdigest()[:20]
+
+
+def length_change(a: np.ndarray, b: np.ndarray) -> float:
+    return abs(len(a) - len(b)) / max(1, len(b))
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine similarity of two sequences' token counts. (Elementwise, one operator inserted
+    early, a GPT's position slice at one length and not another, would shift every later
+    token and read as a new sequence; the counts see one token more.)"""
+    n = int(max(a.max(initial=0), b.max(initial=0))) + 1
+    x = np.bincount(a, minlength=n).astype(float)
+    y = np.bincount(b, minlength=n).astype(float)
+    den = float(np.linalg.norm(x) * np.linalg.norm(y))
+    return float(x @ y) / den if den else 1.0
+
+
+class StageMachine:
+    """Algorithm 1. ``update(seq)`` after each iteration returns the stage for the next."""
+
+    def __init__(self, m: int = M_ITERATIONS, n: int = N_ITERATIONS):
+        self.m, self.n = m, n
+        self.stable_steps = 0
+        self.prev: np.ndarray | None = None
+        self.stage = WARMUP
+
+    def similar(self, seq: np.ndarray) -> bool:
+        prev = self.prev if self.prev is not None else seq
+        return length_change(seq, prev) < LENGTH_CHANGE and cosine(seq, prev) > MIN_COSINE
+
+    def update(self, seq: np.ndarray) -> str:
+        if self.similar(seq):
+            self.stable_steps += 1
+            if self.stage == WARMUP and self.stable_steps > self.m:
+                self.stage, self.stable_steps = GENPOLICY, 0
+            elif self.stage == GENPOLICY and self.stable_steps > self.n:
+                self.stage = STABLE
+        else:
+            self.stage, self.stable_steps = WARMUP, 0
+        self.prev = seq
+        return self.stage
+
+
+@dataclass
+class Monitor:
+    """Tokenizes each iteration, runs the stage machine, and keeps the log: per iteration its
+    stage, its sequence key and the seconds the monitor itself took."""
+    machine: StageMachine = field(default_factory=StageMachine)
+    tokenizer: Tokenizer = field(default_factory=Tokenizer)
+    log: list[tuple[int, str, str, float]] = field(default_factory=list)   # (iteration, stage, key, s)
+
+    @property
+    def stage(self) -> str:
+        return self.machine.stage
+
+    def observe(self, iteration: int, graphs: list[Graph]) -> str:
+        t0 = time.perf_counter()
+        seq = self.tokenizer.sequence(graphs)
+        stage = self.machine.update(seq)
+        key = key_of(seq)
+        self.log.append((iteration, stage, key, time.perf_counter() - t0))
+        return stage
+
+    def transitions(self) -> list[tuple[int, str]]:
+        """(iteration, new stage) at every change of stage."""
+        out, prev = [], WARMUP
+        for i, stage, _, _ in self.log:
+            if stage != prev:
+                out.append((i, stage))
+                prev = stage
+        return out
