@@ -176,6 +176,9 @@ def analytic_seconds(g: Graph, nid: int, rates: Rates) -> float:
 DEVICES = {
     "v100": (Rates(15.7e12, 900e9), Link(12e9, 12e9, 20e9, 10e-6), 16 * 2**30),
     "h100": (Rates(51e12, 2.0e12), Link(25e9, 25e9, 45e9, 10e-6), 80 * 2**30),
+    # Paper 001's machine (Section 5): a V100 joined to the host by two NVLinks, "each can transfer
+    # memory at 50GB/s"; taken as 50 GB/s each way and 100 GB/s both ways together.
+    "v100-nvlink": (Rates(15.7e12, 900e9), Link(50e9, 50e9, 100e9, 10e-6), 16 * 2**30),
 }
 
 

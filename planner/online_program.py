@@ -228,6 +228,28 @@ def reuse_edges(sharing: list[list[int]], first_write: list[int], touch: list[li
             yield first, extra
 
 
+def settle(one_pass, state: Iterable[int], policy: str, max_passes: int = 8) -> Program:
+    """The double pass: plan with ``state`` resident (``one_pass(resident) -> OnlineProgram``
+    after ``leave_state``'s check), dropping the residents whose next value strayed from home,
+    until none strays; the Program of that pass."""
+    resident = set(state)
+    for _ in range(max_passes):
+        out, strayed = one_pass(resident)
+        if not strayed:
+            return out.program()
+        resident -= set(strayed)
+    if resident:
+        out, strayed = one_pass(set())
+        if not strayed:
+            return out.program()
+    raise PlanError(f"{policy}: the resident state did not settle in {max_passes} passes")
+
+
+def persistent_state(g: Graph) -> list[int]:
+    """The current values of parameters and optimizer state: the candidates to stay resident."""
+    return [cur for cur, _ in g.state_pairs]
+
+
 def online_allocator(request, default: str):
     """The request's online allocator over the budget's pool (``default`` when the request
     names the size-class pool, which these policies do not use)."""

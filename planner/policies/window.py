@@ -19,8 +19,10 @@ reserved swap-out is done waits for a later step (it is retried each step, in wi
 An operator whose own tensors find no room after all that evicts the resident tensors used
 furthest ahead (written back if stale); a good window rarely needs it.
 
-Persistent state round-trips through the host every iteration (no initial residents):
-parameters come in like any tensor and every next value is written back.
+Persistent state starts resident (placed before anything else) and is swapped like any
+tensor; a state whose next value does not end in its home object (it left the device and came
+back elsewhere) is planned again from the host, until none strays (the swap planner's double
+pass; ``online_program.settle``). If the residents leave no room, all state comes from the host.
 
 The window size is the one hyper-parameter: a byte count, or searched (``"auto"``, the
 default when there is a profile): the fastest on the simulator among a geometric range of
@@ -37,7 +39,7 @@ import numpy as np
 from engine.units import format_bytes
 
 from ..errors import PlanError
-from ..online_program import NEVER, OnlineProgram, StepFacts, online_allocator
+from ..online_program import NEVER, OnlineProgram, StepFacts, online_allocator, persistent_state, settle
 from ..policy import PlanRequest, Policy, register
 
 # Window sizes the search tries, as fractions of the pool; without a profile, the default.
@@ -90,13 +92,30 @@ class WindowStats:
 
 
 def plan_window(request: PlanRequest, window_bytes: int, schedule=None, steps: StepFacts | None = None):
-    """The window policy's Program for one window size, and what it did (WindowStats)."""
-    g, budget = request.graph, request.budget
+    """The window policy's Program for one window size, and what its last pass did (WindowStats)."""
+    g = request.graph
     order = list(schedule if schedule is not None else
                  (request.schedule if request.schedule is not None else request.facts.order))
     steps = steps or StepFacts(g, order)
+    stats = []
+
+    def one_pass(resident):
+        try:
+            out, st = _one_pass(request, window_bytes, order, steps, resident)
+        except PlanError:
+            if not resident:
+                raise
+            return None, list(resident)       # the residents take too much room: plan them from the host
+        stats.append(st)
+        return out, out.leave_state()
+    program = settle(one_pass, persistent_state(g), POLICY.name)
+    return program, stats[-1]
+
+
+def _one_pass(request: PlanRequest, window_bytes: int, order, steps: StepFacts, resident):
+    g, budget = request.graph, request.budget
     alloc = online_allocator(request, POLICY.allocators[0])
-    out = OnlineProgram(g, alloc, budget.scratch_bytes, order, POLICY.name)
+    out = OnlineProgram(g, alloc, budget.scratch_bytes, order, POLICY.name, resident)
     seq = VariableSequence.of(steps, out.nbytes)
     ends = seq.window_ends(window_bytes)
     stats = WindowStats(int(window_bytes))
@@ -194,8 +213,7 @@ def plan_window(request: PlanRequest, window_bytes: int, schedule=None, steps: S
             elif nxt > r:
                 out.write_back(t)
                 pending[t] = None
-    out.leave_state()
-    return out.program(), stats
+    return out, stats
 
 
 def search_window(request: PlanRequest, fractions=SEARCH_FRACTIONS):

@@ -1,0 +1,151 @@
+"""``lms``: TensorFlow Large Model Support (Le et al. 2019), the baseline of paper 001 and of
+SwapAdvisor's Figure 7, on an online allocator (``bestfit`` by default: TensorFlow's BFC).
+
+Only activations (forward results, ``Kind.ACTIVATION``) are swapped, by distance in
+operators along the schedule: between two uses of an activation at steps a < b (its production
+counts as a use), when b - a >= ``swapout_threshold`` it is swapped out right after step a
+(copied if its host copy is stale) and its memory freed, and swapped back in before step
+max(a + 1, b - ``swapin_ahead``). Everything else (parameters, optimizer state, gradients,
+inputs) stays on the device from its first use to its last; persistent state starts resident
+and its in-place update leaves the next value in the same object (a state whose next value
+strays is planned again from the host, as the swap planner's double pass does). When memory
+runs out the plan fails with one line: that is the "x" in the papers' tables.
+
+The two thresholds are tuned on the simulator, as TFLMS's autotune does: every pair of a
+small grid is planned and simulated, and the fastest that fits is kept (``tune``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.ir import Kind
+from engine.units import format_bytes
+
+from ..errors import PlanError
+from ..online_program import OnlineProgram, StepFacts, online_allocator, persistent_state, settle
+from ..policy import PlanRequest, Policy, register
+
+THRESHOLDS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+AHEADS = (1, 2, 3, 4, 6, 8, 12, 16)
+
+
+@dataclass(frozen=True)
+class LmsSettings:
+    swapout_threshold: int
+    swapin_ahead: int
+
+
+class LmsOutOfMemory(PlanError):
+    """LMS found no room for a tensor: the configuration cannot run."""
+
+
+def swap_gaps(g, steps: StepFacts, settings: LmsSettings):
+    """Per step, the activations swapped out after it and those swapped in before it."""
+    n = len(steps.schedule)
+    out_after: list[list[int]] = [[] for _ in range(n)]
+    in_before: list[list[int]] = [[] for _ in range(n)]
+    for t, uses in enumerate(steps.uses):
+        if g.tensors[t].kind != Kind.ACTIVATION or g.producer[t] < 0:
+            continue
+        for a, b in zip(uses, uses[1:]):
+            if b - a >= settings.swapout_threshold:
+                out_after[a].append(t)
+                in_before[max(a + 1, b - settings.swapin_ahead)].append(t)
+    return out_after, in_before
+
+
+def _one_pass(request: PlanRequest, order, steps: StepFacts, settings: LmsSettings, resident):
+    g, budget = request.graph, request.budget
+    try:
+        out = OnlineProgram(g, online_allocator(request, POLICY.allocators[0]), budget.scratch_bytes, order,
+                            POLICY.name, resident)
+    except PlanError as e:
+        raise LmsOutOfMemory(f"lms is out of memory before the first operator: {e}") from None
+    out_after, in_before = swap_gaps(g, steps, settings)
+    obj_of = out.obj_of
+
+    def place(t: int, pos: int) -> int:
+        o = out.place(t)
+        if o is None:
+            node = g.nodes[order[pos]]
+            raise LmsOutOfMemory(
+                f"lms (swapout_threshold={settings.swapout_threshold}, swapin_ahead={settings.swapin_ahead}) is "
+                f"out of memory at '{node.name}' ({node.op}): no room for '{g.tensors[t].name}' "
+                f"({format_bytes(out.nbytes[t])}) in a pool of {format_bytes(budget.pool_bytes)} with allocator "
+                f"'{out.alloc.name}'")
+        return o
+
+    for pos, nid in enumerate(order):
+        for t in in_before[pos]:
+            if obj_of[t] < 0:
+                out.swap_in(t, place(t, pos))
+        for t in steps.inputs[pos]:
+            if obj_of[t] < 0:               # first use of a leaf on the host
+                out.swap_in(t, place(t, pos))
+        out_objs = [obj_of[src] if src >= 0 else place(t, pos)
+                    for t, src in zip(steps.outputs[pos], steps.in_place[pos])]
+        out.compute(pos, nid, out_objs)
+        for t in (*steps.inputs[pos], *steps.outputs[pos]):
+            if obj_of[t] >= 0 and steps.dies_at(t, pos):
+                out.drop(t)
+        for t in out_after[pos]:
+            if obj_of[t] >= 0:
+                out.write_back(t)
+                out.drop(t)
+    return out
+
+
+def plan_lms(request: PlanRequest, settings: LmsSettings):
+    """The LMS Program for one setting; LmsOutOfMemory (one line) where it does not fit."""
+    g = request.graph
+    order = list(request.schedule if request.schedule is not None else request.facts.order)
+    steps = StepFacts(g, order)
+
+    def one_pass(resident):
+        out = _one_pass(request, order, steps, settings, resident)
+        return out, out.leave_state()
+    return settle(one_pass, persistent_state(g), POLICY.name)
+
+
+def tune(request: PlanRequest, thresholds=THRESHOLDS, aheads=AHEADS):
+    """TFLMS's autotune on the simulator: the fastest (Program, seconds, settings) over the grid;
+    LmsOutOfMemory (the most frugal setting's line) if none fits."""
+    from ..simulate import simulate
+
+    g, secs = request.graph, request.op_seconds
+    best, frugal_error = None, None
+    for threshold in thresholds:
+        for ahead in aheads:
+            if ahead >= threshold:
+                continue
+            settings = LmsSettings(threshold, ahead)
+            try:
+                program = plan_lms(request, settings)
+            except LmsOutOfMemory as e:
+                frugal_error = frugal_error or e
+                continue
+            t = simulate(program, g, request.profile, secs).total
+            if best is None or t < best[1]:
+                best = (program, t, settings)
+    if best is None:
+        raise frugal_error
+    return best
+
+
+def settings_of(request: PlanRequest) -> LmsSettings | None:
+    """Both thresholds from ``policy_options``, or None: tuned (or TFLMS-like defaults without a profile)."""
+    opts = dict(request.policy_options or {})
+    if "swapout_threshold" in opts or "swapin_ahead" in opts:
+        return LmsSettings(int(opts.get("swapout_threshold", 8)), int(opts.get("swapin_ahead", 4)))
+    return None if request.profile is not None else LmsSettings(8, 4)
+
+
+def make(request: PlanRequest):
+    settings = settings_of(request)
+    if settings is None:
+        return tune(request)[0]
+    return plan_lms(request, settings)
+
+
+POLICY = register(Policy("lms", "TFLMS baseline: activations swapped by operator distance (thresholds tuned "
+                         "on the simulator), online allocator", make, allocators=("bestfit", "va")))
