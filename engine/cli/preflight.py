@@ -15,7 +15,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from allocator.online import takes_option
+from allocator.online import make_online_allocator, takes_option
 from planner import policy as policies_registry
 
 from .. import checkpoint
@@ -66,6 +66,8 @@ def check_flags(cfg: RunConfig) -> None:
         chosen = f"--allocator {cfg.allocator}" if cfg.allocator else "each policy's own allocator"
         raise UsageError(f"--chunk-mib sizes the chunks of --allocator va, not {chosen}; drop it or add "
                          "--allocator va")
+    if cfg.chunk_bytes:      # a chunk size the allocator refuses is refused now, not after profiling
+        make_online_allocator(cfg.allocator, 0, chunk_bytes=cfg.chunk_bytes)
     if cfg.simulate_only:
         for flag, given in (("--checkpoint", cfg.checkpoint), ("--resume", cfg.resume)):
             if given:
