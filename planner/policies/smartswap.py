@@ -217,10 +217,8 @@ def _candidates(stores: list[Storage]) -> list[Candidate]:
             out.append(Candidate(st, -1, st.steps[0], st.nbytes, True))
             continue
         ss = st.steps
-        gaps = [(ss[i], ss[i + 1]) for i in range(len(ss) - 1) if ss[i + 1] - ss[i] > 1]
-        if gaps:
-            a, b = max(gaps, key=lambda ab: ab[1] - ab[0])
-            out.append(Candidate(st, a, b, st.nbytes, False))
+        out.extend(Candidate(st, ss[i], ss[i + 1], st.nbytes, False)
+                   for i in range(len(ss) - 1) if ss[i + 1] - ss[i] > 2)
     return out
 
 
@@ -272,6 +270,7 @@ class SmartSwapPlan:
                 st.copy_out_at_end, st.end_release = True, (r if r >= 0 else n - 1)
                 live[st.end_release + 1:] -= st.nbytes
         cands = _candidates(stores)
+        forced = False
         for _ in range(64):                                    # rounds of Algorithm 2
             excess = live - limit
             if not (excess > 0).any() or not cands:
@@ -290,17 +289,34 @@ class SmartSwapPlan:
                 if not (live - limit > 0).any():
                     rest.append(cand)
                     continue
-                if self._apply(cand, sim, live, limit, n):
+                if self._apply(cand, sim, live, limit, n, forced):
                     progress = True
                 else:
                     rest.append(cand)
             cands = rest
             if not progress:
-                break
+                if forced:
+                    break
+                # No candidate has a layer with time left: "schedule the highest-scoring candidate
+                # within its previous logical layer, accepting some latency" (4.4.1), for all of them.
+                forced = True
         self.shed_trace = live
         return stores
 
-    def _apply(self, cand: Candidate, sim: Simulator, live: np.ndarray, limit: int, n: int) -> bool:
+    def _latency_release(self, a: int, nbytes: int, b: int) -> int:
+        """Without a layer with time left: the copy takes T_swap from its issue after step a."""
+        t_op = self.layers.op_seconds
+        k = math.ceil(swap_seconds(nbytes, self.bw) / t_op) if t_op > 0 else 1
+        return min(b - 1, a + max(1, k))
+
+    def _latency_trigger(self, b: int, r: int) -> int:
+        """Without a layer with time left: the start of the layer before b's (after step r)."""
+        ly = self.layers
+        k = max(0, int(ly.of_step[b]) - 1)
+        return min(b, max(r + 1, int(ly.first[k])))
+
+    def _apply(self, cand: Candidate, sim: Simulator, live: np.ndarray, limit: int, n: int,
+               forced: bool = False) -> bool:
         st, size = cand.storage, cand.nbytes
         if cand.state:
             last = st.steps[-1]
@@ -312,8 +328,7 @@ class SmartSwapPlan:
             p, kp = sim.swap_in_trigger(st.steps[0], -1, size)
             if p < 0:
                 p = int(self.layers.first[self.layers.of_step[st.steps[0]]])
-            freed_before, freed_after = live[:p] - limit, live[r + 1:] - limit
-            if not ((freed_before > 0).any() or (freed_after > 0).any()):
+            if not ((live[:p] > limit).any() or (live[r + 1:] > limit).any()):
                 return False
             if kp >= 0:
                 sim.take(kp, size)
@@ -327,14 +342,28 @@ class SmartSwapPlan:
             live[r + 1:] -= size
             return True
         host_current = st.host_leaf and not any(s <= cand.a for s in st.writes)
+        gap_over = np.nonzero(live[cand.a + 1:cand.b] > limit)[0]
+        if not len(gap_over):
+            return False
+        first_over = cand.a + 1 + int(gap_over[0])
         if host_current:
             r, kr = cand.a, -1
         else:
             r, kr = sim.swap_out_release(cand.a, size)
-            if r < 0 or r >= cand.b - 1:
+            if r < 0 or r >= first_over:      # the copy would finish after the peak it is for
+                if not forced:
+                    return False
+                r, kr = self._latency_release(cand.a, size, cand.b), -1
+            if r >= cand.b - 1:
                 return False
-        p, kp = sim.swap_in_trigger(cand.b, r + 1, size)
-        if p < 0 or not (live[r + 1:p] - limit > 0).any():
+        over = np.nonzero(live[r + 1:cand.b] > limit)[0]
+        if not len(over):
+            return False
+        peak_end = r + 1 + int(over[-1])        # the swap-in must not start before the peak it relieves
+        p, kp = sim.swap_in_trigger(cand.b, peak_end, size)
+        if p < 0 and forced:
+            p, kp = self._latency_trigger(cand.b, peak_end), int(self.layers.of_step[min(cand.b, n - 1)])
+        if p < 0 or p > cand.b or not (live[r + 1:p] > limit).any():
             return False
         sim.take(kp, size)
         if kr >= 0:
