@@ -70,6 +70,21 @@ def working_set(facts: GraphFacts, step_seconds: np.ndarray | None = None,
                 b.append(step)
                 k.append(d.size_index[t])
                 last[t] = step
+    # State nothing updates (a forward-only graph's weights) is read again in the next iteration
+    # and staying resident is what it is for: it counts from its last read around the end to
+    # its first read (a class then gets objects for a fraction f of its weights).
+    first = {}
+    for step, nid in enumerate(order):
+        for t in g.nodes[nid].inputs:
+            first.setdefault(t, step)
+    for cur, nxt in g.state_pairs:
+        if cur != nxt or last[cur] < 0:
+            continue
+        for lo, hi in ((last[cur] + 1, n_steps - 1), (0, first[cur] - 1)):
+            if lo <= hi:
+                a.append(lo)
+                b.append(hi)
+                k.append(d.size_index[cur])
     starts.append(np.asarray(a, dtype=np.int64))
     ends.append(np.asarray(b, dtype=np.int64))
     idx.append(np.asarray(k, dtype=np.int64))

@@ -138,6 +138,15 @@ class _Schedule:
         self.step_end = np.cumsum(secs[self.schedule]) if end else np.zeros(0)  # compute-only finish times
         # By next-use step: when that step starts; at the end (kept tensors); never.
         self.use_time = np.concatenate(([0.0], self.step_end, [np.inf]))
+        # State nothing updates (a forward-only graph's weights) is next read in the next
+        # iteration, at its first read: one slot each past ``never``, at the end plus that
+        # time, so Belady keeps resident the weights the next iteration needs first.
+        same = ga.state_cur[ga.state_cur == ga.state_nxt]
+        if len(same):
+            has_read = self.read_ptr[same + 1] > self.read_ptr[same]
+            first = np.where(has_read, self.reads[np.minimum(self.read_ptr[same], len(self.reads) - 1)], end)
+            self.after_reads[same] = end + 2 + np.arange(len(same))
+            self.use_time = np.concatenate((self.use_time, self.use_time[end] + self.use_time[first]))
         self.link = float(link_bytes_per_s or 0.0)
         self.class_first = np.asarray(layout.class_first_object, dtype=np.int64)
         self.object_class = np.asarray(layout.object_class, dtype=np.int64)

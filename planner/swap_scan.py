@@ -441,7 +441,7 @@ def _evict_ahead(pos, k, headroom, pool, next_read, next_use_at, use_time, step_
         if tree_val[root] != np.inf and not kept_counted:
             kept_counted = True
             for o in range(lo, hi):
-                if tenant[o] >= 0 and next_read[tenant[o]] == end:
+                if tenant[o] >= 0 and _kept_to_end(next_read[tenant[o]], end):
                     want -= 1
             if want <= 0:
                 break
@@ -501,4 +501,11 @@ def _pop_free(k, pool):
 def _tree_key(t, next_read, use_time, end):
     """A resident tensor's key in its class's max-tree: when it is next used; -inf (out of the
     tree) for a tensor kept to the end, which is never evicted ahead."""
-    return -np.inf if next_read[t] == end else use_time[next_read[t]]
+    return -np.inf if _kept_to_end(next_read[t], end) else use_time[next_read[t]]
+
+
+@numba.njit(cache=True, inline="always")
+def _kept_to_end(r, end):
+    """Whether a tensor next read at step ``r`` is kept to the end: ``end`` itself, or a slot
+    past ``never`` (end + 1), where state nothing updates waits for the next iteration."""
+    return r == end or r > end + 1

@@ -88,3 +88,22 @@ def test_verifier_refuses_dropping_a_changed_state_without_a_copy():
     broken = dataclasses.replace(program, instrs=instrs)
     with pytest.raises(VerificationError):
         verify(broken, g, budget)
+
+
+def test_weights_stay_resident_as_far_as_the_budget_allows():
+    """Under a budget between the activations' needs and the peak, part of the weights stays
+    resident across iterations (the allocation counts them around the iteration's end) and
+    the rest streams in; more budget, more resident."""
+    g = resnet(152, batch=1, size=64, classes=10, base_width=8)
+    facts = GraphFacts(g)
+    weights = set(g.leaves(Kind.PARAMETER))
+    resident_bytes = []
+    for fraction in (0.5, 0.8):
+        budget = int(fraction * facts.peak_bytes)
+        program = plan_with("swapadvisor", g, budget)
+        verify(program, g, budget)
+        resident = weights & set(program.initial_resident)
+        streamed = {i.target for i in program.instrs if i.kind == SWAP_IN} & weights
+        assert resident and streamed
+        resident_bytes.append(sum(g.tensors[t].nbytes for t in resident))
+    assert resident_bytes[1] > resident_bytes[0] > 0.3 * sum(g.tensors[t].nbytes for t in weights)
