@@ -25,6 +25,7 @@ ranges are never reused, so a static plan can map every row once before it runs.
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,6 +34,22 @@ from allocator.online import AllocatorMisuse, OnlineLayout, StatsCounter, regist
 DEFAULT_CHUNK_BYTES = 20 << 20     # nnabla's and PyTorch's default chunk; 001 used 40 MB
 PAGE = 4096                         # the finest granularity a backend maps (CUDA's is 2 MiB)
 DEFAULT_SMALL_BYTES = 1 << 20
+
+
+@dataclass
+class _Slab:
+    """A chunk cut into equal slots for small requests, mapped once at ``virtual``."""
+    virtual: int
+    free_slots: list[int]           # popped from the end: lowest slot first
+    used: int = 0
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """What a live object holds: whole chunks, or one slot of a slab."""
+    nbytes: int                     # requested
+    chunks: tuple[int, ...] = ()
+    slot: tuple[int, int, int] | None = None     # (slot size, chunk, slot index)
 
 
 class VirtualChunkAllocator:
@@ -58,9 +75,8 @@ class VirtualChunkAllocator:
         self._mappings: list[tuple[int, int, int]] = []     # (virtual, physical, bytes)
         self._offsets: list[int] = []
         self._bytes: list[int] = []
-        self._live: dict[int, tuple[int, tuple[int, ...] | tuple[int, int], int]] = {}
-        # small slots: slot size -> {chunk: (virtual base, [free slot indices], used count)}
-        self._slabs: dict[int, dict[int, list]] = {}
+        self._live: dict[int, _Placed] = {}
+        self._slabs: dict[int, dict[int, _Slab]] = {}       # slot size -> {chunk: its slab}
         self.counter = StatsCounter(keep_history=keep_history)
 
     # ------------------------------------------------------------------ protocol
@@ -77,19 +93,17 @@ class VirtualChunkAllocator:
         entry = self._live.pop(obj, None)
         if entry is None:
             raise AllocatorMisuse(f"object {obj} is not live (never allocated, or freed already)")
-        kind, where, nbytes = entry
-        if kind == "chunks":
-            for c in where:
-                heapq.heappush(self._free_chunks, c)
-        else:
-            slot_size, chunk, slot = where
+        for c in entry.chunks:
+            heapq.heappush(self._free_chunks, c)
+        if entry.slot is not None:
+            slot_size, chunk, slot = entry.slot
             slab = self._slabs[slot_size][chunk]
-            slab[1].append(slot)
-            slab[2] -= 1
-            if slab[2] == 0:                # its last slot: the chunk serves any size again
+            slab.free_slots.append(slot)
+            slab.used -= 1
+            if slab.used == 0:              # its last slot: the chunk serves any size again
                 del self._slabs[slot_size][chunk]
                 heapq.heappush(self._free_chunks, chunk)
-        self.counter.change(requested=-nbytes)
+        self.counter.change(requested=-entry.nbytes)
 
     def layout(self) -> OnlineLayout:
         return OnlineLayout(np.asarray(self._offsets, dtype=np.int64), np.asarray(self._bytes, dtype=np.int64),
@@ -129,11 +143,11 @@ class VirtualChunkAllocator:
         self._virtual_end = base + len(chunks) * cb
         return base
 
-    def _new_object(self, offset: int, size: int, kind: str, where, nbytes: int) -> int:
+    def _new_object(self, offset: int, size: int, placed: _Placed) -> int:
         obj = len(self._offsets)
         self._offsets.append(offset)
         self._bytes.append(size)
-        self._live[obj] = (kind, where, nbytes)
+        self._live[obj] = placed
         return obj
 
     def _alloc_chunks(self, nbytes: int) -> int | None:
@@ -142,22 +156,23 @@ class VirtualChunkAllocator:
             return None
         chunks = self._take_chunks(k)
         base = self._map(chunks)
-        return self._new_object(base, k * self.chunk_bytes, "chunks", tuple(chunks), nbytes)
+        return self._new_object(base, k * self.chunk_bytes, _Placed(nbytes, chunks=tuple(chunks)))
 
     def _alloc_small(self, nbytes: int) -> int | None:
         slot_size = max(PAGE, 1 << max(0, nbytes - 1).bit_length())
         slabs = self._slabs.setdefault(slot_size, {})
-        chunk = next((c for c, slab in slabs.items() if slab[1]), None)
+        chunk = next((c for c, slab in slabs.items() if slab.free_slots), None)
         if chunk is None:
             if self._free_count() == 0:
                 return None
             chunk = self._take_chunks(1)[0]
             slots = self.chunk_bytes // slot_size
-            slabs[chunk] = [self._map([chunk]), list(range(slots - 1, -1, -1)), 0]
+            slabs[chunk] = _Slab(self._map([chunk]), list(range(slots - 1, -1, -1)))
         slab = slabs[chunk]
-        slot = slab[1].pop()
-        slab[2] += 1
-        return self._new_object(slab[0] + slot * slot_size, slot_size, "slot", (slot_size, chunk, slot), nbytes)
+        slot = slab.free_slots.pop()
+        slab.used += 1
+        return self._new_object(slab.virtual + slot * slot_size, slot_size,
+                                _Placed(nbytes, slot=(slot_size, chunk, slot)))
 
 
 register_online("va", VirtualChunkAllocator,

@@ -187,6 +187,7 @@ class CpuBackend:
     def allocate_arena(self, nbytes: int, scratch_bytes: int = 0) -> None:
         """The arena, poisoned. Its last ``scratch_bytes`` are operator scratch, which only
         CUDA kernels use: numpy operators need none."""
+        self._unmap()
         self.arena = aligned_empty((nbytes,), np.uint8, alignment=256)
         self.arena.fill(POISON)
 
@@ -194,9 +195,17 @@ class CpuBackend:
         """A virtual-addressing arena (paper 001): ``nbytes`` of physical memory (scratch, unused
         by numpy operators, included) whose page-table rows (virtual, physical, bytes) are mapped
         once into a reserved virtual range; ``view`` offsets are then virtual. Poisoned."""
+        self._unmap()
         self._mapped = MappedArena(nbytes, mappings, virtual_bytes)
         self._mapped.physical.fill(POISON)
         self.arena = self._mapped.virtual
+
+    def _unmap(self) -> None:
+        """Drop a virtual arena's mappings (streams idle: nothing may touch them any more)."""
+        if self._mapped is not None:
+            self.arena = None
+            self._mapped.close()
+            self._mapped = None
 
     def view(self, offset: int, shape, dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
@@ -293,7 +302,4 @@ class CpuBackend:
         if self._blas is not None:      # after the streams: the creating thread restores the limit
             self._blas.__exit__(None, None, None)
             self._blas = None
-        if self._mapped is not None:    # after the streams: nothing touches the mappings any more
-            self.arena = None
-            self._mapped.close()
-            self._mapped = None
+        self._unmap()                   # after the streams: nothing touches the mappings any more
