@@ -556,3 +556,26 @@ def make(request: PlanRequest) -> Program:
 
 POLICY = register(Policy("smartswap", "SmartSwap: logical layers, Eq. 2 candidates, simulated swap timing "
                          "and release points (no search)", make))
+
+
+@dataclass(frozen=True)
+class ReleaseReport:
+    """004 Section 5.2 / Figure 6b for one plan: per copied-out stay, the operators between its
+    swap-out's issue and the reuse of its bytes, at the simulator's release point and when
+    waiting for the next synchronization (the iteration's end); the pool each way needs."""
+    simulator: np.ndarray
+    at_sync: np.ndarray
+    arena_bytes: int
+    arena_bytes_at_sync: int
+
+
+def release_report(plan: SmartSwapPlan) -> ReleaseReport:
+    """Call after ``plan.make()``."""
+    n = len(plan.order)
+    kept = {x for c, x in plan.g.state_pairs if c != x} | ({plan.g.loss} if plan.g.loss is not None else set())
+    ours = [st for st in _stays(plan.stores, n, kept, False) if st.copy_out]
+    sync = [st for st in _stays(plan.stores, n, kept, True) if st.copy_out]
+    return ReleaseReport(np.array([st.free_after - st.out_after for st in ours], dtype=np.int64),
+                         np.array([st.free_after - st.out_after for st in sync], dtype=np.int64),
+                         _slots(_stays(plan.stores, n, kept, False), n).arena_bytes,
+                         _slots(_stays(plan.stores, n, kept, True), n).arena_bytes)

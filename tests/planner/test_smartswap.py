@@ -1,0 +1,95 @@
+"""smartswap (004 Section 4): Eq. 2 and Eq. 3 on hand-computed examples, verified Programs under
+a tight budget, release points, and bit-identical training on a stream of changing graphs."""
+import numpy as np
+import pytest
+
+import zoo
+from engine import iteration_stream as st
+from engine.autodiff import make_optimizer
+from planner.budget import make_budget
+from planner.facts import GraphFacts
+from planner.policies import smartswap as ss
+from planner.policy import PlanRequest, get
+from planner.verify import VerificationError, verify
+
+
+def stream_graphs(accumulate=2):
+    return st.IterationGraphs(lambda seq: zoo.build("gpt-tiny", size=seq, positions=16), make_optimizer("adamw"),
+                              accumulate)
+
+
+def test_eq2_scores_normalise_mres_and_size_and_weigh_size_by_c():
+    # MREs 2, 4, 0 -> 0.5, 1, 0; sizes 100, 50, 200 -> 0.5, 0.25, 1; C = 0.5
+    got = ss.score(np.array([2.0, 4.0, 0.0]), np.array([100.0, 50.0, 200.0]), 0.5)
+    assert np.allclose(got, [0.75, 1.125, 0.5])
+
+
+def test_eq3_swap_in_pre_trigger_and_swap_out_completion_by_hand():
+    # Four logical layers of five operators, one second each (Eq. 1: 0.2 s per operator); 100 B/s.
+    of_step = np.repeat(np.arange(4), 5)
+    layers = ss.Layers(of_step, np.array([0, 5, 10, 15]), np.array([4, 9, 14, 19]), np.ones(4), 0.2)
+    sim = ss.Simulator(layers, 100.0)
+    assert ss.swap_seconds(50, 100.0) == 0.5                     # Eq. 3
+    # First used at step 17 (layer 3): the search starts at layer 2, which has 1 s > 0.5 s.
+    assert sim.swap_in_trigger(17, -1, 50) == (10, 2)
+    sim.take(2, 50)
+    assert sim.remaining[2] == pytest.approx(0.5)
+    # 60 bytes need 0.6 s; layer 2 has 0.5 s left, so one layer earlier.
+    assert sim.swap_in_trigger(17, -1, 60) == (5, 1)
+    # ...but not before the peak it relieves (here: step 5 or earlier is the peak).
+    assert sim.swap_in_trigger(17, 5, 60) == (-1, -1)
+    # A swap-out of 80 bytes (0.8 s) after step 2: layer 0 has 1 s; it finishes during step 3
+    # (0.8 s of link time from the layer's start is four operators: steps 0..3).
+    assert sim.swap_out_release(2, 80) == (3, 0)
+    sim.take(0, 80)
+    # The next 80 bytes after step 2 find 0.2 s left in layer 0, so complete in layer 1:
+    # 0.8 s into it is its fourth operator, step 8.
+    assert sim.swap_out_release(2, 80) == (8, 1)
+
+
+def test_logical_layers_follow_phases_in_step_order_with_eq1_times():
+    phase = np.array([ss.FORWARD] * 6 + [ss.BACKWARD] * 4 + [ss.OPTIMIZER] * 2)
+    ly = ss.logical_layers(phase, 12.0, per_phase=2)
+    assert ly.first.tolist() == [0, 3, 6, 8, 10, 11]
+    assert np.allclose(ly.seconds, [3, 3, 2, 2, 1, 1])          # 1 s per operator, times group size
+    assert (np.diff(ly.first) > 0).all()
+
+
+@pytest.mark.parametrize("kind", ["micro", "update", "evaluation"])
+def test_program_verifies_under_half_the_peak_and_a_broken_one_is_refused(kind):
+    g = stream_graphs()
+    graph = {"micro": g.micro(16), "update": g.update(g.micro(16)), "evaluation": g.evaluation(16)}[kind]
+    facts = GraphFacts(graph)
+    peak = GraphFacts(g.micro(16)).peak_bytes
+    budget = make_budget(facts, max(int(0.5 * peak) + facts.scratch.bytes, facts.smallest_budget))
+    program = get("smartswap").make(PlanRequest(graph, facts, budget))
+    verify(program, graph, budget.device_bytes)
+    assert program.arena.arena_bytes <= budget.device_bytes
+    if kind == "micro":
+        assert program.count(1) > 0 and program.count(2) > 0          # it had to swap
+        # Drop the edges of the first swap-in's consumer: the verifier must object.
+        i = next(k for k, ins in enumerate(program.instrs) if ins.kind == 0 and any(
+            program.instrs[d].kind == 1 for d in ins.deps))
+        program.instrs[i].deps = [d for d in program.instrs[i].deps if program.instrs[d].kind != 1]
+        with pytest.raises(VerificationError):
+            verify(program, graph, budget.device_bytes)
+
+
+def test_release_points_reuse_bytes_sooner_than_the_next_synchronization():
+    g = stream_graphs().micro(16)
+    facts = GraphFacts(g)
+    budget = make_budget(facts, int(0.5 * facts.peak_bytes) + facts.scratch.bytes)
+    plan = ss.SmartSwapPlan(PlanRequest(g, facts, budget))
+    plan.make()
+    rep = ss.release_report(plan)
+    assert len(rep.simulator) and len(rep.simulator) == len(rep.at_sync)
+    assert (rep.simulator <= rep.at_sync).all() and rep.simulator.mean() < rep.at_sync.mean()
+    assert rep.arena_bytes <= budget.pool_bytes < rep.arena_bytes_at_sync
+
+
+def test_smallest_budget_message_names_a_larger_memory():
+    g = stream_graphs().micro(16)
+    facts = GraphFacts(g)
+    budget = make_budget(facts, facts.smallest_budget)
+    with pytest.raises(Exception, match="memory"):
+        get("smartswap").make(PlanRequest(g, facts, budget))
