@@ -25,7 +25,7 @@ from ..errors import PlanError
 from ..online_program import OnlineProgram, StepFacts, online_allocator, persistent_state, settle
 from ..policy import PlanRequest, Policy, register
 
-THRESHOLDS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+THRESHOLDS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 AHEADS = (1, 2, 3, 4, 6, 8, 12, 16)
 
 
