@@ -2,7 +2,8 @@
 
 An operator declares which outputs its kernel may write over which inputs
 (``Op.inplace``: an SGD update over its parameter, a running sum over its
-accumulator). A plan uses that permission only when the input is read once by the
+accumulator; ``Op.inplace_for(attrs)`` where a node chooses, as ``add(in_place=True)``).
+A plan uses that permission only when the input is read once by the
 node and dies there (nothing reads it later, and it is not kept past the iteration),
 as MXNet's in-place update does. Liveness, size demand, the swap planner, the
 verifier and the schedule's write-after-read edges all ask ``in_place_input``.
@@ -21,7 +22,7 @@ def in_place_input(node, out_index: int, dies: Callable[[int], bool] | None = No
     verifier allows, what a schedule keeps possible, what per-operator demand assumes).
     With ``dies(tensor) -> bool``: only when that input is read once by the node and
     ``dies`` says it is not needed after this node (what liveness and the planner do)."""
-    j = op_registry.get(node.op).inplace.get(out_index)
+    j = op_registry.get(node.op).inplace_for(node.attrs).get(out_index)
     if j is None or dies is None:
         return j
     t = node.inputs[j]

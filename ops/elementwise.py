@@ -119,8 +119,19 @@ class TanhGrad(_UnaryGrad):
 
 @register
 class Add(Op):
+    """a + b. With ``in_place=True`` the sum may be written over b (an inference graph's
+    residual sum over the branch that dies there); training graphs leave it off."""
     name, arity = "add", 2
     cuda_kernels = ("add_fwd",)
+
+    def canon(self, attrs):
+        extra = set(attrs) - {"in_place"}
+        if extra:
+            raise OpError(f"takes only the attribute in_place, got {sorted(extra)}")
+        return {"in_place": True} if attrs.get("in_place") else {}
+
+    def inplace_for(self, attrs):
+        return {0: 1} if attrs.get("in_place") else {}
 
     def infer(self, attrs, ins):
         return [(_same_shape(ins), same_dtype(ins))]

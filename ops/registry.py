@@ -83,6 +83,11 @@ class Op:
         if self.arity is None and not n_inputs:
             raise OpError("takes at least one input, got none")
 
+    def inplace_for(self, attrs) -> dict[int, int]:
+        """``inplace`` for a node with these attributes (an operator whose permission is a
+        node's choice, like ``add(in_place=True)``, overrides this)."""
+        return self.inplace
+
     def canon(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs:
             raise OpError(f"takes no attributes, got {sorted(attrs)}")

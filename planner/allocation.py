@@ -39,13 +39,16 @@ def _class_needs(d: SizeDemand) -> np.ndarray:
 
 
 def working_set(facts: GraphFacts, step_seconds: np.ndarray | None = None,
-                link_bytes_per_s: float | None = None) -> np.ndarray:
+                link_bytes_per_s: float | None = None, resident_state: bool = False) -> np.ndarray:
     """[size, step]: tensors of each size that a plan should keep on the device at each step.
     Activations and gradients from their first write to their last use (moving them costs a
     copy each way). Leaves (inputs, labels, parameters, optimizer state) have a current host
     copy, so evicting them moves nothing: they count at the steps that read them, and between
     two reads only if the compute between them is shorter than KEEP_READS round trips of the
-    link (without op times and a link: reads in consecutive steps)."""
+    link (without op times and a link: reads in consecutive steps). With ``resident_state``,
+    state nothing updates (a forward-only graph's weights) also counts from its last read
+    around the iteration's end to its first read: what keeping it resident across iterations
+    takes."""
     g, order, d = facts.graph, facts.order, facts.demand
     lt = facts.lifetimes
     n_steps = max(1, len(order))
@@ -70,16 +73,12 @@ def working_set(facts: GraphFacts, step_seconds: np.ndarray | None = None,
                 b.append(step)
                 k.append(d.size_index[t])
                 last[t] = step
-    # State nothing updates (a forward-only graph's weights) is read again in the next iteration
-    # and staying resident is what it is for: it counts from its last read around the end to
-    # its first read (a class then gets objects for a fraction f of its weights).
+    unchanged = [cur for cur, nxt in g.state_pairs if cur == nxt and last[cur] >= 0] if resident_state else []
     first = {}
-    for step, nid in enumerate(order):
+    for step, nid in enumerate(order if unchanged else ()):
         for t in g.nodes[nid].inputs:
             first.setdefault(t, step)
-    for cur, nxt in g.state_pairs:
-        if cur != nxt or last[cur] < 0:
-            continue
+    for cur in unchanged:
         for lo, hi in ((last[cur] + 1, n_steps - 1), (0, first[cur] - 1)):
             if lo <= hi:
                 a.append(lo)
@@ -151,7 +150,8 @@ def simple_allocation(facts: GraphFacts, budget: Budget, profile: Profile | None
     grouped, at that f, into the classes of fewest bytes whose slots are at most MAX_SPREAD
     times their smallest size (else, in a pool too small for that, any grouping). What the
     pool has left after rounding goes to the largest classes, up to their peak. A pool that
-    holds every size's peak gets the unlimited allocation. ``profile``
+    holds every size's peak gets the unlimited allocation. Weights of a forward-only graph
+    count as resident across iterations (``working_set(resident_state=True)``). ``profile``
     (op times, ``node_seconds`` if precomputed, and link) decides which leaves stay in the
     working set between reads; without one, only reads in consecutive steps."""
     d = facts.demand
@@ -165,7 +165,8 @@ def simple_allocation(facts: GraphFacts, budget: Budget, profile: Profile | None
     if profile is not None:
         secs = profile.node_seconds(facts.graph) if node_seconds is None else np.asarray(node_seconds)
         step_seconds, link = secs[np.asarray(facts.order, dtype=np.int64)], profile.link.h2d_bytes_per_s
-    peak = np.maximum(_class_peaks(d, working_set(facts, step_seconds, link)), need)
+    # State nothing updates (a forward-only graph's weights) counts as staying resident.
+    peak = np.maximum(_class_peaks(d, working_set(facts, step_seconds, link, resident_state=True)), need)
 
     def counts(f: float) -> np.ndarray:
         return np.maximum(need, np.ceil(f * peak - 1e-9).astype(np.int64))

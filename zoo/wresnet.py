@@ -34,8 +34,9 @@ def blocks_for_depth(depth: int) -> tuple[int, ...]:
                      "or 12k+2 (14, 26, 38, ...)")
 
 
-def bottleneck(g: Graph, x: int, width: int, stride: int) -> int:
-    """1x1 (width) -> 3x3 (width, stride) -> 1x1 (4 x width), added to the shortcut."""
+def bottleneck(g: Graph, x: int, width: int, stride: int, in_place_add: bool = False) -> int:
+    """1x1 (width) -> 3x3 (width, stride) -> 1x1 (4 x width), added to the shortcut
+    (``in_place_add``: the sum may overwrite the branch, for inference graphs)."""
     out_ch = 4 * width
     y = conv_bn(g, x, width, 1, name="conv1")
     y = conv_bn(g, y, width, 3, stride, name="conv2")
@@ -43,11 +44,12 @@ def bottleneck(g: Graph, x: int, width: int, stride: int) -> int:
     shortcut = x
     if stride != 1 or g.shape(x)[1] != out_ch:
         shortcut = conv_bn(g, x, out_ch, 1, stride, relu_after=False, name="projection")
-    (s,) = g.apply("add", [shortcut, y], name="add")
+    (s,) = g.apply("add", [shortcut, y], name="add", **({"in_place": True} if in_place_add else {}))
     return relu(g, s)
 
 
-def features(g: Graph, images: int, blocks: tuple[int, ...], width: float, base_width: int = 64) -> int:
+def features(g: Graph, images: int, blocks: tuple[int, ...], width: float, base_width: int = 64,
+             in_place_add: bool = False) -> int:
     """The convolutional trunk: stem, then the bottleneck stages; returns the last activation."""
     x = conv_bn(g, images, widen(base_width, width), 7, 2, name="stem")
     x = max_pool(g, x, 3, 2, 1)
@@ -55,7 +57,7 @@ def features(g: Graph, images: int, blocks: tuple[int, ...], width: float, base_
         for b in range(n):
             with g.scope(f"stage{s + 1}/block{b}"):
                 stride = 2 if s > 0 and b == 0 else 1
-                x = bottleneck(g, x, widen(base_width << s, width), stride)
+                x = bottleneck(g, x, widen(base_width << s, width), stride, in_place_add)
     return x
 
 
