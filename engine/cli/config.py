@@ -62,6 +62,7 @@ class RunConfig:
     quiet: bool
     allocator: str | None = None       # --allocator; None: each policy's own (Policy.allocators[0])
     chunk_bytes: int | None = None     # --chunk-mib in bytes (the va allocator's chunk)
+    window: int | None = None          # --window in bytes; None: searched (the window policy's knob)
 
     @classmethod
     def from_args(cls, a: argparse.Namespace) -> RunConfig:
@@ -76,7 +77,7 @@ class RunConfig:
             save_plan=a.save_plan, load_plan=a.load_plan, simulate_only=a.simulate_only, sanitize=a.sanitize,
             check=not a.no_check, checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
             out=a.out, json=a.json, quiet=a.quiet, allocator=a.allocator,
-            chunk_bytes=None if a.chunk_mib is None else int(round(a.chunk_mib * 2**20)))
+            chunk_bytes=None if a.chunk_mib is None else int(round(a.chunk_mib * 2**20)), window=a.window)
 
     def allocator_of(self, policy: Policy) -> tuple[str, dict]:
         """The allocator ``policy`` places tensors with (--allocator, or its own default; a policy
@@ -84,6 +85,11 @@ class RunConfig:
         name = self.allocator if self.allocator and policy.needs_budget else policy.allocators[0]
         options = {"chunk_bytes": self.chunk_bytes} if self.chunk_bytes and name == self.allocator else {}
         return name, options
+
+    @property
+    def policy_options(self) -> dict:
+        """PlanRequest.policy_options: the policies' own knobs (each reads those it knows)."""
+        return {"window": "auto" if self.window is None else self.window}
 
     @property
     def checkpoint_settings(self) -> dict:

@@ -90,6 +90,11 @@ def nonnegative_float(text: str) -> float:
     return v
 
 
+def window(text: str) -> int | None:
+    """--window: a size with a unit, or "auto" (None: searched on the simulator)."""
+    return None if text.strip().lower() == "auto" else size(text)
+
+
 def size(text: str) -> int:
     """A size with a binary unit; a bare number is refused (--memory 64 meaning 64 bytes
     surprised people): write 64B for bytes."""
@@ -177,6 +182,9 @@ def parser() -> argparse.ArgumentParser:
     memory.add_argument("--chunk-mib", type=positive_float, default=None, metavar="MIB",
                    help="with --allocator va: the physical chunk size in MiB (default 20, as nnabla and "
                         "PyTorch; paper 001 used 40 MB; on CUDA at least the allocation granularity, 2)")
+    memory.add_argument("--window", type=window, default=None, metavar="SIZE|auto",
+                   help="with --policy window: paper 001's look-ahead window in bytes (e.g. 2GiB), or auto: the "
+                        "fastest on the simulator among sizes from 1/64 to 2 times the pool (default auto)")
     memory.add_argument("--measure-iterations", type=positive_int, default=15, metavar="N",
                    help="timed iterations for each policy but the last; their median is its s/iter "
                         "(default 15: fewer swing with the machine's load)")

@@ -170,7 +170,8 @@ def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Pr
         t0 = time.perf_counter()
         limit = budget if policy.needs_budget else None
         allocator, options = cfg.allocator_of(policy)
-        request = PlanRequest(g, facts, limit, profile, secs, allocator=allocator, allocator_options=options)
+        request = PlanRequest(g, facts, limit, profile, secs, allocator=allocator, allocator_options=options,
+                              policy_options=cfg.policy_options)
         if policy is cfg.searching:
             program = searched_program(cfg, policy, request, out_dir, loaded, effort)
         else:

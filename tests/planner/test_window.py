@@ -209,3 +209,11 @@ def test_engine_train_window_va_is_bit_identical(tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "parameters identical to the unlimited run: yes" in out
+    assert main(argv + ["--window", "64KiB"]) == 0      # a window of the user's, not searched
+    assert "parameters identical to the unlimited run: yes" in capsys.readouterr().out
+
+
+def test_window_flag_takes_a_size_or_auto(capsys):
+    assert main(["--model", "small-cnn", "--policy", "window", "--window", "64", "--simulate-only"]) == 2
+    err = capsys.readouterr().err
+    assert "--window" in err and "has no unit" in err and "\n" not in err.strip()

@@ -1,0 +1,122 @@
+"""SwapAdvisor's Figure 7, simulated: WResNet-152-4 at batch 16, 32 and 64 under 16 GiB on the
+analytic V100 profile (PCIe, the SwapAdvisor paper's machine): ``lms`` (TFLMS: activations
+only, parameters resident, thresholds tuned on the simulator, bestfit) beside ``swapadvisor``
+(its planner with the size-class pool: unsearched, and with ``--search-seconds`` a genetic search
+of that many seconds per batch) and ``odswap``; ``ideal`` for reference (its peak need not fit).
+
+Images per second of one simulated iteration; every Program is verified. The paper's bars
+(as its text layer gives them) are printed beside ours.
+
+    python -m bench.lms_vs_swapadvisor [--batches 16,32,64] [--search-seconds 60] [--save]
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import platform
+import time
+
+from tabulate import tabulate
+
+import zoo
+from bench.results_file import cpu_name, save_results
+from engine.errors import EngineError
+from engine.profile import analytic_profile
+from planner import policy
+from planner.budget import Budget, make_budget
+from planner.facts import GraphFacts
+from planner.simulate import simulate
+from planner.verify import verify
+import planner.policies  # noqa: F401  (registers the policies)
+
+MODEL = "wresnet-152-4"
+BATCHES = (16, 32, 64)
+DEVICE_BYTES = 16 * 2**30
+# SwapAdvisor Figure 7 (images/s), read from the paper's text layer in bar order.
+PAPER = {"SwapAdvisor": (15.2, 15.0, 14.3), "ODSwap": (14.2, 14.0, 11.5), "TFLMS": (4.74, 4.34, 3.72)}
+
+
+def searched_swapadvisor(g, facts, budget, profile, secs, seconds: float, workers: int):
+    from ga.search import SearchOptions, search
+
+    pol = policy.get("swapadvisor")
+    result = search(facts, budget, profile, SearchOptions(population=24, time_limit_s=seconds, workers=workers),
+                    pol)
+    return pol.make(policy.PlanRequest(g, facts, budget, profile, secs, result.best_schedule,
+                                       result.best_allocation))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", default=",".join(map(str, BATCHES)))
+    ap.add_argument("--search-seconds", type=float, default=0.0, help="a GA search per batch (0: unsearched only)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--save", action="store_true", help="write bench/results/lms_vs_swapadvisor_<date>.txt")
+    args = ap.parse_args(argv)
+    batches = [int(b) for b in args.batches.split(",")]
+    profile = analytic_profile("v100")
+    out = io.StringIO()
+
+    def say(line=""):
+        print(line, flush=True)
+        out.write(line + "\n")
+
+    say(f"SwapAdvisor Figure 7, simulated: {MODEL}, 16 GiB, analytic profile v100 (PCIe: 12 GB/s each way, "
+        f"20 GB/s both ways)")
+    say(f"machine (planning only; times are simulated): {platform.platform()}, {os.cpu_count()} cores: "
+        f"{cpu_name()}; {time.strftime('%Y-%m-%d', time.gmtime())}")
+    columns = ["ideal", "lms", "odswap", "swapadvisor"] + (["swapadvisor searched"] if args.search_seconds else [])
+    ips = {c: [] for c in columns}
+    notes = []
+    for b in batches:
+        g = zoo.build(MODEL, batch=b)
+        facts = GraphFacts(g)
+        secs = profile.node_seconds(g)
+        state = sum(g.tensors[c].nbytes for c, _ in g.state_pairs)
+        say(f"batch {b}: unlimited peak {facts.peak_bytes / 2**30:.1f} GiB, parameters and optimizer state "
+            f"{state / 2**30:.2f} GiB")
+        for c in columns:
+            t0 = time.perf_counter()
+            try:
+                if c == "ideal":
+                    program, budget = policy.get("ideal").make(policy.PlanRequest(g, facts, None, profile, secs)), None
+                elif c == "lms":
+                    budget = Budget(DEVICE_BYTES, facts.scratch.bytes)
+                    program = policy.get("lms").make(policy.PlanRequest(g, facts, budget, profile, secs,
+                                                                        allocator="bestfit"))
+                elif c == "swapadvisor searched":
+                    budget = make_budget(facts, DEVICE_BYTES)
+                    program = searched_swapadvisor(g, facts, budget, profile, secs, args.search_seconds, args.workers)
+                else:
+                    budget = make_budget(facts, DEVICE_BYTES)
+                    program = policy.get(c).make(policy.PlanRequest(g, facts, budget, profile, secs))
+                verify(program, g, None if budget is None else budget.device_bytes)
+                ips[c].append(b / simulate(program, g, profile, secs).total)
+            except EngineError as e:
+                ips[c].append(None)
+                notes.append(f"batch {b} {c}: x ({e})")
+            v = ips[c][-1]
+            print(f"  {c}: {'x' if v is None else f'{v:.2f} ips'} ({time.perf_counter() - t0:.1f} s)", flush=True)
+    fmt = (lambda v: "x" if v is None else f"{v:.2f}")
+    rows = [[f"ours: {c}", *map(fmt, ips[c])] for c in columns]
+    if batches == list(BATCHES):
+        rows += [[f"paper: {k}", *map(fmt, v)] for k, v in PAPER.items()]
+    say()
+    say(tabulate(rows, headers=["images/s", *(f"B={b}" for b in batches)], tablefmt="github"))
+    say()
+    for c in columns[2:]:
+        say(f"{c} / lms: " + "  ".join(
+            f"B={b}: {'n/a' if s is None or m is None else f'{s / m:.2f}x'}"
+            for b, s, m in zip(batches, ips[c], ips["lms"])))
+    say("paper: SwapAdvisor / TFLMS >= 3x at every batch (3.2x, 3.5x, 3.8x)")
+    if notes:
+        say()
+        for n in notes:
+            say(f"  {n}")
+    if args.save:
+        print(f"saved {save_results('lms_vs_swapadvisor', out.getvalue())}")
+
+
+if __name__ == "__main__":
+    main()
