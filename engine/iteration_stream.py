@@ -93,6 +93,42 @@ class IterationPlan:
         return Step(i, TRAIN, seq, (micro + 1) % s.accumulate == 0, scale)
 
 
+class Window:
+    """An accumulation window's bookkeeping: after each micro-step, whether the update runs now
+    (True), is skipped because a loss of the window was not finite (False), or the window goes
+    on (None). Counts updates and skipped windows."""
+
+    def __init__(self):
+        self.finite = True
+        self.updates = self.skipped = 0
+
+    def after_micro(self, step: Step, loss_finite: bool) -> bool | None:
+        self.finite &= loss_finite
+        if not step.ends_window:
+            return None
+        run, self.finite = self.finite, True
+        if run:
+            self.updates += 1
+        else:
+            self.skipped += 1
+        return run
+
+
+def graphs_of(plan: IterationPlan, graphs: "IterationGraphs", iterations: int) -> list[tuple[Step, list[Graph]]]:
+    """The graphs each of the first ``iterations`` runs, without running them: a micro-step's
+    loss taken as finite unless its loss scale is not (a benchmark's simulated stream)."""
+    window, out = Window(), []
+    for i in range(iterations):
+        s = plan.step(i)
+        if s.kind == EVAL:
+            out.append((s, [graphs.evaluation(s.seq)]))
+            continue
+        micro = graphs.micro(s.seq)
+        run = window.after_micro(s, bool(np.isfinite(s.loss_scale)))
+        out.append((s, [micro, graphs.update(micro)] if run else [micro]))
+    return out
+
+
 class GradientAccumulator:
     """An 'optimizer' for ``build_training_graph`` that only adds each gradient into its
     persisted accumulator: the micro-step of gradient accumulation."""

@@ -173,8 +173,7 @@ class StreamTrainer:
         self.values: dict[str, np.ndarray] = {}      # every persistent tensor, by name
         self._data: dict[Graph, TeacherData] = {}
         self.iteration = 0
-        self.window_finite = True
-        self.updates = self.skipped = 0
+        self.window = stream.Window()
         self.losses: list[tuple[int, str, float]] = []   # (iteration, kind, loss)
 
     def _state_of(self, g: Graph) -> dict[int, np.ndarray]:
@@ -221,23 +220,27 @@ class StreamTrainer:
             micro = self.graphs.micro(s.seq)
             ran = [micro]
             loss = self._run(micro, s)
-            self.window_finite &= bool(np.isfinite(loss))
-            if s.ends_window:
-                if self.window_finite:
-                    update = self.graphs.update(micro)
-                    self._run(update, s)
-                    ran.append(update)
-                    self.updates += 1
-                else:
-                    self.skipped += 1
+            run_update = self.window.after_micro(s, bool(np.isfinite(loss)))
+            if run_update:
+                update = self.graphs.update(micro)
+                self._run(update, s)
+                ran.append(update)
+            if run_update is not None:
                 self._zero_accumulators(micro)
-                self.window_finite = True
         seconds = time.perf_counter() - t0
         self.losses.append((self.iteration, s.kind, loss))
         if self.after is not None:
             self.after(self.iteration, ran, seconds, s)
         self.iteration += 1
         return loss
+
+    @property
+    def updates(self) -> int:
+        return self.window.updates
+
+    @property
+    def skipped(self) -> int:
+        return self.window.skipped
 
     def named_state(self) -> dict[str, np.ndarray]:
         return dict(self.values)

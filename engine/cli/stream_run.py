@@ -1,0 +1,179 @@
+"""`python -m engine.stream_train`: training whose graph changes from iteration to iteration.
+
+Bucketed sequence lengths drawn per micro-batch (``--varying-seq 8,12,16``), an evaluation
+every K iterations (``--eval-every``), gradient accumulation (``--accumulate``), forced
+non-finite steps (``--nonfinite-at``), under a memory budget, planned by a policy per new
+graph with SmartSwap's monitor and plan cache (engine/cli/stream_plans.py). ``--check`` runs
+the unlimited-memory stream too and says whether every parameter and optimizer state is
+identical bit for bit. Bad input: one line, exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+import time
+
+import numpy as np
+
+import zoo
+from planner import policy as policies_registry
+from planner.facts import GraphFacts
+
+from .. import backend_registry
+from .. import iteration_stream as st
+from ..autodiff import OPTIMIZERS, make_optimizer
+from ..blas_threads import one_blas_thread
+from ..errors import EngineError
+from ..op_monitor import Monitor
+from ..profile import DEVICES, analytic_profile
+from ..training import ReferenceRunner, StreamTrainer
+from .flags import UsageError, _Parser, nonnegative_int, positive_float, positive_int, seed, size
+from .stream_plans import StreamPlanner, WindowObserver
+
+PROG = "engine.stream_train"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=f"python -m {PROG}", allow_abbrev=False,
+                description="Train on a stream of changing graphs (bucketed lengths, evaluations, gradient "
+                            "accumulation, skipped non-finite steps) under a memory budget, SmartSwap-style.")
+    p.add_argument("--model", default="gpt-tiny", help="a gpt or rnn zoo model (default gpt-tiny)")
+    p.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the model's own)")
+    p.add_argument("--varying-seq", metavar="L[,L...]", default=None,
+                   help="sequence lengths drawn per micro-batch, e.g. 8,12,16 (default: the model's own length)")
+    p.add_argument("--eval-every", type=nonnegative_int, default=0, metavar="K",
+                   help="an evaluation (forward-only) iteration every K iterations (default 0: none)")
+    p.add_argument("--accumulate", type=positive_int, default=1, metavar="N",
+                   help="micro-batches per optimizer update (default 1)")
+    p.add_argument("--nonfinite-at", default="", metavar="I[,I...]",
+                   help="iterations whose loss is forced non-finite (loss scale inf): their window's update is "
+                        "skipped (default: none)")
+    p.add_argument("--iterations", type=positive_int, default=200, help="iterations (default 200)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of weights, data and buckets (default 0)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="default: the model's own")
+    p.add_argument("--lr", type=positive_float, default=None, help="learning rate (default: the optimizer's)")
+    p.add_argument("--memory", type=size, default=None, metavar="SIZE",
+                   help="device budget (e.g. 450KiB, 22GiB); default: half of the largest graph's unlimited peak")
+    p.add_argument("--policy", default="smartswap",
+                   help=f"the policy that plans each new graph (default smartswap; any of "
+                        f"{', '.join(policies_registry.names())} that runs a Program)")
+    p.add_argument("--backend", choices=("auto", *backend_registry.names()), default="cpu",
+                   help="where it runs (default cpu)")
+    p.add_argument("--profile", choices=sorted(DEVICES), default="v100",
+                   help="the analytic profile plans are made and simulated with (default v100)")
+    p.add_argument("--sanitize", action="store_true", help="poison freed device bytes (cpu backend)")
+    p.add_argument("--check", action="store_true",
+                   help="also run the unlimited-memory stream and compare every parameter bit for bit")
+    p.add_argument("--stages-plot", metavar="PNG", default=None,
+                   help="plot the monitor's stage against the iteration (needs matplotlib)")
+    return p
+
+
+def _ints(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"{flag} takes iteration numbers separated by commas (e.g. 33,400), got '{text}'") from None
+
+
+def _builder(model: str, batch: int | None, buckets: tuple[int, ...]):
+    try:
+        family, _ = zoo.parse(model)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    build = getattr(__import__(family.module, fromlist=[family.builder]), family.builder)
+    if buckets and family.size_option not in ("seq", "steps"):
+        raise UsageError(f"--varying-seq needs a model with a sequence length (gpt or rnn), not '{model}'")
+    positions = {"positions": max(buckets)} if buckets and "positions" in inspect.signature(build).parameters \
+        else {}
+    return lambda seq: zoo.build(model, batch=batch, size=seq, **positions)
+
+
+def run(args) -> int:
+    buckets = st.buckets_of(args.varying_seq) if args.varying_seq else ()
+    settings = st.StreamSettings(buckets, args.eval_every, args.accumulate,
+                                 _ints(args.nonfinite_at, "--nonfinite-at"), args.seed)
+    plan = st.IterationPlan(settings)
+    pol = policies_registry.get(args.policy)
+    if not pol.runs_program or not pol.needs_budget:
+        raise UsageError(f"--policy {pol.name} plans no swapping under a budget; use smartswap or swapadvisor")
+    build = _builder(args.model, args.batch, buckets)
+    optimizer = make_optimizer(args.optimizer or zoo.default_optimizer(args.model), args.lr)
+
+    def graphs():
+        return st.IterationGraphs(build, optimizer, args.accumulate)
+
+    try:
+        stream = st.graphs_of(plan, graphs(), args.iterations)
+    except ValueError as e:          # zoo's one-line refusal of a configuration that does not build
+        raise UsageError(str(e)) from None
+    peak = max(GraphFacts(g).peak_bytes for _, gs in stream for g in gs)
+    device = args.memory if args.memory is not None else peak // 2
+    placement = backend_registry.choose(args.backend)
+    mon = Monitor()
+    planner = StreamPlanner(pol.name, device, analytic_profile(args.profile), placement, args.sanitize, args.seed,
+                            mon)
+    observe = WindowObserver(mon)
+    trainer = StreamTrainer(graphs(), plan, planner.runner_for, args.seed, observe)
+    print(f"{args.model}: {args.iterations} iterations, lengths {list(buckets) or 'fixed'}, evaluation every "
+          f"{args.eval_every or '-'}, accumulation {args.accumulate}; budget {device} B (largest unlimited peak "
+          f"{peak} B), policy {pol.name}, {placement.kind.name} backend", flush=True)
+    t0 = time.perf_counter()
+    try:
+        with one_blas_thread():
+            for i in range(args.iterations):
+                loss = trainer.step()
+                if (i + 1) % max(1, args.iterations // 10) == 0:
+                    print(f"iteration {i + 1}: loss {loss:.4f}, stage {mon.stage}", flush=True)
+    finally:
+        planner.close()
+    wall = time.perf_counter() - t0
+    plan_s = sum(s for _, s in planner.plan_seconds)
+    it_s = np.array([t for _, t, _ in observe.times])
+    mon_s = np.array([m for _, _, m in observe.times])
+    print(f"done in {wall:.1f} s ({plan_s:.2f} s planning {planner.cache.misses} graphs); updates {trainer.updates}, "
+          f"skipped {trainer.skipped}; plan cache {planner.cache.hits} hits, {planner.cache.misses} misses; "
+          f"{planner.fallbacks} graphs planned by the fallback")
+    print(f"monitor: median {1e3 * np.median(mon_s):.3f} ms per iteration beside {1e3 * np.median(it_s):.2f} ms "
+          f"({100 * np.median(mon_s / it_s):.2f}%); stages: "
+          + (", ".join(f"{i}:{s}" for i, s in mon.transitions()) or "WarmUp throughout"))
+    if args.stages_plot:
+        _plot(mon, args.stages_plot)
+    if args.check:
+        runners: dict = {}
+        ref = StreamTrainer(graphs(), plan, lambda g: runners.setdefault(g, ReferenceRunner(g)), args.seed)
+        for _ in range(args.iterations):
+            ref.step()
+        a, b = trainer.named_state(), ref.named_state()
+        same = set(a) == set(b) and all(np.array_equal(a[k], b[k]) for k in b)
+        print(f"parameters identical to the unlimited run: {'yes' if same else 'NO'}")
+        return 0 if same else 1
+    return 0
+
+
+def _plot(mon: Monitor, path: str) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("stage plot skipped: matplotlib is not installed (pip install matplotlib)")
+        return
+    from ..op_monitor import STAGES
+    fig, ax = plt.subplots(figsize=(9, 2.5))
+    ax.step([i for i, *_ in mon.log], [STAGES.index(s) for _, s, _, _ in mon.log], where="post")
+    ax.set_yticks(range(len(STAGES)), STAGES)
+    ax.set_xlabel("iteration")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    print(f"stage plot written to {path}")
+
+
+def main(argv=None) -> int:
+    try:
+        return run(parser().parse_args(argv))
+    except EngineError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
