@@ -49,6 +49,7 @@ def test_a_plan_for_another_graph_is_refused_not_run():
     sp.close()
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")     # the forced non-finite step
 def test_short_stream_on_cpu_with_sanitizer_is_bit_identical_to_the_unlimited_run():
     settings = st.StreamSettings((8, 12, 16), eval_every=6, accumulate=2, nonfinite_at=(3,), seed=0)
     g = graphs()
