@@ -18,7 +18,7 @@ from engine.cli.flags import (UsageError, nonnegative_float, nonnegative_int, pa
     (nonnegative_float, "nan", "must be a non-negative number, got 'nan'"),
     (nonnegative_float, "inf", "must be a non-negative number, got 'inf'"),
     (size, "16GB", "binary units"),
-    (policies, "ideal,magic", "unknown policy 'magic' (choose from ideal, odswap, swapadvisor, reference)"),
+    (policies, "ideal,magic", "unknown policy 'magic' (choose from ideal, odswap, swapadvisor, reference, window, lms"),
     (policies, ",", "unknown policy ','"),
 ])
 def test_bad_values_say_what_was_wrong(fn, text, message):
