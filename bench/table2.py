@@ -1,12 +1,12 @@
 """SwapAdvisor Table 2: ResNet-152 inference under tight memory, seconds per batch.
 
 Budgets 64, 128, 192, 512, 640 MiB and batches 1, 16, 64, planned by the swapadvisor policy
-(default order, simple allocation, no search) with the weights as persistent state
-(engine.ir), verified, and:
+after --search-seconds of its genetic search per cell (0: default order and the simple
+allocation) with the weights as persistent state (engine.ir), verified, and:
 
 - simulated on the analytic V100 profile (224x224 images, the paper's setting), each cell's
   overhead against the unlimited-memory (ideal) plan, the paper's cells beside ours;
-- the same on "v100+dispatch": the V100 profile with a per-operator dispatch cost set so
+- the same Programs simulated on "v100+dispatch": the V100 profile with a per-operator dispatch cost set so
   that the unlimited batch-1 time equals the paper's measured 0.017 s (the analytic
   profile knows no kernel latency, so its batch-1 compute is 3.5x the paper's speed and
   every swapping overhead looks 3.5x larger than on the paper's GPU); a sensitivity
@@ -18,7 +18,7 @@ Budgets 64, 128, 192, 512, 640 MiB and batches 1, 16, 64, planned by the swapadv
 
 "N/A" where the budget is below the smallest that runs.
 
-    python -m bench.table2 [--cpu-size 32] [--cpu-batches 3] [--no-cpu] [--save]
+    python -m bench.table2 [--search-seconds 20] [--cpu-size 32] [--cpu-batches 3] [--no-cpu] [--save]
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from engine.cli.infer import (executor_run, forward_graph, plan_inference, same_
                               unlimited_outputs)
 from engine.profile import analytic_profile
 from planner.facts import GraphFacts
+from planner.simulate import simulate
 
 BUDGETS_MIB = (64, 128, 192, 512, 640)
 BATCHES = (1, 16, 64)
@@ -66,22 +67,23 @@ def dispatch_profile(base):
     return replace(base, dispatch_s=base.dispatch_s + per_op), per_op
 
 
-def simulated_rows(profile) -> tuple[list, dict]:
-    rows, full_by_batch = [], {}
+def simulated_rows(profile, calibrated, search_seconds: float) -> tuple[list, list]:
+    """Rows on ``profile`` (planned and searched there), and the same Programs on ``calibrated``."""
+    rows, again = [], []
     for batch in BATCHES:
         g = forward_graph("resnet-152", batch)
-        full = plan_inference(g, None, profile=profile).seconds
-        full_by_batch[batch] = full
-        row = [batch, f"{full:.4f}"]
-        for mib in BUDGETS_MIB:
-            pi = plan_inference(g, mib * 2**20, profile=profile)
-            row.append(cell(pi.plan.seconds if pi.plan else None, full))
-        rows.append(row)
-        print(tabulate([row]), file=sys.stderr, flush=True)
-    return rows, full_by_batch
+        secs = calibrated.node_seconds(g)
+        plans = [plan_inference(g, None, profile=profile).plan]
+        plans += [plan_inference(g, mib * 2**20, profile=profile, search_seconds=search_seconds).plan
+                  for mib in BUDGETS_MIB]
+        for out, seconds in ((rows, [p.seconds if p else None for p in plans]),
+                             (again, [simulate(p.program, g, calibrated, secs).total if p else None for p in plans])):
+            out.append([batch, f"{seconds[0]:.4f}"] + [cell(s, seconds[0]) for s in seconds[1:]])
+        print(tabulate([rows[-1]]), file=sys.stderr, flush=True)
+    return rows, again
 
 
-def measured_rows(size: int, batches: int) -> list:
+def measured_rows(size: int, batches: int, search_seconds: float) -> list:
     """CPU backend: budgets as fractions of the 224x224 model's unlimited peak."""
     placement = choose("cpu")
     rows = []
@@ -92,13 +94,11 @@ def measured_rows(size: int, batches: int) -> list:
         ideal = plan_inference(g, None).plan.program
         profile = placement.kind.measure_profile(placement, g, ideal, 0, None)
         reference = unlimited_outputs(g, placement, batches)
-        times, same = [], []
-        for program in [ideal] + [None] * len(fractions):
-            times.append(None)
-            same.append(None)
+        times, same = [None] * (len(fractions) + 1), [None] * (len(fractions) + 1)
         for i, program in enumerate([ideal] + [None] * len(fractions)):
             if program is None:
-                pi = plan_inference(g, int(fractions[i - 1] * facts.peak_bytes), profile=profile)
+                pi = plan_inference(g, int(fractions[i - 1] * facts.peak_bytes), profile=profile,
+                                    search_seconds=search_seconds)
                 if pi.plan is None:
                     continue
                 program = pi.plan.program
@@ -123,31 +123,34 @@ def measured_rows(size: int, batches: int) -> list:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cpu-size", type=int, default=32, help="image side for the CPU backend's runs")
-    ap.add_argument("--cpu-batches", type=int, default=3, help="timed batches per CPU cell (after one warm-up)")
+    ap.add_argument("--search-seconds", type=float, default=20.0, help="genetic search per cell (0: none)")
+    ap.add_argument("--cpu-search-seconds", type=float, default=5.0, help="genetic search per CPU cell")
+    ap.add_argument("--cpu-size", type=int, default=64, help="image side for the CPU backend's runs (at 32, batch 1 leaves batch norm one value per channel)")
+    ap.add_argument("--cpu-batches", type=int, default=2, help="timed batches per CPU cell (after one warm-up)")
     ap.add_argument("--no-cpu", action="store_true", help="only the simulated tables")
     ap.add_argument("--save", action="store_true", help="write bench/results/table2_<date>.txt")
     args = ap.parse_args(argv)
     budgets = [f"{m} MiB" for m in BUDGETS_MIB]
     out = [f"SwapAdvisor Table 2: ResNet-152 inference, seconds per batch (x: overhead against full memory), "
            f"{datetime.date.today().isoformat()}, {cpu_name()}",
-           "policy swapadvisor (default order, simple allocation, no search), weights as persistent state",
+           f"policy swapadvisor after {args.search_seconds:g} s of genetic search per cell (one worker; "
+           f"{args.cpu_search_seconds:g} s for the CPU cells), weights as persistent state",
            ""]
     paper = [[b, f"{PAPER[b][-1]:.3f}"] + [paper_cell(b, i) for i in range(len(BUDGETS_MIB))] for b in BATCHES]
     out += ["Paper (V100, MXNet; full memory taken as the 640 MB cell):",
             tabulate(paper, headers=["batch", "full", *budgets], disable_numparse=True), ""]
     v100 = analytic_profile("v100")
-    rows, _ = simulated_rows(v100)
+    calibrated, per_op = dispatch_profile(v100)
+    rows, again = simulated_rows(v100, calibrated, args.search_seconds)
     out += ["Ours, simulated on the analytic V100 profile (12 GB/s link), 224x224:",
             tabulate(rows, headers=["batch", "full", *budgets], disable_numparse=True), ""]
-    calibrated, per_op = dispatch_profile(v100)
-    rows, _ = simulated_rows(calibrated)
-    out += [f"Ours, simulated on v100+dispatch ({per_op * 1e6:.1f} us per operator, so that batch 1 at full memory "
+    rows = again
+    out += [f"The same Programs simulated on v100+dispatch ({per_op * 1e6:.1f} us per operator, so that batch 1 at full memory "
             f"takes the paper's {PAPER_FULL_BATCH1} s; a sensitivity check, not a measurement):",
             tabulate(rows, headers=["batch", "full", *budgets], disable_numparse=True), ""]
     if not args.no_cpu:
         with one_blas_thread():
-            rows = measured_rows(args.cpu_size, args.cpu_batches)
+            rows = measured_rows(args.cpu_size, args.cpu_batches, args.cpu_search_seconds)
         out += [f"Ours, measured on the CPU backend ({cpu_name()}, emulated 2 GB/s link, one BLAS thread, "
                 f"{args.cpu_size}x{args.cpu_size} images; median of {args.cpu_batches} batches after a warm-up; "
                 "the machine was shared with other jobs). Each budget is the paper's as a fraction of the "

@@ -29,7 +29,7 @@ from ..backend_registry import Placement, choose
 from ..data import TeacherData
 from ..errors import EngineError
 from ..executor import ProgramExecutor
-from ..ir import Graph
+from ..ir import PERSISTENT_KINDS, Graph
 from ..training import ReferenceRunner, Trainer
 from ..units import format_bytes, parse_bytes
 from .flags import UsageError, _DefaultsShown, _Parser, positive_float, positive_int, seed
@@ -88,13 +88,16 @@ class PlannedInference:
         return self.plan.seconds if self.plan else float("nan")
 
 
-def plan_inference(g: Graph, budget: int | None, policy: str = "swapadvisor", profile="v100") -> PlannedInference:
+def plan_inference(g: Graph, budget: int | None, policy: str = "swapadvisor", profile="v100",
+                   search_seconds: float = 0.0, seed: int = 0) -> PlannedInference:
     """Plan ``g`` under ``budget`` bytes (None: unlimited, the ideal policy), verified and
-    simulated on ``profile``; a budget that cannot run comes back with its reason."""
+    simulated on ``profile``, after ``search_seconds`` of genetic search (for the policy that
+    searches); a budget that cannot run comes back with its reason."""
     try:
         if budget is None:
             return PlannedInference(None, api.plan(g, "ideal", profile=profile))
-        return PlannedInference(budget, api.plan(g, policy, memory=int(budget), profile=profile))
+        return PlannedInference(budget, api.plan(g, policy, memory=int(budget), profile=profile,
+                                                 search_seconds=search_seconds, seed=seed))
     except EngineError as e:
         if budget is None:
             raise
@@ -163,6 +166,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory", default="64MiB,128MiB,192MiB,512MiB,640MiB", metavar="SIZE[,SIZE...]",
                    help="device budgets: sizes with a binary unit, or percentages of the unlimited peak (50%%)")
     p.add_argument("--policy", default="swapadvisor", help="the swap policy for the budgets")
+    p.add_argument("--search-seconds", type=float, default=0.0, metavar="S",
+                   help="genetic search per budget before planning (the policy that searches; 0: default order "
+                        "and the simple allocation)")
     p.add_argument("--profile", default="v100", metavar="DEVICE|FILE",
                    help="profile for planning and simulating: v100, h100, or a profile JSON file")
     p.add_argument("--simulate-only", action="store_true", help="plan and simulate; run nothing")
@@ -182,7 +188,7 @@ def run(args) -> int:
         raise UsageError("--memory names no budget; e.g. --memory 64MiB,50%")
     profile = api.profile(args.profile)
     placement = None if args.simulate_only else choose(args.backend, 0, args.link_gbps)
-    weights = sum(g.tensors[t].nbytes for t in g.leaves())
+    weights = sum(g.tensors[t].nbytes for t in g.leaves(*PERSISTENT_KINDS))
     print(f"{g.name}, batch {args.batch}: unlimited peak {format_bytes(facts.peak_bytes)}, persistent "
           f"{format_bytes(weights)}, smallest budget {format_bytes(facts.smallest_budget)}")
     full = plan_inference(g, None, profile=profile)
@@ -191,7 +197,7 @@ def run(args) -> int:
     reference = unlimited_outputs(g, placement, args.batches, args.seed) if placement else None
     all_same = True
     for b in budgets:
-        pi = plan_inference(g, b, args.policy, profile)
+        pi = plan_inference(g, b, args.policy, profile, args.search_seconds, args.seed)
         if pi.plan is None:
             print(f"  {format_bytes(b):>10}: N/A ({pi.why})")
             continue
