@@ -5,8 +5,9 @@ made for, and the monitor's stages deciding how much planning each new sequence 
 - a sequence seen before: its cached, verified plan (in any stage);
 - a new sequence: the policy's default plan, made now, verified, cached (the time it took is
   the planning paid for that graph);
-- in GenPolicy: the current graphs' plans are regenerated with other weights C of Eq. 2
-  (``C_CHOICES``, as ``policy_options={"c": C}``), each simulated on the profile, the fastest kept (004 Section 6 generates
+- in GenPolicy: the current graphs' plans are regenerated with other options (``ALTERNATIVES``:
+  Eq. 2's C, logical layers per phase, as ``policy_options``), each simulated on the profile, the
+  fastest kept (004 Section 6 generates
   five and keeps the best by runtime); Stable changes nothing.
 
 ``admit`` is the gate every plan passes before an executor is made for it: the Program's
@@ -34,7 +35,9 @@ from planner.verify import verify
 
 from .runners import _executor
 
-C_CHOICES = (0.25, 0.5, 2.0, 4.0)     # tried in GenPolicy beside the default C
+# Tried in GenPolicy beside the policy's defaults: with the default, five policies, as 004 Section 6
+# generates (n = 5) before keeping the fastest.
+ALTERNATIVES = ({"c": 0.0}, {"c": 1.0}, {"layers": 64}, {"c": 0.0, "layers": 64})
 
 
 class StalePlanError(EngineError, ValueError):
@@ -89,7 +92,8 @@ class StreamPlanner:
         self.placement, self.sanitize, self.seed = placement, sanitize, seed
         self.monitor = monitor or Monitor()
         self.cache = PlanCache()
-        self.plan_seconds: list[tuple[str, float]] = []    # (graph, seconds) per plan made
+        self.plan_seconds: list[tuple[str, float]] = []    # (graph, seconds): its first plan, before it ran
+        self.tune_seconds: list[tuple[str, float]] = []    # (graph, seconds): GenPolicy's alternatives
         self.fallbacks = 0
 
     def _plan(self, g: Graph, policy, **options) -> Entry:
@@ -119,16 +123,18 @@ class StreamPlanner:
         return e
 
     def _tune(self, e: Entry) -> None:
-        """GenPolicy: other C values of Eq. 2, each simulated; the fastest plan stays."""
+        """GenPolicy: the other options, each planned and simulated; the fastest plan stays."""
         e.tuned = True
-        for c in C_CHOICES:
+        t0 = time.perf_counter()
+        for options in ALTERNATIVES:
             try:
-                alt = self._plan(e.graph, self.policy, c=c)
+                alt = self._plan(e.graph, self.policy, **options)
             except PlanError:
                 continue
             if alt.seconds < e.seconds:
                 self._close(e)
                 e.program, e.seconds, e.made = alt.program, alt.seconds, None
+        self.tune_seconds.append((e.graph.name, time.perf_counter() - t0))
 
     def _close(self, e: Entry) -> None:
         if e.made is not None:

@@ -55,7 +55,11 @@ from ..errors import PlanError
 from ..policy import PlanRequest, Policy, register
 
 LAYERS = 16          # logical layers per phase (the paper keeps the count <= the model's layers)
-C_DEFAULT = 1.0      # Eq. 2's weight of size against MREs covered (bench/smartswap.py measures it)
+# Eq. 2's weight of size against MREs covered. The paper gives no value; measured on the largest
+# micro-step of GPT-2 XL and the 7B preset at 1/4 of their peak (bench/results/smartswap_*.txt):
+# C in 0, 0.25, 0.5, 1, 2, 4 gave 13.51, 13.34, 13.42, 13.75, 13.80, 13.84 s and 30.17, 30.46,
+# 31.31, 31.02, 32.05, 32.05 s; 0.25 is within 1% of the best on both.
+C_DEFAULT = 0.25
 TARGETS = (0.97, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)   # of the pool, tried in turn while the objects do not fit
 FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2
 
@@ -267,7 +271,9 @@ class SmartSwapPlan:
                 r, k = sim.swap_out_release(st.steps[-1], st.nbytes)
                 if k >= 0:
                     sim.take(k, st.nbytes)
-                st.copy_out_at_end, st.end_release = True, (r if r >= 0 else n - 1)
+                else:
+                    r = self._latency_release(st.steps[-1], st.nbytes, n)
+                st.copy_out_at_end, st.end_release = True, r
                 live[st.end_release + 1:] -= st.nbytes
         cands = _candidates(stores)
         forced = False
@@ -324,7 +330,10 @@ class SmartSwapPlan:
                 r, kr = last, -1
             else:
                 r, kr = sim.swap_out_release(last, size)
-                r = n - 1 if r < 0 else r
+                if r < 0:
+                    if not forced:
+                        return False
+                    r, kr = self._latency_release(last, size, n), -1
             p, kp = sim.swap_in_trigger(st.steps[0], -1, size)
             if p < 0:
                 p = int(self.layers.first[self.layers.of_step[st.steps[0]]])
