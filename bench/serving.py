@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import statistics
 import sys
 
 import numpy as np
@@ -32,7 +31,7 @@ from engine.blas_threads import one_blas_thread
 from engine.cli.infer import forward_graph, plan_inference
 from engine.cli.serve import Server, serving_costs
 from engine.profile import analytic_profile
-from engine.serving import Costs, poisson_arrivals, simulate_serving
+from engine.serving import poisson_arrivals, simulate_serving
 from planner.facts import GraphFacts
 
 RATES = (50, 100, 150, 200, 250, 300, 350, 400, 450)
@@ -93,12 +92,12 @@ def plot(panels: dict, path: str, batch: int) -> str | None:
     return path
 
 
-def check(models: int, runs: int, batches: int, busy: float, seed: int):
+def check(models: int, runs: int, batches: int, busy: float, seed: int, link_gbps: float):
     """Simulated against measured p99 on the CPU backend (partitioned memory)."""
     model, batch, size = "resnet-50", 2, 32
     g = forward_graph(model, batch, size)
     device_bytes = GraphFacts(g).peak_bytes * models // 2
-    placement = choose("cpu")
+    placement = choose("cpu", 0, link_gbps)
     ideal = plan_inference(g, None).plan.program
     profile = placement.kind.measure_profile(placement, g, ideal, 0, None)
     costs = serving_costs(g, models, device_bytes, profile)
@@ -106,7 +105,7 @@ def check(models: int, runs: int, batches: int, busy: float, seed: int):
     arrivals = poisson_arrivals(rate, batch, models, batches, seed)
     sim = simulate_serving("partitioned", costs, arrivals, batch)
     rows = []
-    server = Server(model, models, device_bytes, batch, size, profile=profile)
+    server = Server(model, models, device_bytes, batch, size, profile=profile, link_gbps=link_gbps)
     try:
         server.replay(poisson_arrivals(rate, batch, models, 10, seed + 1))     # warm-up
         for r in range(runs):
@@ -121,7 +120,7 @@ def check(models: int, runs: int, batches: int, busy: float, seed: int):
             print(tabulate([rows[-1]]), file=sys.stderr, flush=True)
     finally:
         server.close()
-    head = (f"{models} x {g.name} (batch {batch}, {size}x{size}) on {device_bytes / 2**20:.1f} MiB "
+    head = (f"{models} x {g.name} (batch {batch}, {size}x{size}, seeds 0..{models - 1}) on {device_bytes / 2**20:.1f} MiB "
             f"({device_bytes / models / 2**20:.1f} MiB each), {batches} batches at {rate:.1f} req/s; the plan "
             f"simulated on the measured profile: {costs.partitioned_s * 1e3:.1f} ms per batch (full memory "
             f"{costs.full_s * 1e3:.1f} ms); simulated serving: device busy {sim.busy_fraction:.0%}, "
@@ -138,8 +137,10 @@ def main(argv=None) -> None:
     ap.add_argument("--batches", type=int, default=20000, help="simulated batches per point")
     ap.add_argument("--check-models", type=int, default=4)
     ap.add_argument("--check-runs", type=int, default=3, help="real runs of the check (0: skip it)")
-    ap.add_argument("--check-batches", type=int, default=200)
-    ap.add_argument("--check-busy", type=float, default=0.6, help="the check's planned device load")
+    ap.add_argument("--check-batches", type=int, default=300)
+    ap.add_argument("--check-busy", type=float, default=0.5, help="the check's planned device load")
+    ap.add_argument("--check-link-gbps", type=float, default=0.5,
+                    help="the check's emulated link, GB/s one way (slow: the weights streaming in dominate)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--save", action="store_true", help="write bench/results/serving_<date>.txt and the plot")
     args = ap.parse_args(argv)
@@ -164,8 +165,9 @@ def main(argv=None) -> None:
     if args.check_runs:
         with one_blas_thread():
             head, check_rows = check(args.check_models, args.check_runs, args.check_batches, args.check_busy,
-                                     args.seed)
-        out += [f"Check against a real run on the CPU backend ({cpu_name()}, emulated 2 GB/s link, one BLAS "
+                                     args.seed, args.check_link_gbps)
+        out += [f"Check against a real run on the CPU backend ({cpu_name()}, emulated {args.check_link_gbps:g} GB/s "
+                "link, one BLAS "
                 "thread, the machine shared with other jobs): " + head,
                 tabulate(check_rows, headers=["run", "device busy", "service median ms", "service p99 ms",
                                               "latency p50 ms", "latency p99 ms", "simulated p99 error"],

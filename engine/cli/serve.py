@@ -37,7 +37,7 @@ from ..profile import Profile
 from ..program import SWAP_IN
 from ..serving import Arrivals, Costs, ServingError, poisson_arrivals
 from ..units import format_bytes
-from .flags import UsageError, _DefaultsShown, _Parser, positive_float, positive_int, seed, size
+from .flags import _DefaultsShown, _Parser, positive_float, positive_int, seed, size
 from .infer import PlannedInference, executor_run, forward_graph, plan_inference
 
 PROG = "engine.serve"
