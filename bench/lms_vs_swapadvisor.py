@@ -41,7 +41,8 @@ def searched_swapadvisor(g, facts, budget, profile, secs, seconds: float, worker
     from ga.search import SearchOptions, search
 
     pol = policy.get("swapadvisor")
-    result = search(facts, budget, profile, SearchOptions(population=24, time_limit_s=seconds, workers=workers),
+    result = search(facts, budget, profile, SearchOptions(population=24, time_limit_s=seconds, workers=workers,
+                                                         progress=False),
                     pol)
     return pol.make(policy.PlanRequest(g, facts, budget, profile, secs, result.best_schedule,
                                        result.best_allocation))

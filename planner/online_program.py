@@ -113,6 +113,14 @@ class OnlineProgram:
             self.obj_of[t] = o
             self.host_writer[t] = NOT_HOST
             self.on_device.add(t)
+        self.home_of_next = {nxt: self.initial_resident[cur] for cur, nxt in g.state_pairs
+                             if cur in self.initial_resident}
+
+    def at_home(self, t: int) -> bool:
+        """Whether ``t`` is a resident state's next value sitting in that state's home object
+        (where the next iteration expects it: it needs no host copy)."""
+        home = self.home_of_next.get(t)
+        return home is not None and self.obj_of[t] == home
 
     # ------------------------------------------------------------------ memory
     def place(self, t: int) -> int | None:

@@ -184,7 +184,8 @@ def parser() -> argparse.ArgumentParser:
                         "PyTorch; paper 001 used 40 MB; on CUDA at least the allocation granularity, 2)")
     memory.add_argument("--window", type=window, default=None, metavar="SIZE|auto",
                    help="with --policy window: paper 001's look-ahead window in bytes (e.g. 2GiB), or auto: the "
-                        "fastest on the simulator among sizes from 1/64 to 2 times the pool (default auto)")
+                        "fastest on the simulator among sizes from 1/64 to 2 times the pool and the whole sequence "
+                        "(default auto)")
     memory.add_argument("--measure-iterations", type=positive_int, default=15, metavar="N",
                    help="timed iterations for each policy but the last; their median is its s/iter "
                         "(default 15: fewer swing with the machine's load)")

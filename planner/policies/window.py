@@ -26,7 +26,7 @@ pass; ``online_program.settle``). If the residents leave no room, all state come
 
 The window size is the one hyper-parameter: a byte count, or searched (``"auto"``, the
 default when there is a profile): the fastest on the simulator among a geometric range of
-sizes, a one-dimensional search (``search_window``).
+sizes and the whole variable sequence, a one-dimensional search (``search_window``).
 """
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ from engine.units import format_bytes
 from ..errors import PlanError
 from ..online_program import NEVER, OnlineProgram, StepFacts, online_allocator, persistent_state, settle
 from ..policy import PlanRequest, Policy, register
+from ..swap_planner import GraphArrays
 
 # Window sizes the search tries, as fractions of the pool; without a profile, the default.
 SEARCH_FRACTIONS = tuple(float(x) for x in np.geomspace(1 / 64, 2.0, 15))
@@ -210,24 +211,31 @@ def _one_pass(request: PlanRequest, window_bytes: int, order, steps: StepFacts, 
             next_use[t] = nxt
             if nxt == NEVER and not steps.kept[t]:
                 out.drop(t)
+            elif nxt == NEVER and out.at_home(t):
+                continue                # resident state's next value, home for the next iteration
             elif nxt > r:
                 out.write_back(t)
                 pending[t] = None
     return out, stats
 
 
-def search_window(request: PlanRequest, fractions=SEARCH_FRACTIONS):
-    """The fastest window on the simulator among ``fractions`` of the pool: (Program, seconds,
-    stats); PlanError (the last one) if no size plans."""
+def search_window(request: PlanRequest, fractions=SEARCH_FRACTIONS, whole: bool = True):
+    """The fastest window on the simulator among ``fractions`` of the pool and, with ``whole``, the
+    whole variable sequence (everything prefetched as soon as it has room: with memory to spare,
+    the in-memory plan): (Program, seconds, stats); PlanError (the last one) if no size plans."""
     from ..simulate import simulate
 
     g = request.graph
     order = list(request.schedule if request.schedule is not None else request.facts.order)
     steps = StepFacts(g, order)
     secs = request.op_seconds
+    sizes = [max(1, int(f * request.budget.pool_bytes)) for f in fractions]
+    if whole:
+        total = VariableSequence.of(steps, GraphArrays.of(g).nbytes).cum
+        if len(total) and int(total[-1]) > max(sizes, default=0):
+            sizes.append(int(total[-1]))
     best, last_error = None, None
-    for f in fractions:
-        w = max(1, int(f * request.budget.pool_bytes))
+    for w in sizes:
         try:
             program, stats = plan_window(request, w, order, steps)
         except PlanError as e:
