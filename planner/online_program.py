@@ -149,9 +149,10 @@ class OnlineProgram:
         if self.first_write[o] < 0 and stream != SWAP_OUT:
             self.first_write[o] = i
 
-    def swap_in(self, t: int, o: int) -> None:
-        """Copy ``t``'s host copy into new object ``o``."""
-        i = self._emit(SWAP_IN, t, o, [self.host_writer[t]])
+    def swap_in(self, t: int, o: int, after: int = -1) -> None:
+        """Copy ``t``'s host copy into new object ``o`` (not before instruction ``after``, if any:
+        a policy whose swap-ins are triggered by an operator finishing)."""
+        i = self._emit(SWAP_IN, t, o, [self.host_writer[t], after])
         self._touched(o, i, SWAP_IN)
         self.writer[t], self.obj_of[t] = i, o
         self.on_device.add(t)

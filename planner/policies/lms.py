@@ -5,10 +5,12 @@ Only activations (forward results, ``Kind.ACTIVATION``) are swapped, by distance
 operators along the schedule: between two uses of an activation at steps a < b (its production
 counts as a use), when b - a >= ``swapout_threshold`` it is swapped out right after step a
 (copied if its host copy is stale) and its memory freed, and swapped back in before step
-max(a + 1, b - ``swapin_ahead``). Everything else (parameters, optimizer state, gradients,
-inputs) stays on the device from its first use to its last; persistent state starts resident
-and its in-place update leaves the next value in the same object (a state whose next value
-strays is planned again from the host, as the swap planner's double pass does). When memory
+max(a + 1, b - ``swapin_ahead``), once the operator before that step has finished (TFLMS's
+control edge: the swap-in does not start earlier even with room). Everything else (parameters,
+optimizer state, gradients, inputs) stays on the device from its first use to its last;
+persistent state starts resident and its in-place update leaves the next value in the same
+object (a state whose next value strays is planned again from the host, as the swap planner's
+double pass does). When memory
 runs out the plan fails with one line: that is the "x" in the papers' tables.
 
 The two thresholds are tuned on the simulator, as TFLMS's autotune does: every pair of a
@@ -75,16 +77,18 @@ def _one_pass(request: PlanRequest, order, steps: StepFacts, settings: LmsSettin
                 f"'{out.alloc.name}'")
         return o
 
+    trigger = -1                            # the last compute: TFLMS's control edge to a swap-in
     for pos, nid in enumerate(order):
         for t in in_before[pos]:
             if obj_of[t] < 0:
-                out.swap_in(t, place(t, pos))
+                out.swap_in(t, place(t, pos), after=trigger)
         for t in steps.inputs[pos]:
             if obj_of[t] < 0:               # first use of a leaf on the host
                 out.swap_in(t, place(t, pos))
         out_objs = [obj_of[src] if src >= 0 else place(t, pos)
                     for t, src in zip(steps.outputs[pos], steps.in_place[pos])]
         out.compute(pos, nid, out_objs)
+        trigger = len(out.instrs) - 1
         for t in (*steps.inputs[pos], *steps.outputs[pos]):
             if obj_of[t] >= 0 and steps.dies_at(t, pos):
                 out.drop(t)
