@@ -25,13 +25,13 @@ waits on the swap-out's event, which the simulator says has already fired), inst
 staying held until the next synchronization (the iteration's end); ``reuse_intervals`` gives
 both (004 Figure 6b).
 
-Placement: each stay on the device (from its swap-in or first write to its release point) takes
-a whole object of the size-class pool (``allocator``; sizes grouped into classes as
-``planner.allocation`` does, each class as many objects as it has stays at once, a stay taking
-the object freed earliest). When the objects do not fit, Algorithm 2 sheds to a lower target
-(``TARGETS``). A write into an object waits for the last accesses of its previous tenant (a
-compute, or the copy out at its release point), so the Program verifies whatever the real copy
-times; the simulator's times only decide how early bytes are reused.
+Placement: each stay on the device (from its swap-in or first write to its release point) is
+one object of the online allocator (``allocator.bestfit``, PyTorch's caching allocator, or
+``va``), asked for and given back in step order through ``planner.online_program`` (which
+the window and lms policies share): its reuse edges make the first write into reused bytes
+wait for everything that used them, the swap-out at a release point included, so the Program
+verifies whatever the real copy times; the simulator's times only decide how early bytes are
+reused. When a stay finds no room (fragmentation), Algorithm 2 sheds to a lower target.
 """
 from __future__ import annotations
 
@@ -42,16 +42,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from types import SimpleNamespace
-
-from allocator import SizeClassLayout, aligned_bytes
 from engine.graph_io import fingerprint
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
 from engine.liveness import live_bytes_per_step
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
 
-from ..allocation import _allocation_of_runs, _cheapest_runs, _class_peaks
 from ..errors import PlanError
+from ..online_program import OnlineProgram, online_allocator
 from ..policy import PlanRequest, Policy, register
 
 LAYERS = 16          # logical layers per phase (the paper keeps the count <= the model's layers)
@@ -60,7 +57,9 @@ LAYERS = 16          # logical layers per phase (the paper keeps the count <= th
 # C in 0, 0.25, 0.5, 1, 2, 4 gave 13.51, 13.34, 13.42, 13.75, 13.80, 13.84 s and 30.17, 30.46,
 # 31.31, 31.02, 32.05, 32.05 s; 0.25 is within 1% of the best on both.
 C_DEFAULT = 0.25
-TARGETS = (0.97, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)   # of the pool, tried in turn while the objects do not fit
+FIRST_TARGET = 0.97  # of the pool: Algorithm 2's first target (the allocator needs some slack)
+TARGET_STEP = 0.05   # lowered by this much of the pool while a stay finds no room
+TRIES = 12
 FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2
 
 
@@ -124,19 +123,21 @@ def swap_seconds(nbytes: int, bytes_per_s: float) -> float:
 
 
 class Simulator:
-    """004 Section 4.4 over the logical layers: each layer's time left for copies."""
+    """004 Section 4.4 over the logical layers: each layer's time left for copies, one budget per
+    direction (a swap-in and a swap-out run on separate copy streams; the link is full duplex)."""
 
-    def __init__(self, layers: Layers, bytes_per_s: float):
-        self.layers, self.bw = layers, bytes_per_s
-        self.remaining = layers.seconds.copy()
+    def __init__(self, layers: Layers, bytes_per_s: float, d2h_bytes_per_s: float | None = None):
+        self.layers = layers
+        self.bw = {True: bytes_per_s, False: bytes_per_s if d2h_bytes_per_s is None else d2h_bytes_per_s}
+        self.remaining = {True: layers.seconds.copy(), False: layers.seconds.copy()}   # by inbound
 
     def swap_out_release(self, last_use: int, nbytes: int) -> tuple[int, int]:
         """(step during which the swap-out issued after ``last_use`` completes, its layer): the
         first layer from last_use's on with T_remaining > T_swap; (-1, -1) if none."""
-        ly, t = self.layers, swap_seconds(nbytes, self.bw)
+        ly, t, left = self.layers, swap_seconds(nbytes, self.bw[False]), self.remaining[False]
         for k in range(ly.of_step[last_use], ly.count):
-            if self.remaining[k] > t:
-                used = ly.seconds[k] - self.remaining[k] + t          # the link's work in this layer
+            if left[k] > t:
+                used = ly.seconds[k] - left[k] + t          # the copy stream's work in this layer
                 start = ly.first[k] if k != ly.of_step[last_use] else last_use + 1
                 r = max(start, ly.first[k] + math.ceil(used / ly.op_seconds) - 1) if ly.op_seconds > 0 else start
                 return int(min(r, ly.last[k])), k
@@ -146,16 +147,16 @@ class Simulator:
         """(step at whose start the swap-in for ``first_use`` is issued, its layer): searching
         backward from the layer before first_use's for one with T_remaining > T_swap whose
         start is after ``not_before``; (-1, -1) if none."""
-        ly, t = self.layers, swap_seconds(nbytes, self.bw)
+        ly, t, left = self.layers, swap_seconds(nbytes, self.bw[True]), self.remaining[True]
         for k in range(ly.of_step[first_use] - 1, -1, -1):
             if ly.first[k] <= not_before:
                 break
-            if self.remaining[k] > t:
+            if left[k] > t:
                 return int(ly.first[k]), k
         return -1, -1
 
-    def take(self, layer: int, nbytes: int) -> None:
-        self.remaining[layer] -= swap_seconds(nbytes, self.bw)
+    def take(self, layer: int, nbytes: int, inbound: bool = True) -> None:
+        self.remaining[inbound][layer] -= swap_seconds(nbytes, self.bw[inbound])
 
 
 @dataclass
@@ -217,9 +218,8 @@ class Candidate:
 def _candidates(stores: list[Storage]) -> list[Candidate]:
     out = []
     for st in stores:
-        if st.pinned:        # state: host-held instead of resident
+        if st.pinned:        # state: host-held instead of resident (then its gaps too, below)
             out.append(Candidate(st, -1, st.steps[0], st.nbytes, True))
-            continue
         ss = st.steps
         out.extend(Candidate(st, ss[i], ss[i + 1], st.nbytes, False)
                    for i in range(len(ss) - 1) if ss[i + 1] - ss[i] > 2)
@@ -231,12 +231,15 @@ class SmartSwapPlan:
     the Program. ``c``: Eq. 2's C."""
 
     def __init__(self, request: PlanRequest, c: float = C_DEFAULT, per_phase: int = LAYERS):
+        self.request = request
         self.g, self.facts, self.budget = request.graph, request.facts, request.budget
         self.order = list(self.facts.order)
         g, n = self.g, len(self.order)
         secs = request.op_seconds
         self.iteration_seconds = float(np.sum(secs)) if secs is not None else float(n)
-        self.bw = request.link_bytes_per_s or math.inf
+        link = request.profile.link if request.profile is not None else None
+        self.bw = link.h2d_bytes_per_s if link else math.inf
+        self.bw_out = link.d2h_bytes_per_s if link else math.inf
         self.phase = phases(g, self.order)
         self.layers = logical_layers(self.phase, self.iteration_seconds, per_phase)
         self.c = c
@@ -251,7 +254,7 @@ class SmartSwapPlan:
         state_cur = {c for c, _ in g.state_pairs}      # weights no operator updates are their own next value
         self.unchanged = {c for c, x in g.state_pairs if c == x}
         live = self.trace.copy()
-        sim = Simulator(self.layers, self.bw)
+        sim = Simulator(self.layers, self.bw, self.bw_out)
         for st in stores:
             if st.host_leaf and st.root in state_cur and (st.writes or st.root in self.unchanged):
                 st.pinned = True            # resident state (updated in place or not): stays unless chosen
@@ -270,7 +273,7 @@ class SmartSwapPlan:
             if cur != nxt and st is not None and int(root_of[cur]) != st.root:
                 r, k = sim.swap_out_release(st.steps[-1], st.nbytes)
                 if k >= 0:
-                    sim.take(k, st.nbytes)
+                    sim.take(k, st.nbytes, inbound=False)
                 else:
                     r = self._latency_release(st.steps[-1], st.nbytes, n)
                 st.copy_out_at_end, st.end_release = True, r
@@ -290,7 +293,10 @@ class SmartSwapPlan:
                 break
             scores = score(mres[keep], np.array([c.nbytes for c in cands], dtype=float), self.c)
             progress, rest = False, []
-            for i in np.argsort(-scores, kind="stable"):
+            # Ties (equal sizes and MREs, as an optimizer's state tensors) go first to candidates
+            # whose host copy is current, which need no copy back.
+            copies = np.array([self._copies_back(c) for c in cands])
+            for i in np.lexsort((copies, -scores)):
                 cand = cands[i]
                 if not (live - limit > 0).any():
                     rest.append(cand)
@@ -309,10 +315,16 @@ class SmartSwapPlan:
         self.shed_trace = live
         return stores
 
+    def _copies_back(self, cand: Candidate) -> bool:
+        st = cand.storage
+        if cand.state:
+            return st.root not in self.unchanged
+        return not (st.host_leaf and not any(s <= cand.a for s in st.writes))
+
     def _latency_release(self, a: int, nbytes: int, b: int) -> int:
         """Without a layer with time left: the copy takes T_swap from its issue after step a."""
         t_op = self.layers.op_seconds
-        k = math.ceil(swap_seconds(nbytes, self.bw) / t_op) if t_op > 0 else 1
+        k = math.ceil(swap_seconds(nbytes, self.bw_out) / t_op) if t_op > 0 else 1
         return min(b - 1, a + max(1, k))
 
     def _latency_trigger(self, b: int, r: int) -> int:
@@ -342,7 +354,7 @@ class SmartSwapPlan:
             if kp >= 0:
                 sim.take(kp, size)
             if kr >= 0:
-                sim.take(kr, size)
+                sim.take(kr, size, inbound=False)
             st.pinned = False
             st.gaps.append((-1, st.steps[0], -1, p))
             st.copy_out_at_end = st.root not in self.unchanged
@@ -350,6 +362,8 @@ class SmartSwapPlan:
             live[:p] -= size
             live[r + 1:] -= size
             return True
+        if st.pinned:            # resident state keeps its object: its gaps wait until it is host-held
+            return False
         host_current = st.host_leaf and not any(s <= cand.a for s in st.writes)
         gap_over = np.nonzero(live[cand.a + 1:cand.b] > limit)[0]
         if not len(gap_over):
@@ -376,88 +390,100 @@ class SmartSwapPlan:
             return False
         sim.take(kp, size)
         if kr >= 0:
-            sim.take(kr, size)
+            sim.take(kr, size, inbound=False)
         st.gaps.append((cand.a, cand.b, r, p))
         live[r + 1:p] -= size
         return True
 
     # ------------------------------------------------------------------ the Program
-    def program(self, stores: list[Storage], release_at_sync: bool = False) -> Program | None:
-        """Give every stay an object and emit the instructions; None if the objects do not fit
-        the pool. ``release_at_sync``: a copied-out stay's bytes are held to the iteration's end
-        (waiting for the next synchronization instead of the simulator's release point)."""
+    def program(self, stores: list[Storage], release_at_sync: bool = False, allocator=None) -> Program | None:
+        """Walk the steps placing each stay with the online allocator (``planner.online_program``:
+        one object per stay, reuse edges from shared bytes, so bytes reused at a release point wait
+        for that swap-out) and emit the instructions; None if a stay finds no room.
+        ``release_at_sync``: a copied-out stay's bytes are held to the iteration's end (waiting
+        for the next synchronization instead of the simulator's release point)."""
         g, order, n = self.g, self.order, len(self.order)
         kept = {nxt for cur, nxt in g.state_pairs if cur != nxt} | ({g.loss} if g.loss is not None else set())
         stays = self.stays = _stays(stores, n, kept, release_at_sync)
-        layout = _slots(stays, n)
-        if layout.arena_bytes > self.pool:
+        alloc = allocator if allocator is not None else self.allocator()
+        resident = [st.storage.root for st in stays if st.start < 0]
+        try:
+            op = OnlineProgram(g, alloc, self.budget.scratch_bytes, order, POLICY.name, resident)
+        except PlanError:
             return None
         starts: dict[int, list[Stay]] = {}
         outs: dict[int, list[Stay]] = {}
+        frees: dict[int, list[Stay]] = {}
         for st in stays:
-            starts.setdefault(st.start, []).append(st)
+            if st.start >= 0:
+                starts.setdefault(st.start, []).append(st)
             if st.out_after is not None:
                 outs.setdefault(st.out_after, []).append(st)
-        instrs: list[Instr] = []
-        current: dict[int, Stay] = {}              # storage root -> its stay on the device now
-        host_writer: dict[int, int] = {}           # tensor -> the swap-out that wrote its host copy
+            frees.setdefault(st.free_after, []).append(st)
+        holds: dict[int, int] = {r: r for r in resident}   # storage root -> the tensor it holds now
         root_of = _root_map(g, self.facts.lifetimes)
-        resident = {}
-        for st in starts.pop(-1, []):
-            resident[st.storage.root] = st.obj
-            current[st.storage.root] = st
         for step in range(n):
-            begin = starts.pop(step, [])
-            for st in begin:
-                if st.swap_in is None:
-                    continue
-                deps = list(st.after.last_access) if st.after is not None else []
-                if st.swap_in in host_writer:
-                    deps.append(host_writer[st.swap_in])
-                instrs.append(Instr(SWAP_IN, st.swap_in, st.obj, deps=sorted(set(deps))))
-                st.writer = len(instrs) - 1
-                current[st.storage.root] = st
+            for st in frees.pop(step - 1, []):
+                op.drop(holds.pop(st.storage.root))
+            for st in starts.get(step, []):
+                if st.swap_in is not None:
+                    o = op.place(st.swap_in)
+                    if o is None:
+                        return None
+                    op.swap_in(st.swap_in, o)
+                    holds[st.storage.root] = st.swap_in
             node = g.nodes[order[step]]
-            objs, deps = [], []
-            for t in node.inputs:
-                st = current[int(root_of[t])]
-                objs.append(st.obj)
-                if instrs[st.writer].kind != COMPUTE if st.writer is not None else False:
-                    deps.append(st.writer)
-            for st in begin:
-                if st.swap_in is None:
-                    current[st.storage.root] = st
-                    if st.after is not None:       # the previous tenant's copy out, if any
-                        deps.extend(d for d in st.after.last_access if instrs[d].kind != COMPUTE)
+            out_objs = []
             for t in node.outputs:
-                objs.append(current[int(root_of[t])].obj)
-            instrs.append(Instr(COMPUTE, node.id, objects=tuple(objs), deps=sorted(set(deps))))
-            here = len(instrs) - 1
-            for t in node.inputs:
-                current[int(root_of[t])].last_access = [here]
+                r = int(root_of[t])
+                if r != t:                           # written over its storage's input, in place
+                    out_objs.append(op.obj_of[holds[r]])
+                else:
+                    o = op.place(t)
+                    if o is None:
+                        return None
+                    out_objs.append(o)
+            starts.pop(step, None)
+            op.compute(step, node.id, out_objs)
             for t in node.outputs:
-                st = current[int(root_of[t])]
-                st.writer, st.last_access = here, [here]
+                holds[int(root_of[t])] = t
+            for t in node.inputs:
+                holds.setdefault(int(root_of[t]), t)
             for st in outs.pop(step, []):
                 if st.copy_out:
-                    t = st.storage.content(step)
-                    instrs.append(Instr(SWAP_OUT, t, st.obj, copy=True, deps=[st.writer]))
-                    host_writer[t] = len(instrs) - 1
-                    st.last_access = st.last_access + [len(instrs) - 1]
-                del current[st.storage.root]
-        return Program(g.name, list(order), Arena.of(layout, self.budget.scratch_bytes), instrs,
-                       resident, POLICY.name, fingerprint(g))
+                    op.write_back(holds[st.storage.root])
+        if op.leave_state():
+            raise PlanError(f"smartswap: resident state strayed from its home in '{g.name}' (planner bug)")
+        self.allocator_used = alloc
+        return op.program()
+
+    def allocator(self):
+        """The request's online allocator over the pool (bestfit unless it names va)."""
+        return online_allocator(self.request, "bestfit")
 
     def make(self) -> Program:
-        """Algorithm 2 at decreasing targets until the stays fit the pool; PlanError if none does."""
-        for target in TARGETS:
+        """Algorithm 2, then placement; while a stay finds no room (the allocator fragments the
+        pool), Algorithm 2 again at a target lowered by ``TARGET_STEP`` of the pool, at most
+        ``TRIES`` times; PlanError if it never fits."""
+        target = FIRST_TARGET
+        for _ in range(TRIES):
             self.target = target
             self.stores = self.decide(int(self.pool * target))
             prog = self.program(self.stores)
             if prog is not None:
                 return prog
+            target -= TARGET_STEP
         raise PlanError(f"smartswap could not fit '{self.g.name}' in a pool of {self.pool} bytes "
-                        f"(shed down to {TARGETS[-1]:.2f} of it); give a larger --memory")
+                        f"(shed down to {target + TARGET_STEP:.2f} of it); give a larger --memory")
+
+    def arena_needed(self, release_at_sync: bool) -> int:
+        """The most bytes the stays of the last ``make`` hold at once (requested, before the
+        allocator's rounding), releasing at the simulator's points or at the next
+        synchronization (after ``make``)."""
+        from allocator.online import make_online_allocator
+        alloc = make_online_allocator("bestfit", 1 << 62)
+        self.program(self.stores, release_at_sync, alloc)
+        return int(alloc.stats().peak_requested_bytes)
 
 
 @dataclass(eq=False)
@@ -474,10 +500,6 @@ class Stay:
     out_after: int | None
     free_after: int
     copy_out: bool = False
-    obj: int = -1
-    after: "Stay | None" = None   # the stay that held this object before (its accesses come first)
-    writer: int | None = None     # the latest instruction that wrote it
-    last_access: list = field(default_factory=list)
 
 
 def _stays(stores: list[Storage], n: int, kept: set, release_at_sync: bool) -> list[Stay]:
@@ -508,46 +530,6 @@ def _stays(stores: list[Storage], n: int, kept: set, release_at_sync: bool) -> l
     return out
 
 
-def _slots(stays: list[Stay], n: int) -> SizeClassLayout:
-    """Objects for the stays from the size-class pool (``allocator``): sizes grouped into the
-    classes of fewest bytes that hold, per class, the most stays alive at once
-    (``planner.allocation``'s grouping by dynamic programming); within a class a stay takes
-    the object freed earliest (interval colouring: as many objects as stays at once). Objects
-    are whole, never partly shared. Sets each stay's ``obj`` and ``after`` (the object's
-    previous tenant, whose accesses must come first)."""
-    nbytes = np.array([st.nbytes for st in stays], dtype=np.int64)
-    sizes, index = np.unique(nbytes, return_inverse=True)
-    live = np.zeros((len(sizes), n + 2), dtype=np.int64)
-    first = np.array([max(st.start, 0) for st in stays], dtype=np.int64)
-    last = np.array([min(st.free_after, n - 1) for st in stays], dtype=np.int64)
-    np.add.at(live, (index, first), 1)
-    np.add.at(live, (index, last + 1), -1)
-    demand = SimpleNamespace(sizes=sizes)
-    count = _class_peaks(demand, np.cumsum(live, axis=1)[:, :n])
-    _, runs = _cheapest_runs(aligned_bytes(sizes), count)
-    alloc = _allocation_of_runs(demand, runs, np.maximum(count, 1))
-    layout = SizeClassLayout.from_allocation(alloc)
-    klass = alloc.cls[index]
-    base = layout.class_first_object
-    for k in range(alloc.num_classes):
-        members = sorted(np.nonzero(klass == k)[0].tolist(), key=lambda i: (stays[i].start, stays[i].free_after))
-        free: list[tuple[int, int]] = []          # (free after step, object)
-        used = 0
-        tenant: dict[int, Stay] = {}
-        for i in members:
-            st = stays[i]
-            if free and free[0][0] < st.start:
-                _, o = heapq.heappop(free)
-                st.after = tenant[o]
-            else:
-                o = int(base[k]) + used
-                used += 1
-            st.obj = o
-            tenant[o] = st
-            heapq.heappush(free, (st.free_after, o))
-    return layout
-
-
 def _root_map(g: Graph, lt) -> np.ndarray:
     owns, _ = lt.storage()
     root = np.arange(len(g.tensors))
@@ -564,7 +546,7 @@ def make(request: PlanRequest) -> Program:
 
 
 POLICY = register(Policy("smartswap", "SmartSwap: logical layers, Eq. 2 candidates, simulated swap timing "
-                         "and release points (no search)", make))
+                         "and release points (no search), online allocator", make, allocators=("bestfit", "va")))
 
 
 @dataclass(frozen=True)
@@ -586,5 +568,4 @@ def release_report(plan: SmartSwapPlan) -> ReleaseReport:
     sync = [st for st in _stays(plan.stores, n, kept, True) if st.copy_out]
     return ReleaseReport(np.array([st.free_after - st.out_after for st in ours], dtype=np.int64),
                          np.array([st.free_after - st.out_after for st in sync], dtype=np.int64),
-                         _slots(_stays(plan.stores, n, kept, False), n).arena_bytes,
-                         _slots(_stays(plan.stores, n, kept, True), n).arena_bytes)
+                         plan.arena_needed(False), plan.arena_needed(True))

@@ -32,8 +32,8 @@ def test_eq3_swap_in_pre_trigger_and_swap_out_completion_by_hand():
     assert ss.swap_seconds(50, 100.0) == 0.5                     # Eq. 3
     # First used at step 17 (layer 3): the search starts at layer 2, which has 1 s > 0.5 s.
     assert sim.swap_in_trigger(17, -1, 50) == (10, 2)
-    sim.take(2, 50)
-    assert sim.remaining[2] == pytest.approx(0.5)
+    sim.take(2, 50)                                               # a swap-in: the inbound budget
+    assert sim.remaining[True][2] == pytest.approx(0.5) and sim.remaining[False][2] == 1.0
     # 60 bytes need 0.6 s; layer 2 has 0.5 s left, so one layer earlier.
     assert sim.swap_in_trigger(17, -1, 60) == (5, 1)
     # ...but not before the peak it relieves (here: step 5 or earlier is the peak).
@@ -41,7 +41,7 @@ def test_eq3_swap_in_pre_trigger_and_swap_out_completion_by_hand():
     # A swap-out of 80 bytes (0.8 s) after step 2: layer 0 has 1 s; it finishes during step 3
     # (0.8 s of link time from the layer's start is four operators: steps 0..3).
     assert sim.swap_out_release(2, 80) == (3, 0)
-    sim.take(0, 80)
+    sim.take(0, 80, inbound=False)
     # The next 80 bytes after step 2 find 0.2 s left in layer 0, so complete in layer 1:
     # 0.8 s into it is its fourth operator, step 8.
     assert sim.swap_out_release(2, 80) == (8, 1)
