@@ -37,7 +37,7 @@ from .runners import _executor
 
 # Tried in GenPolicy beside the policy's defaults: with the default, five policies, as 004 Section 6
 # generates (n = 5) before keeping the fastest.
-ALTERNATIVES = ({"c": 0.0}, {"c": 1.0}, {"layers": 64}, {"c": 0.0, "layers": 64})
+ALTERNATIVES = ({"c": 0.0}, {"c": 1.0}, {"layers": 16}, {"layers": 48})
 
 
 class StalePlanError(EngineError, ValueError):
