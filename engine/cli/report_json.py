@@ -69,7 +69,7 @@ class JsonReport:
             "iterations": cfg.iterations, "seed": cfg.seed, "optimizer": cfg.optimizer, "lr": cfg.lr,
             "momentum": cfg.momentum, "weight_decay": cfg.weight_decay, "memory_bytes": cfg.memory,
             "policies": [p.name for p in cfg.policies], "sanitize": cfg.sanitize,
-            "simulate_only": cfg.simulate_only}
+            "simulate_only": cfg.simulate_only, "allocator": cfg.allocator, "chunk_bytes": cfg.chunk_bytes}
 
     def update(self, **figures) -> None:
         self.doc.update(figures)

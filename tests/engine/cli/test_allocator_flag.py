@@ -37,10 +37,13 @@ def test_help_lists_the_allocators():
 def test_window_trains_bit_identical_on_an_online_allocator(allocator, tmp_path, capsys):
     out = tmp_path / "run"
     argv = ["--policy", "ideal,window", "--allocator", *allocator, "--memory", "800KiB", "--sanitize",
-            "--out", str(out)] + SMALL
+            "--out", str(out), "--json", str(tmp_path / "report.json")] + SMALL
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "parameters identical to the unlimited run: yes (bit for bit)" in text
+    settings = json.loads((tmp_path / "report.json").read_text())["settings"]
+    assert settings["allocator"] == allocator[0]
+    assert settings["chunk_bytes"] == (64 * 1024 if allocator[0] == "va" else None)
     plan = json.loads((out / "plan.json").read_text())
     assert plan["arena"]["allocator"]["name"] == allocator[0]
     if allocator[0] == "va":        # the page table travels with the plan
