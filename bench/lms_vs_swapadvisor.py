@@ -28,7 +28,6 @@ from planner.budget import Budget, make_budget
 from planner.facts import GraphFacts
 from planner.simulate import simulate
 from planner.verify import verify
-import planner.policies  # noqa: F401  (registers the policies)
 
 MODEL = "wresnet-152-4"
 BATCHES = (16, 32, 64)
@@ -67,6 +66,9 @@ def main(argv=None) -> None:
         f"20 GB/s both ways)")
     say(f"machine (planning only; times are simulated): {platform.platform()}, {os.cpu_count()} cores: "
         f"{cpu_name()}; {time.strftime('%Y-%m-%d', time.gmtime())}")
+    say("lms: thresholds tuned on the simulator (planner.policies.lms.tune), bestfit; swapadvisor: unsearched "
+        "(default order, simple allocation)" + (f"; searched: the GA, population 24, {args.search_seconds:g} s per "
+                                                f"batch on {args.workers} workers" if args.search_seconds else ""))
     columns = ["ideal", "lms", "odswap", "swapadvisor"] + (["swapadvisor searched"] if args.search_seconds else [])
     ips = {c: [] for c in columns}
     notes = []

@@ -34,7 +34,6 @@ from planner.budget import Budget, make_budget
 from planner.facts import GraphFacts
 from planner.simulate import simulate
 from planner.verify import verify
-import planner.policies  # noqa: F401  (registers the policies)
 
 BATCHES = (64, 128, 190, 256, 512, 928, 1120, 1248, 1440)
 DEVICE_BYTES = 16 * 2**30
@@ -90,6 +89,9 @@ def main(argv=None) -> None:
         f"50 GB/s each way, 100 GB/s both ways), va chunk {args.chunk_mib} MiB")
     say(f"machine (planning only; times are simulated): {platform.platform()}, {os.cpu_count()} cores: "
         f"{cpu_name()}; {time.strftime('%Y-%m-%d', time.gmtime())}")
+    say("ideal: in memory, where its peak fits; lms: thresholds tuned on the simulator (planner.policies.lms.tune); "
+        "window: window size searched on the simulator (--window auto); swapadvisor: unsearched (default order, "
+        "simple allocation, size-class pool); every Program verified against 16 GiB")
     ips = {c: [] for c in COLUMNS}
     notes = []
     for b in batches:

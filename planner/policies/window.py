@@ -121,7 +121,7 @@ def _one_pass(request: PlanRequest, window_bytes: int, order, steps: StepFacts, 
     ends = seq.window_ends(window_bytes)
     stats = WindowStats(int(window_bytes))
     nbytes, obj_of = out.nbytes, out.obj_of
-    produced_at = {}                                   # tensor -> its producing step's entry
+    produced_at = {}                                   # tensor -> the step that produces it
     for pos, outs in enumerate(steps.outputs):
         for t in outs:
             produced_at[t] = pos
@@ -155,7 +155,7 @@ def _one_pass(request: PlanRequest, window_bytes: int, order, steps: StepFacts, 
                 raise PlanError(f"window: operator '{node.name}' ({node.op}) cannot place "
                                 f"'{g.tensors[t].name}' ({format_bytes(nbytes[t])}) in a pool of "
                                 f"{format_bytes(budget.pool_bytes)} with allocator '{alloc.name}', even with "
-                                "nothing else on the device; give more --memory")
+                                "only its own tensors on the device; give more --memory")
             victim = max(victims, key=lambda x: (next_use[x], x))
             out.write_back(victim)
             out.drop(victim)

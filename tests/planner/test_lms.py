@@ -9,7 +9,7 @@ from engine.backends.cpu import CpuBackend, EmulatedLink
 from engine.executor import ProgramExecutor
 from engine.ir import Kind
 from engine.profile import analytic_profile
-from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
+from engine.program import COMPUTE, SWAP_OUT
 from engine.training import Trainer
 from planner import policy
 from planner.allocation import unlimited_allocation

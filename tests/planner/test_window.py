@@ -17,7 +17,7 @@ from planner.allocation import unlimited_allocation
 from planner.budget import make_budget
 from planner.errors import PlanError
 from planner.facts import GraphFacts
-from planner.online_program import NEVER, StepFacts
+from planner.online_program import StepFacts
 from planner.policies.window import VariableSequence, plan_window, search_window
 from planner.verify import verify
 
