@@ -89,6 +89,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     release = np.full((n_obj, 3), -1, dtype=np.int64)
     writer = np.full(n_t, -1, dtype=np.int64)
     host_writer = np.full(n_t, NOT_HOST, dtype=np.int64)
+    pinned = kept & host_at_start       # state nothing updates: never evicted ahead
     read_no = np.zeros(n_t, dtype=np.int64)        # reads done so far
     next_read = np.empty(n_t, dtype=np.int64)
     busy = np.zeros(n_t, dtype=np.bool_)
@@ -125,7 +126,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
         tenant[o] = t
         obj_of[t] = o
         next_use_at[o] = use_time[next_read[t]]
-        _tree_set(o, _tree_key(t, next_read, use_time, end), tree)
+        _tree_set(o, _tree_key(t, next_read, use_time, end, pinned), tree)
         home_of[t] = o
         taken[o] = True
     for t in range(n_t):
@@ -200,7 +201,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 tenant[o] = t
                 obj_of[t] = o
                 next_use_at[o] = use_time[next_read[t]]
-                _tree_set(o, _tree_key(t, next_read, use_time, end), tree)
+                _tree_set(o, _tree_key(t, next_read, use_time, end, pinned), tree)
                 writer[t] = n - 1
                 release[o, 0], release[o, 1], release[o, 2] = -1, n - 1, -1
         for e in range(i0, i1):
@@ -274,13 +275,13 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             if obj_of[t] >= 0:
                 release[obj_of[t], COMPUTE] = i
                 next_use_at[obj_of[t]] = use_time[next_read[t]]
-                _tree_set(obj_of[t], _tree_key(t, next_read, use_time, end), tree)
+                _tree_set(obj_of[t], _tree_key(t, next_read, use_time, end, pinned), tree)
         for k in range(n_out):
             t, o = outs[o0 + k], out_objs[k]
             tenant[o] = t
             obj_of[t] = o
             next_use_at[o] = use_time[next_read[t]]
-            _tree_set(o, _tree_key(t, next_read, use_time, end), tree)
+            _tree_set(o, _tree_key(t, next_read, use_time, end, pinned), tree)
             writer[t] = i
             release[o, 0], release[o, 1], release[o, 2] = i, -1, -1
             last_touch[t] = pos
@@ -320,7 +321,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 if r < end and _too_soon(first, r, pos, now, use_time, nbytes, link, ahead_gap):
                     continue
                 n = _evict_ahead(pos, kq, headroom, pool, next_read, next_use_at, use_time, step_end, nbytes, link,
-                                 ahead_gap, end, host_writer, writer, release, out, n, cand, tree)
+                                 ahead_gap, end, host_writer, writer, release, out, n, cand, tree, pinned)
     # ---- state leaving: a next value not back in its home object is written to the host;
     # resident state whose next value strayed is reported
     strayed = np.zeros(state_cur.shape[0], dtype=np.bool_)
@@ -424,7 +425,7 @@ def _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbyte
 
 @numba.njit(cache=True, inline="always")
 def _evict_ahead(pos, k, headroom, pool, next_read, next_use_at, use_time, step_end, nbytes, link, ahead_gap, end,
-                 host_writer, writer, release, out, n, cand, tree):
+                 host_writer, writer, release, out, n, cand, tree, pinned):
     """Keep class k's headroom free: of the ``want`` tenants used furthest ahead (ties: object
     order), evict those whose next use leaves time to swap them out and back, stopping at the
     first that comes back too soon. Tenants kept to the end (a state's next value, the loss)
@@ -441,7 +442,7 @@ def _evict_ahead(pos, k, headroom, pool, next_read, next_use_at, use_time, step_
         if tree_val[root] != np.inf and not kept_counted:
             kept_counted = True
             for o in range(lo, hi):
-                if tenant[o] >= 0 and _kept_to_end(next_read[tenant[o]], end):
+                if tenant[o] >= 0 and (next_read[tenant[o]] == end or pinned[tenant[o]]):
                     want -= 1
             if want <= 0:
                 break
@@ -498,14 +499,8 @@ def _pop_free(k, pool):
 
 
 @numba.njit(cache=True, inline="always")
-def _tree_key(t, next_read, use_time, end):
+def _tree_key(t, next_read, use_time, end, pinned):
     """A resident tensor's key in its class's max-tree: when it is next used; -inf (out of the
-    tree) for a tensor kept to the end, which is never evicted ahead."""
-    return -np.inf if _kept_to_end(next_read[t], end) else use_time[next_read[t]]
-
-
-@numba.njit(cache=True, inline="always")
-def _kept_to_end(r, end):
-    """Whether a tensor next read at step ``r`` is kept to the end: ``end`` itself, or a slot
-    past ``never`` (end + 1), where state nothing updates waits for the next iteration."""
-    return r == end or r > end + 1
+    tree) for a tensor kept to the end, which is never evicted ahead, and for state nothing
+    updates (``pinned``: evicting it ahead only brings it back, this iteration or the next)."""
+    return -np.inf if next_read[t] == end or pinned[t] else use_time[next_read[t]]
