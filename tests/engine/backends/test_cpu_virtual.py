@@ -65,8 +65,10 @@ def on_scattered_chunks(program: Program, chunk: int = CHUNK) -> Program:
     """``program`` with every object moved to a va object of its size, on chunks scattered by
     freeing every other chunk of a first fill (so multi-chunk objects span non-adjacent chunks)."""
     arena = program.arena
-    a = VirtualChunkAllocator(4 * int(arena.arena_bytes) + 64 * chunk, chunk_bytes=chunk, small_bytes=0)
-    fill = [a.alloc(chunk) for _ in range(2 * arena.num_objects + 8)]
+    fill_chunks = 2 * arena.num_objects + 8
+    chunks = fill_chunks + int(sum(-(-int(n) // chunk) for n in arena.object_bytes))
+    a = VirtualChunkAllocator(chunks * chunk, chunk_bytes=chunk, small_bytes=0)
+    fill = [a.alloc(chunk) for _ in range(fill_chunks)]
     for o in fill[::2]:
         a.free(o)
     first = len(fill)

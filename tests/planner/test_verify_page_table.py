@@ -1,0 +1,66 @@
+"""The verifier on a page table (paper 001's va): rows checked, objects' physical extents
+compared, and a plan file's page table validated before anything maps it."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import zoo
+from engine.program import Arena, Program, ProgramFormatError
+from planner.facts import GraphFacts
+from planner.policy import plan_with
+from planner.verify import VerificationError, sharing_objects, verify
+
+from tests.engine.backends.test_cpu_virtual import CHUNK, on_scattered_chunks
+
+
+@pytest.fixture(scope="module")
+def moved():
+    g = zoo.tiny("rnn")
+    program = on_scattered_chunks(plan_with("odswap", g, GraphFacts(g).smallest_budget * 2))
+    verify(program, g)
+    return g, program
+
+
+def with_rows(program: Program, rows) -> Program:
+    return dataclasses.replace(program, arena=dataclasses.replace(program.arena, mappings=np.asarray(rows)))
+
+
+def test_objects_on_distinct_chunks_share_nothing_and_extents_follow_the_rows():
+    arena = Arena(np.array([0, 2 * CHUNK]), np.array([2 * CHUNK, CHUNK]), 4 * CHUNK, 0, {},
+                  np.array([[0, 3 * CHUNK, CHUNK], [CHUNK, 0, CHUNK], [2 * CHUNK, CHUNK, CHUNK],
+                            [5 * CHUNK, 0, CHUNK]]), 6 * CHUNK)
+    assert arena.physical_extents(0) == [(3 * CHUNK, CHUNK), (0, CHUNK)]
+    assert arena.physical_extents(1) == [(CHUNK, CHUNK)]
+    assert sharing_objects(arena) == [[], []]
+    arena.object_offset = np.array([0, 5 * CHUNK])              # object 1 now maps chunk 0 too
+    assert sharing_objects(arena) == [[1], [0]]
+
+
+def row_of_object_0(arena) -> int:
+    v, rows = int(arena.object_offset[0]), arena.mappings
+    return int(np.flatnonzero((rows[:, 0] <= v) & (v < rows[:, 0] + rows[:, 2]))[0])
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda r, i: np.vstack([r, r[i:i + 1]]), "two page-table rows map one virtual byte"),
+    (lambda r, i: np.delete(r, i, axis=0), "leaves byte .* of object 0's virtual range is not mapped"),
+    (lambda r, i: r + np.array([0, 10**12, 0]), "outside physical memory"),
+])
+def test_a_broken_page_table_is_refused(moved, change, message):
+    g, program = moved
+    rows = change(program.arena.mappings.copy(), row_of_object_0(program.arena))
+    with pytest.raises(VerificationError, match=message):
+        verify(with_rows(program, rows), g)
+
+
+def test_a_plan_file_with_a_malformed_page_table_is_one_line():
+    g = zoo.tiny("rnn")
+    d = on_scattered_chunks(plan_with("odswap", g, GraphFacts(g).smallest_budget * 2)).to_dict()
+    assert d["format"] == "swapengine.program/3"
+    d["arena"]["mappings"] = [[0, 1]]
+    with pytest.raises(ProgramFormatError, match="malformed program description"):
+        Program.from_dict(d)
+    del d["arena"]["mappings"]
+    with pytest.raises(ProgramFormatError, match="malformed program description"):
+        Program.from_dict(d)
