@@ -24,6 +24,7 @@ coalescing, as PyTorch's CUDA caching allocator and TensorFlow's BFC) and ``va``
 """
 from __future__ import annotations
 
+import inspect
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Protocol
@@ -109,7 +110,6 @@ def online_names() -> list[str]:
 
 def takes_option(name: str | None, option: str) -> bool:
     """Whether online allocator ``name`` is made with keyword ``option`` (e.g. va's chunk_bytes)."""
-    import inspect
     factory = ONLINE_ALLOCATORS.get(name or "")
     return factory is not None and option in inspect.signature(factory).parameters
 
@@ -123,10 +123,11 @@ def make_online_allocator(name: str, capacity_bytes: int, **params) -> OnlineAll
                                f"{', '.join(ONLINE_ALLOCATORS) or 'none registered'})")
     if _recording:
         params = {**params, "keep_history": True}
-    try:
-        made = factory(int(capacity_bytes), **params)
+    try:        # the parameters checked against its signature, so a TypeError inside stays a bug
+        inspect.signature(factory).bind(int(capacity_bytes), **params)
     except TypeError as e:
         raise UnknownAllocator(f"allocator '{name}' does not take those parameters ({e})") from None
+    made = factory(int(capacity_bytes), **params)
     if _recording:
         made = RecordedAllocator(made)
         for record in _recording:
