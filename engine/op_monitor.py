@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,35 +33,43 @@ SIZE_BITS = 4                        # size classes 16x apart
 
 
 class Tokenizer:
-    """Operator names -> small integers, assigned in order of first sight."""
+    """Operator names -> small integers, assigned in order of first sight. A graph's operators
+    are read once (a built graph does not change; re-read if it grew); each iteration then only
+    joins the token arrays of the graphs it ran, as a dispatch hook that maps each operator to
+    an integer would (004's low-overhead mode)."""
 
     def __init__(self):
         self.ids: dict[str, int] = {}
+        self._read: "weakref.WeakKeyDictionary[Graph, tuple]" = weakref.WeakKeyDictionary()
+
+    def _arrays(self, g: Graph) -> tuple[np.ndarray, np.ndarray]:
+        """(kind, elements written) per operator of ``g``."""
+        got = self._read.get(g)
+        if got is None or len(got[0]) != len(g.nodes):
+            ids, tensors = self.ids, g.tensors
+            kinds = np.array([ids.setdefault(n.op, len(ids) + 1) for n in g.nodes], dtype=np.int64)
+            elements = np.array([sum(tensors[t].nbytes // tensors[t].dtype.itemsize for t in n.outputs)
+                                 for n in g.nodes], dtype=np.int64)
+            got = self._read[g] = (kinds, elements)
+        return got
 
     def sequence(self, graphs: list[Graph]) -> np.ndarray:
         """The iteration's operators (each graph's, in dispatch order), one int64 token each:
         its kind times 64 plus its size class (elements written, in steps of 2**SIZE_BITS: a
         bucket twice as long stays in its class; the cache key of the exact graph does not)."""
-        ids = self.ids
-        out = []
+        parts = []
         for g in graphs:
-            tensors = g.tensors
-            for n in g.nodes:
-                kind = ids.get(n.op)
-                if kind is None:
-                    kind = ids[n.op] = len(ids) + 1
-                elements = sum(tensors[t].nbytes // tensors[t].dtype.itemsize for t in n.outputs)
-                out.append(kind * 64 + int(elements).bit_length() // SIZE_BITS)
-        return np.asarray(out, dtype=np.int64)
-
+            kinds, elements = self._arrays(g)
+            bits = np.zeros(len(elements), dtype=np.int64)
+            pos = elements > 0
+            bits[pos] = np.floor(np.log2(elements[pos])).astype(np.int64) + 1      # bit length
+            parts.append(kinds * 64 + bits // SIZE_BITS)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def exact(self, graphs: list[Graph]) -> np.ndarray:
         """(kind, elements written) per operator, flattened: what the plan cache is keyed by."""
-        self.sequence(graphs)                       # assigns kinds
-        ids = self.ids
-        return np.asarray([x for g in graphs for n in g.nodes
-                           for x in (ids[n.op], sum(g.tensors[t].nbytes // g.tensors[t].dtype.itemsize
-                                                    for t in n.outputs))], dtype=np.int64)
+        parts = [np.stack(self._arrays(g), axis=1).ravel() for g in graphs]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def key_of(seq: np.ndarray) -> str:
