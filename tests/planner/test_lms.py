@@ -110,7 +110,7 @@ def test_autotune_keeps_the_fastest_setting_on_the_simulator():
     assert policy.get("lms").make(fixed).instrs == plan_lms(req, LmsSettings(4, 2)).instrs
 
 
-@pytest.mark.parametrize("family", ["rnn", "brnn"])
+@pytest.mark.parametrize("family", ["rnn"])
 def test_bit_identical_at_five_budgets(family):
     g = zoo.tiny(family)
     ref = Trainer(g, seed=0)
