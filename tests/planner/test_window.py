@@ -217,3 +217,26 @@ def test_window_flag_takes_a_size_or_auto(capsys):
     assert main(["--model", "small-cnn", "--policy", "window", "--window", "64", "--simulate-only"]) == 2
     err = capsys.readouterr().err
     assert "--window" in err and "has no unit" in err and "\n" not in err.strip()
+
+
+def test_verifier_orders_a_write_only_after_users_of_the_bytes_it_shares():
+    """Online allocators give objects that overlap others over time. A write into bytes it
+    shares with a third object (one that later overlaps both) does not order it after a write
+    into the other's disjoint bytes; a write into bytes still in use is still refused."""
+    from engine.program import Arena, Instr, Program
+    from planner.verify import VerificationError
+
+    g = Graph("disjoint")
+    x, y = g.input("x", (1024,)), g.input("y", (1024,))
+    g.apply("tanh", [x], name="a")
+    g.apply("tanh", [y], name="b")
+    offsets = [0, 8192, 4096, 12288, 6144]          # x, y, a, b, then one over a's and y's bytes
+    arena = Arena(np.array(offsets), np.full(5, KIB4), 16384, 0, {"name": "by hand"})
+    instrs = [Instr(SWAP_IN, x, 0), Instr(SWAP_IN, y, 1),
+              Instr(COMPUTE, 0, -1, (0, 2), deps=[0]),        # a over bytes object 4 shares with y
+              Instr(COMPUTE, 1, -1, (1, 3), deps=[1])]
+    program = Program(g.name, [0, 1], arena, instrs, {})
+    verify(program, g)
+    program.instrs.append(Instr(SWAP_IN, x, 4))               # over a's and y's bytes, no edge
+    with pytest.raises(VerificationError, match="shares bytes with object"):
+        verify(program, g)
