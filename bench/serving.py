@@ -13,7 +13,7 @@ same arrivals replayed in real time, at a rate that keeps the device at least ha
 simulation's p99 (plans simulated on a profile measured on this machine) beside the
 measured p99, repeated.
 
-    python -m bench.serving [--batch 16] [--memory-gib 2,3] [--search-seconds 20] [--check-runs 3] [--save]
+    python -m bench.serving [--batch 16] [--memory-gib 1,2,3] [--search-seconds 20] [--check-runs 3] [--save]
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from engine.blas_threads import one_blas_thread
 from engine.cli.infer import forward_graph, plan_inference
 from engine.cli.serve import Server, serving_costs
 from engine.profile import analytic_profile
-from engine.serving import poisson_arrivals, simulate_serving
+from engine.serving import ServingError, poisson_arrivals, simulate_serving
 from planner.facts import GraphFacts
 
 RATES = (50, 100, 150, 200, 250, 300, 350, 400, 450)
@@ -45,12 +45,19 @@ PAPER = ("Paper (Figure 8, V100): partitioned (SwapAdvisor) p99 at most 2x not_s
 def figure8(batch: int, device_bytes: int, search_seconds: float, batches: int, seed: int):
     profile = analytic_profile("v100")
     g = forward_graph("resnet-152", batch)
-    costs = {}
+    costs, refused = {}, {}
     for strategy, n in CONFIGS:
-        if n not in costs:
-            costs[n] = serving_costs(g, n, device_bytes, profile, search_seconds)
+        if n not in costs and n not in refused:
+            try:
+                costs[n] = serving_costs(g, n, device_bytes, profile, search_seconds)
+            except ServingError as e:     # a share too small for one model: its rows say so
+                refused[n] = str(e)
+                costs[n] = serving_costs(g, n, device_bytes, profile, partitioned=False)
     rows, curves = [], {}
     for strategy, n in CONFIGS:
+        if n in refused and strategy.startswith("partitioned"):
+            rows.append([f"{strategy} {n}", "-", "-", "-", "-", "N/A", refused[n]])
+            continue
         c = costs[n]
         name = f"{strategy} {n}" if strategy != "not_shared" else "not_shared"
         curves[name] = []
@@ -131,7 +138,7 @@ def check(models: int, runs: int, batches: int, busy: float, seed: int, link_gbp
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=16, help="requests per batch (the paper's panels: 16, 32, 64)")
-    ap.add_argument("--memory-gib", default="2,3", help="device memory the models share, GiB (comma-separated: "
+    ap.add_argument("--memory-gib", default="1,2,3", help="device memory the models share, GiB (comma-separated: "
                                                      "one table and panel each)")
     ap.add_argument("--search-seconds", type=float, default=20.0, help="genetic search per partition plan")
     ap.add_argument("--batches", type=int, default=20000, help="simulated batches per point")

@@ -66,13 +66,17 @@ def partition_plan(g: Graph, device_bytes: int, models: int, profile, search_sec
     return planned
 
 
-def serving_costs(g: Graph, models: int, device_bytes: int, profile, search_seconds: float = 0.0) -> Costs:
-    """What a batch of ``g`` costs under each strategy with ``models`` copies on ``device_bytes``."""
+def serving_costs(g: Graph, models: int, device_bytes: int, profile, search_seconds: float = 0.0,
+                  partitioned: bool = True) -> Costs:
+    """What a batch of ``g`` costs under each strategy with ``models`` copies on ``device_bytes``
+    (``partitioned`` False: no partition plan, its times nan)."""
     facts = GraphFacts(g)
     full = plan_inference(g, None, profile=profile).seconds
     weights = weight_bytes(g)
     working = facts.peak_bytes - weights         # one batch's activations (and scratch) at their peak
     resident_models = max(0, (device_bytes - working) // weights)
+    if not partitioned:
+        return Costs(full, float("nan"), load_seconds(g, profile), int(resident_models), float("nan"))
     plan = partition_plan(g, device_bytes, models, profile, search_seconds).plan
     streamed = [g.tensors[i.target].nbytes for i in plan.program.instrs if i.kind == SWAP_IN and i.copy]
     stream = sum(plan_profile(profile).link.seconds(b, True) for b in streamed)
