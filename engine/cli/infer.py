@@ -181,6 +181,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
+    if args.policy not in api.policies():
+        raise UsageError(f"--policy {args.policy}: unknown; choose from {', '.join(api.policies())}")
     g = forward_graph(args.model, args.batch, args.size)
     facts = GraphFacts(g)
     budgets = [budget_bytes(s, facts.peak_bytes) for s in args.memory.split(",") if s.strip()]
