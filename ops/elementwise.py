@@ -52,8 +52,18 @@ class _UnaryGrad(Op):
 
 @register
 class Relu(_Unary):
+    """max(x, 0); with ``in_place=True`` (inference graphs) it may overwrite x."""
     name, grad_op = "relu", "relu_grad"
     cuda_kernels = ("relu_fwd",)
+
+    def canon(self, attrs):
+        extra = set(attrs) - {"in_place"}
+        if extra:
+            raise OpError(f"takes only the attribute in_place, got {sorted(extra)}")
+        return {"in_place": True} if attrs.get("in_place") else {}
+
+    def inplace_for(self, attrs):
+        return {0: 0} if attrs.get("in_place") else {}
 
     def compute(self, attrs, xs, ys):
         np.maximum(xs[0], 0, out=ys[0])

@@ -56,13 +56,18 @@ class BatchNorm(Op):
     cuda_kernels = ("batch_norm_partial", "batch_norm_mean", "batch_norm_finalize", "batch_norm_fwd")
 
     def canon(self, attrs):
-        a = check_attrs(attrs, {"eps": 1e-5, "momentum": 0.9})
+        a = check_attrs(attrs, {"eps": 1e-5, "momentum": 0.9, "in_place": False})
         eps, momentum = float(a["eps"]), float(a["momentum"])
         if not eps > 0:
             raise OpError(f"eps must be positive, got {a['eps']!r}")
         if not 0 <= momentum <= 1:
             raise OpError(f"momentum must lie in [0, 1], got {a['momentum']!r}")
-        return {"eps": eps, "momentum": momentum}
+        return {"eps": eps, "momentum": momentum, **({"in_place": True} if a["in_place"] else {})}
+
+    def inplace_for(self, attrs):
+        """With ``in_place=True`` (inference graphs: nothing differentiates it) y may overwrite x:
+        the statistics are taken before y is written, and y[i] reads only x[i]."""
+        return {0: 0, **self.inplace} if attrs.get("in_place") else self.inplace
 
     def infer(self, attrs, ins):
         x = ins[0]

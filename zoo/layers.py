@@ -25,30 +25,37 @@ def conv(g: Graph, x: int, out_ch: int, kernel, stride=1, padding=None, groups: 
     return y
 
 
-def batch_norm(g: Graph, x: int, name: str = "bn") -> int:
-    """Training-mode batch norm; its running statistics are STATE leaves updated each iteration."""
+def batch_norm(g: Graph, x: int, name: str = "bn", in_place: bool = False) -> int:
+    """Training-mode batch norm; its running statistics are STATE leaves updated each iteration.
+    ``in_place``: y may overwrite x (inference graphs, which nothing differentiates)."""
     ch, dt = g.shape(x)[1], g.dtype(x).name
     with g.scope(name):
         gamma = g.parameter("gamma", (ch,), dt, init="ones")
         beta = g.parameter("beta", (ch,), dt, init="zeros")
         mean = g.state("running_mean", (ch,), dt, init="zeros")
         var = g.state("running_var", (ch,), dt, init="ones")
-        y = g.apply("batch_norm", [x, gamma, beta, mean, var], name="bn")[0]
+        y = g.apply("batch_norm", [x, gamma, beta, mean, var], name="bn", **_in_place(in_place))[0]
     return y
 
 
-def relu(g: Graph, x: int, name: str = "relu") -> int:
-    return g.apply("relu", [x], name=name)[0]
+def relu(g: Graph, x: int, name: str = "relu", in_place: bool = False) -> int:
+    return g.apply("relu", [x], name=name, **_in_place(in_place))[0]
+
+
+def _in_place(on: bool) -> dict:
+    """The attribute that lets an operator write its output over its input (inference graphs)."""
+    return {"in_place": True} if on else {}
 
 
 def conv_bn(g: Graph, x: int, out_ch: int, kernel, stride=1, padding=None, relu_after: bool = True,
-            name: str = "conv") -> int:
-    """conv -> BN (-> ReLU), the unit every CNN here is made of."""
+            name: str = "conv", in_place: bool = False) -> int:
+    """conv -> BN (-> ReLU), the unit every CNN here is made of (``in_place``: BN and ReLU
+    may overwrite their inputs, for inference graphs)."""
     with g.scope(name):
         y = conv(g, x, out_ch, kernel, stride, padding)
-        y = batch_norm(g, y)
+        y = batch_norm(g, y, in_place=in_place)
         if relu_after:
-            y = relu(g, y)
+            y = relu(g, y, in_place=in_place)
     return y
 
 

@@ -24,7 +24,7 @@ def resnet(depth: int = 152, batch: int = 64, size: int = 224, classes: int = 10
     blocks = tuple(blocks) if blocks is not None else blocks_for_depth(depth)
     g = Graph(f"resnet-{3 * sum(blocks) + 2}")
     images = g.input("images", (batch, 3, size, size), dtype)
-    x = features(g, images, blocks, 1, base_width, in_place_add=True)   # the residual sum over its branch
+    x = features(g, images, blocks, 1, base_width, in_place=True)   # BN, ReLU, sums over their inputs
     g.mark_output(image_classifier_head(g, x, classes))     # the logits, read back after each batch
     validate(g)
     return g

@@ -34,30 +34,31 @@ def blocks_for_depth(depth: int) -> tuple[int, ...]:
                      "or 12k+2 (14, 26, 38, ...)")
 
 
-def bottleneck(g: Graph, x: int, width: int, stride: int, in_place_add: bool = False) -> int:
+def bottleneck(g: Graph, x: int, width: int, stride: int, in_place: bool = False) -> int:
     """1x1 (width) -> 3x3 (width, stride) -> 1x1 (4 x width), added to the shortcut
-    (``in_place_add``: the sum may overwrite the branch, for inference graphs)."""
+    (``in_place``: BN, ReLU and the sum may overwrite their inputs, for inference graphs)."""
     out_ch = 4 * width
-    y = conv_bn(g, x, width, 1, name="conv1")
-    y = conv_bn(g, y, width, 3, stride, name="conv2")
-    y = conv_bn(g, y, out_ch, 1, relu_after=False, name="conv3")
+    y = conv_bn(g, x, width, 1, name="conv1", in_place=in_place)
+    y = conv_bn(g, y, width, 3, stride, name="conv2", in_place=in_place)
+    y = conv_bn(g, y, out_ch, 1, relu_after=False, name="conv3", in_place=in_place)
     shortcut = x
     if stride != 1 or g.shape(x)[1] != out_ch:
-        shortcut = conv_bn(g, x, out_ch, 1, stride, relu_after=False, name="projection")
-    (s,) = g.apply("add", [shortcut, y], name="add", **({"in_place": True} if in_place_add else {}))
-    return relu(g, s)
+        shortcut = conv_bn(g, x, out_ch, 1, stride, relu_after=False, name="projection", in_place=in_place)
+    (s,) = g.apply("add", [shortcut, y], name="add", **({"in_place": True} if in_place else {}))
+    return relu(g, s, in_place=in_place)
 
 
 def features(g: Graph, images: int, blocks: tuple[int, ...], width: float, base_width: int = 64,
-             in_place_add: bool = False) -> int:
-    """The convolutional trunk: stem, then the bottleneck stages; returns the last activation."""
-    x = conv_bn(g, images, widen(base_width, width), 7, 2, name="stem")
+             in_place: bool = False) -> int:
+    """The convolutional trunk: stem, then the bottleneck stages; returns the last activation
+    (``in_place``: element-wise operators may overwrite their inputs, for inference graphs)."""
+    x = conv_bn(g, images, widen(base_width, width), 7, 2, name="stem", in_place=in_place)
     x = max_pool(g, x, 3, 2, 1)
     for s, n in enumerate(blocks):
         for b in range(n):
             with g.scope(f"stage{s + 1}/block{b}"):
                 stride = 2 if s > 0 and b == 0 else 1
-                x = bottleneck(g, x, widen(base_width << s, width), stride, in_place_add)
+                x = bottleneck(g, x, widen(base_width << s, width), stride, in_place)
     return x
 
 

@@ -109,15 +109,17 @@ def test_weights_stay_resident_as_far_as_the_budget_allows():
     assert resident_bytes[1] > resident_bytes[0] > 0.3 * sum(g.tensors[t].nbytes for t in weights)
 
 
-def test_inference_residual_sums_may_overwrite_their_branch_training_ones_not():
+def test_inference_elementwise_ops_may_overwrite_their_inputs_training_ones_not():
     import pytest
 
     from engine.inplace import in_place_input
     from engine.ir import Graph, GraphError
 
-    adds = [n for n in small_resnet().nodes if n.op == "add"]
+    inference, training = small_resnet().nodes, zoo.tiny("wresnet").nodes
+    adds = [n for n in inference if n.op == "add"]
     assert adds and all(in_place_input(n, 0) == 1 for n in adds)
-    assert all(in_place_input(n, 0) is None for n in zoo.tiny("wresnet").nodes if n.op == "add")
+    assert all(in_place_input(n, 0) == 0 for n in inference if n.op in ("relu", "batch_norm"))
+    assert all(in_place_input(n, 0) is None for n in training if n.op in ("add", "relu", "batch_norm"))
     g = Graph()
     a = g.input("a", (2,))
     with pytest.raises(GraphError, match="in_place"):
