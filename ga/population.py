@@ -24,6 +24,7 @@ reproducible whatever the number of workers and whichever finishes first.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -40,10 +41,29 @@ MODES = ("both", "schedule", "allocation")
 # Purposes of random streams (the last entry of a seed); mutations take two (one per child).
 FIRST, PAIR, SELECT, SCHEDULE_CROSSOVER, SCHEDULE_MUTATION, ALLOCATION_CROSSOVER, ALLOCATION_MUTATION = \
     0, 1, 2, 3, 4, 6, 7
+IMMIGRANT_DRAW = 9
+IMMIGRANT = -1      # the child index of a task that asks for a random immigrant instead of a child
 
 
-def rng_for(seed: int, generation: int, index: int, purpose: int) -> np.random.Generator:
-    return np.random.default_rng([int(seed), int(generation), int(index), int(purpose)])
+def rng_for(seed: int, generation: int, index: int, purpose: int, attempt: int = 0) -> np.random.Generator:
+    key = [int(seed), int(generation), int(index), int(purpose)]
+    return np.random.default_rng(key + [int(attempt)] if attempt else key)
+
+
+# A child identical to a member of the population it was bred from is bred again (fresh mutation
+# draws) up to this many times, then dropped unevaluated. On the search-quality study's small
+# graphs 60-80% of the children were such clones before (a converged population breeds copies
+# of itself), so most evaluations re-measured known plans.
+REBREED_ATTEMPTS = 8
+
+
+def genome_key(schedule: np.ndarray, allocation: Allocation) -> bytes:
+    """A digest of (schedule, allocation): equal for equal individuals."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in (schedule, allocation.cls, allocation.cnt):
+        h.update(np.ascontiguousarray(part, dtype=np.int64).tobytes())
+        h.update(b"|")
+    return h.digest()
 
 
 @dataclass
@@ -116,43 +136,68 @@ class Breeder:
             allocation = allocation_ops.random_allocation(self.ctx, self.budget, rng)
         return self.evaluated(schedule, allocation)
 
-    def schedule_child(self, generation: int, k: int, i: int, p1: Individual, p2: Individual) -> np.ndarray:
-        """Schedule child ``i`` (0 or 1) of crossover ``k``: Figure 4's crossover, then mutation."""
+    def schedule_child(self, generation: int, k: int, i: int, p1: Individual, p2: Individual,
+                       attempt: int = 0) -> np.ndarray:
+        """Schedule child ``i`` (0 or 1) of crossover ``k``: Figure 4's crossover, then mutation
+        (drawn afresh for each ``attempt``)."""
         if self.variation.mode == "allocation":
             return self.default_order
         crossed = schedule_ops.random_crossover(p1.schedule, p2.schedule,
                                                 rng_for(self.seed, generation, k, SCHEDULE_CROSSOVER))
-        rng = rng_for(self.seed, generation, k, SCHEDULE_MUTATION + i)
+        rng = rng_for(self.seed, generation, k, SCHEDULE_MUTATION + i, attempt)
         v = self.variation
         return schedule_ops.mutate(self.ctx, crossed[i], v.mutation if v.schedule_mutation is None
                                    else v.schedule_mutation, rng)
 
-    def allocation_child(self, generation: int, k: int, i: int, p1: Individual, p2: Individual) -> Allocation:
+    def allocation_child(self, generation: int, k: int, i: int, p1: Individual, p2: Individual,
+                         attempt: int = 0) -> Allocation:
         """Allocation child ``i`` (0 or 1) of crossover ``k``: Figure 5's crossover, mutation, repair."""
         if self.variation.mode == "schedule":
             return self.simple
         crossed = allocation_ops.random_crossover(self.ctx, p1.allocation, p2.allocation, self.budget,
                                                   rng_for(self.seed, generation, k, ALLOCATION_CROSSOVER))
-        rng = rng_for(self.seed, generation, k, ALLOCATION_MUTATION + i)
+        rng = rng_for(self.seed, generation, k, ALLOCATION_MUTATION + i, attempt)
         return allocation_ops.mutate(self.ctx, crossed[i], self.variation.mutation, self.budget, rng,
                                      self.variation.sigma)
 
-    def child(self, task: tuple) -> Individual:
-        """``task = (generation, k, j, parent1, parent2)``: child j of crossover k, evaluated.
+    def child(self, task: tuple) -> Individual | None:
+        """``task = (generation, k, j, parent1, parent2, known)``: child j of crossover k, evaluated;
+        None if every attempt bred a genome in ``known`` (the population's ``genome_key``s).
 
         Children are (schedule a, allocation b) for a, b in 0..1 (mode "both": j = 2a + b; the
         ablations vary only one half, j = a or b). Each half is drawn from its own seeds, so
         every child can be made in any process, alone, and all agree on their siblings.
         """
-        generation, k, j, p1, p2 = task
+        generation, k, j, p1, p2, known = task
+        if j == IMMIGRANT:
+            return self.immigrant(generation, k, known)
         mode = self.variation.mode
         a, b = (j // 2, j % 2) if mode == "both" else ((j, 0) if mode == "schedule" else (0, j))
-        return self.evaluated(self.schedule_child(generation, k, a, p1, p2),
-                              self.allocation_child(generation, k, b, p1, p2))
+        for attempt in range(REBREED_ATTEMPTS):
+            schedule = self.schedule_child(generation, k, a, p1, p2, attempt)
+            allocation = self.allocation_child(generation, k, b, p1, p2, attempt)
+            if genome_key(schedule, allocation) not in known:
+                return self.evaluated(schedule, allocation)
+        return None
 
-    def children(self, generation: int, k: int, p1: Individual, p2: Individual) -> list[Individual]:
+    def immigrant(self, generation: int, k: int, known: frozenset) -> Individual | None:
+        """A random individual (schedule and allocation as in an unseeded first generation, per
+        the mode), bred into generation ``generation`` as its ``k``-th immigrant; None if every
+        attempt drew a genome in ``known``."""
+        mode = self.variation.mode
+        for attempt in range(REBREED_ATTEMPTS):
+            rng = rng_for(self.seed, generation, k, IMMIGRANT_DRAW, attempt)
+            schedule = (self.default_order if mode == "allocation" else schedule_ops.random_schedule(self.ctx, rng))
+            allocation = (self.simple if mode == "schedule"
+                          else allocation_ops.random_allocation(self.ctx, self.budget, rng))
+            if genome_key(schedule, allocation) not in known:
+                return self.evaluated(schedule, allocation)
+        return None
+
+    def children(self, generation: int, k: int, p1: Individual, p2: Individual,
+                 known: frozenset = frozenset()) -> list[Individual | None]:
         """All children of crossover ``k``, in order (in this process)."""
-        return [self.child((generation, k, j, p1, p2)) for j in range(self.variation.children_per_crossover)]
+        return [self.child((generation, k, j, p1, p2, known)) for j in range(self.variation.children_per_crossover)]
 
 
 def first_task(breeder: Breeder, index: int) -> Individual:

@@ -5,8 +5,8 @@ import pytest
 
 from ga import allocation_ops as ao
 from ga.fitness import Evaluator
-from ga.population import (Breeder, Individual, Variation, pairs, rng_for, select,
-                           survival_probabilities)
+from ga.population import (IMMIGRANT, REBREED_ATTEMPTS, Breeder, Individual, Variation, genome_key, pairs,
+                           rng_for, select, survival_probabilities)
 from planner.allocation import simple_allocation
 
 from .helpers import PROFILE, budget_of, lstm, lstm_context, tight_budget
@@ -124,9 +124,37 @@ def test_each_crossover_yields_its_children(mode, count):
         assert np.array_equal(kids[0].schedule, kids[1].schedule)
         assert kids[0].allocation == kids[2].allocation
     # Any child can be made alone (in any process) and agrees with its siblings' halves.
-    again = b.child((1, 0, count - 1, p1, p2))
+    again = b.child((1, 0, count - 1, p1, p2, frozenset()))
     assert np.array_equal(again.schedule, kids[-1].schedule) and again.allocation == kids[-1].allocation
     assert again.time == kids[-1].time
+
+
+def test_a_child_equal_to_a_population_member_is_bred_again_or_dropped():
+    b = breeder()
+    p1, p2 = b.first(1), b.first(2)
+    plain = b.child((1, 0, 3, p1, p2, frozenset()))
+    clone = genome_key(plain.schedule, plain.allocation)
+    again = b.child((1, 0, 3, p1, p2, frozenset({clone})))
+    assert genome_key(again.schedule, again.allocation) != clone
+    assert b.ctx.check_order(again.schedule) and math.isfinite(again.time)
+    # The same task with the same known genomes breeds the same child (any process agrees).
+    twice = b.child((1, 0, 3, p1, p2, frozenset({clone})))
+    assert np.array_equal(twice.schedule, again.schedule) and twice.allocation == again.allocation
+    # Every attempt known: no child, nothing evaluated.
+    every = frozenset(genome_key(b.schedule_child(1, 0, 1, p1, p2, a), b.allocation_child(1, 0, 1, p1, p2, a))
+                      for a in range(REBREED_ATTEMPTS))
+    assert b.child((1, 0, 3, p1, p2, every)) is None
+
+
+def test_an_immigrant_is_a_random_individual_outside_the_known_ones():
+    b = breeder()
+    one = b.child((2, 5, IMMIGRANT, None, None, frozenset()))
+    assert b.ctx.check_order(one.schedule) and ao.is_feasible(b.ctx, one.allocation, b.budget)
+    other = b.child((2, 6, IMMIGRANT, None, None, frozenset()))
+    assert one.schedule.tobytes() != other.schedule.tobytes()
+    known = frozenset({genome_key(one.schedule, one.allocation)})
+    fresh = b.child((2, 5, IMMIGRANT, None, None, known))
+    assert genome_key(fresh.schedule, fresh.allocation) not in known
 
 
 def test_individual_round_trips_through_json_form():

@@ -258,3 +258,12 @@ def test_an_unseeded_first_generation_is_all_random():
     assert all(f.allocation != simple for f in firsts)
     r = search(facts, budget, PROFILE, quick(max_generations=1, seeded=False))
     assert r.initial_time is None and math.isfinite(r.best_time)
+
+
+def test_an_evaluation_budget_stops_the_search_and_immigrants_keep_results_reproducible():
+    facts, budget = lstm_tight()
+    r = search(facts, budget, PROFILE, quick(max_generations=100, max_evaluations=30, immigrants=0.25))
+    assert r.stopped == "evaluations" and 24 <= r.evaluations <= 30
+    again = search(facts, budget, PROFILE, quick(max_generations=100, max_evaluations=30, immigrants=0.25,
+                                                 workers=2))
+    same_result(r, again)
