@@ -50,10 +50,10 @@ def rng_for(seed: int, generation: int, index: int, purpose: int, attempt: int =
     return np.random.default_rng(key + [int(attempt)] if attempt else key)
 
 
-# A child identical to a member of the population it was bred from is bred again (fresh mutation
-# draws) up to this many times, then dropped unevaluated. On the search-quality study's small
-# graphs 60-80% of the children were such clones before (a converged population breeds copies
-# of itself), so most evaluations re-measured known plans.
+# A child equal to a genome the search knows (ga.search: the population and the latest evaluated)
+# is bred again with fresh mutation draws up to this many times, then dropped unevaluated. On
+# the search-quality study's small graphs 60-80% of the children were such repeats before (a
+# converged population breeds copies of itself), so most evaluations re-measured known plans.
 REBREED_ATTEMPTS = 8
 
 

@@ -267,3 +267,15 @@ def test_an_evaluation_budget_stops_the_search_and_immigrants_keep_results_repro
     again = search(facts, budget, PROFILE, quick(max_generations=100, max_evaluations=30, immigrants=0.25,
                                                  workers=2))
     same_result(r, again)
+
+
+def test_the_search_remembers_the_latest_genomes_and_saves_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(search_module, "REMEMBERED", 10)
+    facts, budget = lstm_tight()
+    path = str(tmp_path / "ga.json")
+    r = search(facts, budget, PROFILE, quick(max_generations=2, checkpoint=path))
+    saved = json.load(open(path))
+    assert len(saved["remembered"]) == 10 and len(set(saved["remembered"])) == 10
+    latest = [search_module.genome_key(i.schedule, i.allocation).hex() for i in r.population]
+    assert r.evaluations > 10 and saved["stalled"] is False
+    assert set(saved["remembered"]) & set(latest)     # the newest children are among them
