@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
-import platform
 import time
 
 from tabulate import tabulate
 
 import zoo
-from bench.results_file import cpu_name, save_results
+from bench.results_file import planning_machine_line, save_results
 from engine.errors import EngineError
 from engine.profile import analytic_profile
 from planner import policy
@@ -64,8 +62,7 @@ def main(argv=None) -> None:
 
     say(f"SwapAdvisor Figure 7, simulated: {MODEL}, 16 GiB, analytic profile v100 (PCIe: 12 GB/s each way, "
         f"20 GB/s both ways)")
-    say(f"machine (planning only; times are simulated): {platform.platform()}, {os.cpu_count()} cores: "
-        f"{cpu_name()}; {time.strftime('%Y-%m-%d', time.gmtime())}")
+    say(planning_machine_line())
     say("lms: thresholds tuned on the simulator (planner.policies.lms.tune), bestfit; swapadvisor: unsearched "
         "(default order, simple allocation)" + (f"; searched: the GA, population 24, {args.search_seconds:g} s per "
                                                 f"batch on {args.workers} workers" if args.search_seconds else ""))

@@ -24,3 +24,9 @@ def cpu_name() -> str:
     except OSError:
         pass
     return cpu
+
+
+def planning_machine_line() -> str:
+    """The machine line of a benchmark whose times are simulated (it only plans here)."""
+    return (f"machine (planning only; times are simulated): {platform.platform()}, {os.cpu_count()} cores: "
+            f"{cpu_name()}; {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d')}")

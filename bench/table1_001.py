@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
-import platform
 import time
 
 from tabulate import tabulate
 
 import zoo
-from bench.results_file import cpu_name, save_results
+from bench.results_file import planning_machine_line, save_results
 from engine.errors import EngineError
 from engine.profile import analytic_profile
 from planner import policy
@@ -87,8 +85,7 @@ def main(argv=None) -> None:
 
     say(f"paper 001 Table 1, simulated: wresnet-50-1 224x224, 16 GiB, profile v100-nvlink (V100 rates; link "
         f"50 GB/s each way, 100 GB/s both ways), va chunk {args.chunk_mib} MiB")
-    say(f"machine (planning only; times are simulated): {platform.platform()}, {os.cpu_count()} cores: "
-        f"{cpu_name()}; {time.strftime('%Y-%m-%d', time.gmtime())}")
+    say(planning_machine_line())
     say("ideal: in memory, where its peak fits; lms: thresholds tuned on the simulator (planner.policies.lms.tune); "
         "window: window size searched on the simulator (--window auto); swapadvisor: unsearched (default order, "
         "simple allocation, size-class pool); every Program verified against 16 GiB")

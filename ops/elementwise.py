@@ -15,6 +15,11 @@ def _map_launch(op: Op, ins, outs, *extra) -> list:
     return [grid_stride(kernel_name(op.cuda_kernels[0], outs[0].dtype), n, args, OUT(0))]
 
 
+def _in_place_attrs(attrs) -> dict:
+    """The attributes of an operator whose only one is ``in_place`` (kept only when true)."""
+    return {"in_place": True} if check_attrs(attrs, {"in_place": False})["in_place"] else {}
+
+
 def _same_shape(ins):
     shapes = {tuple(t.shape) for t in ins}
     if len(shapes) != 1:
@@ -57,10 +62,7 @@ class Relu(_Unary):
     cuda_kernels = ("relu_fwd",)
 
     def canon(self, attrs):
-        extra = set(attrs) - {"in_place"}
-        if extra:
-            raise OpError(f"takes only the attribute in_place, got {sorted(extra)}")
-        return {"in_place": True} if attrs.get("in_place") else {}
+        return _in_place_attrs(attrs)
 
     def inplace_for(self, attrs):
         return {0: 0} if attrs.get("in_place") else {}
@@ -135,10 +137,7 @@ class Add(Op):
     cuda_kernels = ("add_fwd",)
 
     def canon(self, attrs):
-        extra = set(attrs) - {"in_place"}
-        if extra:
-            raise OpError(f"takes only the attribute in_place, got {sorted(extra)}")
-        return {"in_place": True} if attrs.get("in_place") else {}
+        return _in_place_attrs(attrs)
 
     def inplace_for(self, attrs):
         return {0: 1} if attrs.get("in_place") else {}

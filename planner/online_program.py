@@ -267,3 +267,22 @@ def online_allocator(request, default: str):
 
     name = default if request.allocator == POOL else request.allocator
     return make_online_allocator(name, request.budget.pool_bytes, **dict(request.allocator_options))
+
+
+def fastest(request, candidates, plan_one, refusal: type[Exception]):
+    """The fastest on the simulator of ``plan_one(candidate) -> (Program, info)`` over
+    ``candidates`` (a policy's one-dimensional tuning), as ``((Program, seconds, info) or None,
+    the refusals raised, in order)``; only ``refusal`` exceptions are caught."""
+    from .simulate import simulate
+
+    best, refused = None, []
+    for candidate in candidates:
+        try:
+            program, info = plan_one(candidate)
+        except refusal as e:
+            refused.append(e)
+            continue
+        t = simulate(program, request.graph, request.profile, request.op_seconds).total
+        if best is None or t < best[1]:
+            best = (program, t, info)
+    return best, refused

@@ -24,7 +24,7 @@ from engine.ir import Kind
 from engine.units import format_bytes
 
 from ..errors import PlanError
-from ..online_program import OnlineProgram, StepFacts, online_allocator, persistent_state, settle
+from ..online_program import OnlineProgram, StepFacts, fastest, online_allocator, persistent_state, settle
 from ..policy import PlanRequest, Policy, register
 
 THRESHOLDS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
@@ -114,25 +114,11 @@ def plan_lms(request: PlanRequest, settings: LmsSettings):
 def tune(request: PlanRequest, thresholds=THRESHOLDS, aheads=AHEADS):
     """TFLMS's autotune on the simulator: the fastest (Program, seconds, settings) over the grid;
     LmsOutOfMemory (the most frugal setting's line) if none fits."""
-    from ..simulate import simulate
-
-    g, secs = request.graph, request.op_seconds
-    best, frugal_error = None, None
-    for threshold in thresholds:
-        for ahead in aheads:
-            if ahead >= threshold:
-                continue
-            settings = LmsSettings(threshold, ahead)
-            try:
-                program = plan_lms(request, settings)
-            except LmsOutOfMemory as e:
-                frugal_error = frugal_error or e
-                continue
-            t = simulate(program, g, request.profile, secs).total
-            if best is None or t < best[1]:
-                best = (program, t, settings)
+    grid = [LmsSettings(threshold, ahead) for threshold in thresholds for ahead in aheads if ahead < threshold]
+    best, refused = fastest(request, grid, lambda settings: (plan_lms(request, settings), settings),
+                            LmsOutOfMemory)
     if best is None:
-        raise frugal_error
+        raise refused[0]
     return best
 
 

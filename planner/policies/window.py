@@ -39,7 +39,8 @@ import numpy as np
 from engine.units import format_bytes
 
 from ..errors import PlanError
-from ..online_program import NEVER, OnlineProgram, StepFacts, online_allocator, persistent_state, settle
+from ..online_program import (NEVER, OnlineProgram, StepFacts, fastest, online_allocator, persistent_state,
+                              settle)
 from ..policy import PlanRequest, Policy, register
 from ..swap_planner import GraphArrays
 
@@ -223,29 +224,17 @@ def search_window(request: PlanRequest, fractions=SEARCH_FRACTIONS, whole: bool 
     """The fastest window on the simulator among ``fractions`` of the pool and, with ``whole``, the
     whole variable sequence (everything prefetched as soon as it has room: with memory to spare,
     the in-memory plan): (Program, seconds, stats); PlanError (the last one) if no size plans."""
-    from ..simulate import simulate
-
     g = request.graph
     order = list(request.schedule if request.schedule is not None else request.facts.order)
     steps = StepFacts(g, order)
-    secs = request.op_seconds
     sizes = [max(1, int(f * request.budget.pool_bytes)) for f in fractions]
     if whole:
         total = VariableSequence.of(steps, GraphArrays.of(g).nbytes).cum
         if len(total) and int(total[-1]) > max(sizes, default=0):
             sizes.append(int(total[-1]))
-    best, last_error = None, None
-    for w in sizes:
-        try:
-            program, stats = plan_window(request, w, order, steps)
-        except PlanError as e:
-            last_error = e
-            continue
-        t = simulate(program, g, request.profile, secs).total
-        if best is None or t < best[1]:
-            best = (program, t, stats)
+    best, refused = fastest(request, sizes, lambda w: plan_window(request, w, order, steps), PlanError)
     if best is None:
-        raise last_error
+        raise refused[-1]
     return best
 
 
