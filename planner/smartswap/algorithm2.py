@@ -1,0 +1,182 @@
+"""004 Algorithm 2 at one memory target: which stays leave the device and when they come back.
+
+From the memory trace without swaps (in-place chains as one storage), the memory reduction
+list is every step above the target; candidates (``candidates``) covering at least one of
+those steps are scored by Eq. 2 and taken by descending score, each timed by the layer
+simulator (Eq. 3): the swap-in pre-triggered at the start of the latest logical layer before
+the first use with time left (after the peak it relieves), the swap-out completing in the
+first layer from the last use with time left. Rounds repeat until no step is above the target.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from engine.ir import Graph
+
+from .candidates import Candidate, Storage, candidates, root_map, score, storages
+from .layer_simulator import Simulator, swap_seconds
+from .layers import Layers
+
+ROUNDS = 64
+
+
+class Algorithm2:
+    """The decisions for one graph and schedule; ``run(limit)`` makes them at ``limit`` bytes."""
+
+    def __init__(self, g: Graph, order: list[int], lifetimes, layers: Layers, trace: np.ndarray,
+                 bw_in: float, bw_out: float, c: float):
+        self.g, self.order, self.lifetimes, self.layers = g, order, lifetimes, layers
+        self.trace, self.bw_in, self.bw_out, self.c = trace, bw_in, bw_out, c
+        self.unchanged = {cur for cur, nxt in g.state_pairs if cur == nxt}   # weights no operator updates
+
+    def run(self, limit: int, extra: np.ndarray | None = None) -> tuple[list[Storage], np.ndarray]:
+        """(storages with their gaps chosen, the memory trace left) at ``limit`` pool bytes;
+        ``extra``: bytes per step to shed beyond the trace (held longer by later release points)."""
+        g, n = self.g, len(self.order)
+        stores = storages(g, self.order, self.lifetimes)
+        state_cur = {c for c, _ in g.state_pairs}
+        live = self.trace.copy()
+        if extra is not None:
+            live += extra
+        sim = Simulator(self.layers, self.bw_in, self.bw_out)
+        for st in stores:
+            if st.host_leaf and st.root in state_cur and (st.writes or st.root in self.unchanged):
+                st.pinned = True            # resident state (updated in place or not): stays unless chosen
+            elif st.host_leaf:               # inputs, parameters read only: fetched before first use
+                p, k = sim.swap_in_trigger(st.steps[0], -1, st.nbytes)
+                if p < 0:
+                    p = self.layers.first[self.layers.of_step[st.steps[0]]]
+                else:
+                    sim.take(k, st.nbytes)
+                st.gaps.append((-1, st.steps[0], -1, p))
+                live[:p] -= st.nbytes
+        root_of = root_map(g, self.lifetimes)
+        by_root = {st.root: st for st in stores}
+        for cur, nxt in g.state_pairs:     # next values not written over their state: to the host
+            st = by_root.get(int(root_of[nxt]))
+            if cur != nxt and st is not None and int(root_of[cur]) != st.root:
+                r, k = sim.swap_out_release(st.steps[-1], st.nbytes)
+                if k >= 0:
+                    sim.take(k, st.nbytes, inbound=False)
+                else:
+                    r = self._latency_release(st.steps[-1], st.nbytes, n)
+                st.copy_out_at_end, st.end_release = True, r
+                live[st.end_release + 1:] -= st.nbytes
+        cands = candidates(stores)
+        forced = False
+        for _ in range(ROUNDS):
+            excess = live - limit
+            if not (excess > 0).any() or not cands:
+                break
+            over = np.concatenate(([0], np.cumsum(excess > 0)))
+            mres = np.array([over[c.b] - over[c.a + 1] if not c.state else over[c.b] + over[n] - over[c.storage.steps[-1] + 1]
+                             for c in cands], dtype=float)
+            keep = mres > 0
+            cands = [c for c, k in zip(cands, keep) if k]
+            if not cands:
+                break
+            scores = score(mres[keep], np.array([c.nbytes for c in cands], dtype=float), self.c)
+            progress, rest = False, []
+            # Ties (equal sizes and MREs, as an optimizer's state tensors) go first to candidates
+            # whose host copy is current, which need no copy back.
+            copies = np.array([self._copies_back(c) for c in cands])
+            for i in np.lexsort((copies, -scores)):
+                cand = cands[i]
+                if not (live - limit > 0).any():
+                    rest.append(cand)
+                    continue
+                if self._apply(cand, sim, live, limit, n, forced):
+                    progress = True
+                else:
+                    rest.append(cand)
+            cands = rest
+            if not progress:
+                if forced:
+                    break
+                # No candidate has a layer with time left: "schedule the highest-scoring candidate
+                # within its previous logical layer, accepting some latency" (4.4.1), for all of them.
+                forced = True
+        return stores, live
+
+    def _copies_back(self, cand: Candidate) -> bool:
+        st = cand.storage
+        if cand.state:
+            return st.root not in self.unchanged
+        return not (st.host_leaf and not any(s <= cand.a for s in st.writes))
+
+    def _latency_release(self, a: int, nbytes: int, b: int) -> int:
+        """Without a layer with time left: the copy takes T_swap from its issue after step a."""
+        t_op = self.layers.op_seconds
+        k = math.ceil(swap_seconds(nbytes, self.bw_out) / t_op) if t_op > 0 else 1
+        return min(b - 1, a + max(1, k))
+
+    def _latency_trigger(self, b: int, r: int) -> int:
+        """Without a layer with time left: the start of the layer before b's (after step r)."""
+        ly = self.layers
+        k = max(0, int(ly.of_step[b]) - 1)
+        return min(b, max(r + 1, int(ly.first[k])))
+
+    def _apply(self, cand: Candidate, sim: Simulator, live: np.ndarray, limit: int, n: int,
+               forced: bool = False) -> bool:
+        st, size = cand.storage, cand.nbytes
+        if cand.state:
+            last = st.steps[-1]
+            if st.root in self.unchanged:          # its host copy stays current: no copy back
+                r, kr = last, -1
+            else:
+                r, kr = sim.swap_out_release(last, size)
+                if r < 0:
+                    if not forced:
+                        return False
+                    r, kr = self._latency_release(last, size, n), -1
+            p, kp = sim.swap_in_trigger(st.steps[0], -1, size)
+            if p < 0:
+                p = int(self.layers.first[self.layers.of_step[st.steps[0]]])
+            if not ((live[:p] > limit).any() or (live[r + 1:] > limit).any()):
+                return False
+            if kp >= 0:
+                sim.take(kp, size)
+            if kr >= 0:
+                sim.take(kr, size, inbound=False)
+            st.pinned = False
+            st.gaps.append((-1, st.steps[0], -1, p))
+            st.copy_out_at_end = st.root not in self.unchanged
+            st.end_release = r
+            live[:p] -= size
+            live[r + 1:] -= size
+            return True
+        if st.pinned:            # resident state keeps its object: its gaps wait until it is host-held
+            return False
+        host_current = st.host_leaf and not any(s <= cand.a for s in st.writes)
+        gap_over = np.nonzero(live[cand.a + 1:cand.b] > limit)[0]
+        if not len(gap_over):
+            return False
+        first_over = cand.a + 1 + int(gap_over[0])
+        if host_current:
+            r, kr = cand.a, -1
+        else:
+            r, kr = sim.swap_out_release(cand.a, size)
+            if r < 0 or r >= first_over:      # the copy would finish after the peak it is for
+                if not forced:
+                    return False
+                r, kr = self._latency_release(cand.a, size, cand.b), -1
+            if r >= cand.b - 1:
+                return False
+        over = np.nonzero(live[r + 1:cand.b] > limit)[0]
+        if not len(over):
+            return False
+        peak_end = r + 1 + int(over[-1])        # the swap-in must not start before the peak it relieves
+        p, kp = sim.swap_in_trigger(cand.b, peak_end, size)
+        if p < 0 and forced:
+            p, kp = self._latency_trigger(cand.b, peak_end), int(self.layers.of_step[min(cand.b, n - 1)])
+        if p < 0 or p > cand.b or not (live[r + 1:p] > limit).any():
+            return False
+        sim.take(kp, size)
+        if kr >= 0:
+            sim.take(kr, size, inbound=False)
+        st.gaps.append((cand.a, cand.b, r, p))
+        live[r + 1:p] -= size
+        return True
+

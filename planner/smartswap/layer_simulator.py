@@ -1,0 +1,50 @@
+"""004 Section 4.4's simulator over the logical layers: Eq. 3 (T_swap = S / B), the swap-in
+pre-trigger layer (searching backward from the first use) and the swap-out completion layer,
+each layer's time left for copies kept per direction."""
+from __future__ import annotations
+
+import math
+
+from .layers import Layers
+
+
+def swap_seconds(nbytes: int, bytes_per_s: float) -> float:
+    """Eq. 3: T_swap = S / B."""
+    return nbytes / bytes_per_s if bytes_per_s > 0 else 0.0
+
+
+class Simulator:
+    """Each layer's time left for copies, one budget per direction (a swap-in and a swap-out run
+    on separate copy streams; the link is full duplex)."""
+
+    def __init__(self, layers: Layers, bytes_per_s: float, d2h_bytes_per_s: float | None = None):
+        self.layers = layers
+        self.bw = {True: bytes_per_s, False: bytes_per_s if d2h_bytes_per_s is None else d2h_bytes_per_s}
+        self.remaining = {True: layers.seconds.copy(), False: layers.seconds.copy()}   # by inbound
+
+    def swap_out_release(self, last_use: int, nbytes: int) -> tuple[int, int]:
+        """(step during which the swap-out issued after ``last_use`` completes, its layer): the
+        first layer from last_use's on with T_remaining > T_swap; (-1, -1) if none."""
+        ly, t, left = self.layers, swap_seconds(nbytes, self.bw[False]), self.remaining[False]
+        for k in range(ly.of_step[last_use], ly.count):
+            if left[k] > t:
+                used = ly.seconds[k] - left[k] + t          # the copy stream's work in this layer
+                start = ly.first[k] if k != ly.of_step[last_use] else last_use + 1
+                r = max(start, ly.first[k] + math.ceil(used / ly.op_seconds) - 1) if ly.op_seconds > 0 else start
+                return int(min(r, ly.last[k])), k
+        return -1, -1
+
+    def swap_in_trigger(self, first_use: int, not_before: int, nbytes: int) -> tuple[int, int]:
+        """(step at whose start the swap-in for ``first_use`` is issued, its layer): searching
+        backward from the layer before first_use's for one with T_remaining > T_swap whose
+        start is after ``not_before``; (-1, -1) if none."""
+        ly, t, left = self.layers, swap_seconds(nbytes, self.bw[True]), self.remaining[True]
+        for k in range(ly.of_step[first_use] - 1, -1, -1):
+            if ly.first[k] <= not_before:
+                break
+            if left[k] > t:
+                return int(ly.first[k]), k
+        return -1, -1
+
+    def take(self, layer: int, nbytes: int, inbound: bool = True) -> None:
+        self.remaining[inbound][layer] -= swap_seconds(nbytes, self.bw[inbound])
