@@ -20,10 +20,10 @@ from .release_points import queued_extra, queued_releases
 from .stays import Stay, kept_values, stays
 
 # Eq. 2's weight of size against MREs covered. The paper gives no value; measured on the largest
-# micro-step of GPT-2 XL and the 7B preset at 1/4 of their peak (bench/results/smartswap_*.txt),
-# C = 0, 0.25, 0.5, 1, 2, 4: 12.79, 12.72, 12.60, 12.56, 12.50, 12.52 s and 29.20, 29.20, 32.72,
-# 32.02, 32.04, 31.90 s. 0.25 is the best on the 7B (by 9% over C >= 0.5) and 1.7% from GPT-2
-# XL's best.
+# micro-step of GPT-2 XL and the 7B preset at 1/4 of their peak (bench/results/smartswap_2026-11-24.txt,
+# with the copy queues' release points), C = 0, 0.25, 0.5, 1, 2, 4: 12.79, 12.72, 12.60, 12.56, 12.50,
+# 12.52 s and 29.20, 29.20, 32.46, 32.27, 31.77, 31.59 s. 0.25 is the best on the 7B (by 8% over
+# C >= 0.5) and 1.7% from GPT-2 XL's best.
 C_DEFAULT = 0.25
 FIRST_TARGET = 0.97  # of the pool: Algorithm 2's first target (the allocator needs some slack)
 TARGET_STEP = 0.05   # lowered by this much of the pool while a stay finds no room
@@ -55,7 +55,8 @@ class SmartSwapPlan:
         self.algorithm2 = Algorithm2(self.g, self.order, self.facts.lifetimes, self.layers, self.trace,
                                      self.bw, self.bw_out, c)
         self.kept = kept_values(self.g)
-        self.queued = False
+        self.target = FIRST_TARGET   # of the pool: Algorithm 2's target in ``make``
+        self.queued = False          # whether ``make`` released at the copy queues' points
 
     def decide(self, limit: int) -> list[Storage]:
         """Algorithm 2 at ``limit`` pool bytes (again with ``reserve`` of the bytes the copy
@@ -67,16 +68,14 @@ class SmartSwapPlan:
             stores, self.shed_trace = self.algorithm2.run(limit, (extra * self.reserve).astype(np.int64))
         return stores
 
-    def stays_for(self, stores: list[Storage], release_at_sync: bool = False, queued: bool = False,
-                  limit: int | None = None) -> list[Stay]:
+    def stays_for(self, stores: list[Storage], release_at_sync: bool = False, queued: bool = False) -> list[Stay]:
         """The stays of ``stores``, released at the layer simulator's points, at the copy
-        queues' (``queued``, holding at most ``limit`` bytes, default the pool) or at the next
+        queues' (``queued``, holding at most the current target's bytes) or at the next
         synchronization (``release_at_sync``)."""
         n = len(self.order)
         out = stays(stores, n, self.kept, release_at_sync)
         if queued and not release_at_sync:
-            queued_releases(out, n, self.layers.op_seconds, self.bw, self.bw_out,
-                            self.pool if limit is None else limit)
+            queued_releases(out, n, self.layers.op_seconds, self.bw, self.bw_out, int(self.pool * self.target))
         return out
 
     def program(self, stays: list[Stay], allocator=None) -> Program | None:
@@ -97,10 +96,9 @@ class SmartSwapPlan:
         target = FIRST_TARGET
         for _ in range(TRIES):
             self.target = target
-            limit = int(self.pool * target)
-            self.stores = self.decide(limit)
+            self.stores = self.decide(int(self.pool * target))
             for queued in (True, False):
-                prog = self.program(self.stays_for(self.stores, queued=queued, limit=limit))
+                prog = self.program(self.stays_for(self.stores, queued=queued))
                 if prog is not None:
                     self.queued = queued
                     return prog
@@ -113,5 +111,5 @@ class SmartSwapPlan:
         allocator's rounding), releasing as ``make`` did or at the next synchronization."""
         from allocator.online import make_online_allocator
         alloc = make_online_allocator("bestfit", 1 << 62)
-        self.program(self.stays_for(self.stores, release_at_sync, self.queued, int(self.pool * self.target)), alloc)
+        self.program(self.stays_for(self.stores, release_at_sync, self.queued), alloc)
         return int(alloc.stats().peak_requested_bytes)
