@@ -6,7 +6,9 @@ with a 16 GiB budget and the default order: the lower bound on an iteration's ti
 parts (planner.bounds), then each plan's simulated seconds, its time over the bound of its
 order ("x bound"), its throughput as a fraction of ideal beside the paper's Figure 6, and
 where it stalls (planner.stalls). The unlimited plan is bounded without a budget, as it
-was planned without one.
+was planned without one. A last row per model plans unsearched SwapAdvisor on the order that
+runs each update as soon as it can (engine.schedules.updates_when_ready, the search's second
+seed), bounded by that order's own bound.
 
     python -m bench.plan_quality [--models inception-4,rnn-8-8k] [--budget-gib 16] [--save]
 """
@@ -27,6 +29,7 @@ from bench.ga_search import PAPER_FIG6
 from bench.results_file import cpu_name, save_results
 from engine.cli.plans import plan_quality
 from engine.profile import analytic_profile
+from engine.schedules import updates_when_ready
 from planner import policy
 from planner.bounds import lower_bounds
 from planner.budget import make_budget
@@ -37,6 +40,7 @@ from planner.verify import verify
 from zoo.stats import PAPER
 
 PLANS = ("ideal", "odswap", "swapadvisor")    # swapadvisor unsearched: default order, simple allocation
+EAGER = "swapadvisor, updates when ready"
 
 
 def machine() -> str:
@@ -54,26 +58,27 @@ def plan_rows(name: str, label: str, device_bytes: int, profile, say) -> tuple[l
         budget = make_budget(facts, device_bytes)
     except PlanError as e:
         say(f"{label}: {e}")
-        return [label] + ["n/a"] * 8, []
+        return [label] + ["n/a"] * 9, []
     t0 = time.perf_counter()
     b = lower_bounds(GraphFacts(g), budget, profile, secs)     # fresh facts: the order's lifetimes included
     bound_ms = (time.perf_counter() - t0) * 1e3
     sa_paper, od_paper = PAPER_FIG6[name]
     rows, ideal = [], None
-    for plan_name in PLANS:
-        p = policy.get(plan_name)
+    eager = GraphFacts(g, updates_when_ready(g))
+    for plan_name, plan_facts in [(name, facts) for name in PLANS] + [(EAGER, eager)]:
+        p = policy.get(plan_name.split(",")[0])
         limit = budget if p.needs_budget else None
         try:
-            program = p.make(policy.PlanRequest(g, facts, limit, profile, secs))
+            program = p.make(policy.PlanRequest(g, plan_facts, limit, profile, secs))
             verify(program, g, limit.device_bytes if limit else None)
         except PlanError as e:
             say(f"{label} {plan_name}: {e}")
             continue
         sim = simulate(program, g, profile, secs)
-        q = plan_quality(program, sim, facts, limit, profile, secs)
+        q = plan_quality(program, sim, plan_facts, limit, profile, secs)
         s = q.stalls
         ideal = sim.total if p.unlimited else ideal
-        paper_frac = {"odswap": od_paper, "swapadvisor": sa_paper}.get(plan_name, "1")
+        paper_frac = {"odswap": od_paper, "swapadvisor": sa_paper, EAGER: sa_paper}.get(plan_name, "1")
         rows.append([label, plan_name, f"{sim.total:.3f}", f"{sim.total / q.bounds.bound:.2f}",
                      f"{ideal / sim.total:.3f}" if ideal else "n/a", paper_frac,
                      f"{s.compute_idle_s:.3f}", f"{s.copy_compute_overlap_s:.3f}", f"{s.both_directions_s:.3f}",
@@ -82,7 +87,7 @@ def plan_rows(name: str, label: str, device_bytes: int, profile, say) -> tuple[l
     bound_row = [label, f"{ideal:.3f}" if ideal else "n/a", f"{b.compute_s:.3f}", f"{b.peak_s:.3f}",
                  f"{b.persistent_s:.3f}", f"{b.split_s:.3f}",
                  g.nodes[facts.order[b.split_step]].name if b.split_step >= 0 else "-",
-                 f"{b.bound:.3f}", f"{bound_ms:.0f}"]
+                 f"{b.two_split_s:.3f}", f"{b.bound:.3f}", f"{bound_ms:.0f}"]
     return bound_row, rows
 
 
@@ -119,17 +124,20 @@ def main(argv=None) -> int:
     say()
     say("Lower bounds on one iteration (seconds; planner.bounds)")
     say(tabulate(bound_rows, headers=["model", "ideal", "compute", "peak", "persistent", "split",
-                                      "split at", "bound", "bound ms"], disable_numparse=True))
+                                      "split at", "two splits", "bound", "bound ms"], disable_numparse=True))
     say("compute: every operator once; peak: the bytes over the pool at the worst step, each crossing "
         "the link once or twice; persistent: state and batch that cannot stay resident; split: copies "
-        "before and after the worst step beside the compute on each side. bound ms: time to compute "
-        "them (the order's lifetimes included, op times not).")
+        "before and after the worst step beside the compute on each side; two splits: the compute plus "
+        "the copies out forced at one step that compute before it cannot hide and the copies in forced "
+        "at a later step that compute after it cannot hide. bound: the largest. bound ms: time to "
+        "compute them (the order's lifetimes included, op times not).")
     say()
     say("Plans: simulated seconds, over the bound (x bound), as a fraction of ideal, and stalls (seconds)")
     say(tabulate(rows, headers=["model", "plan", "seconds", "x bound", "frac ideal", "paper frac",
                                 "compute idle", "copy+compute", "both dirs", "held swap-ins", "wait on in"],
                  disable_numparse=True))
-    say("swapadvisor: unsearched (default order, simple allocation). x bound: seconds over the bound of "
+    say("swapadvisor: unsearched (default order, simple allocation); 'updates when ready': the same on "
+        "that order and its own simple allocation. x bound: seconds over the bound of "
         "the plan's order under the budget it was planned for (ideal: none). copy+compute: time a "
         "byte-moving copy and a compute both run; both dirs: a swap-in and a swap-out both move bytes; "
         "held swap-ins: started when a write-back of their object finished; wait on in: compute idle "

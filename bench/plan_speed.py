@@ -98,7 +98,10 @@ def main(argv=None):
                    f"{new_s:.4f}", f"{t_new:.3f}"]
             if old is not None:
                 old_planner, old_simulate = old
-                old_options = old_planner.PlanOptions(**dataclasses.asdict(options))
+                # An older planner knows fewer options; a Program that uses a newer one will differ.
+                known = {f.name for f in dataclasses.fields(old_planner.PlanOptions)}
+                old_options = old_planner.PlanOptions(**{k: v for k, v in dataclasses.asdict(options).items()
+                                                         if k in known})
 
                 def old_candidate():
                     p = old_planner.plan(g, facts.order, alloc, budget.scratch_bytes, profile, secs, old_options)

@@ -17,6 +17,12 @@ under that budget can be faster, whatever its allocation, eviction choices or co
   after it, the swap-in stream and the compute from s on. So
   ``T >= max(out / d2h, compute before s) + max(in / h2d, compute from s on)``, at the cheapest
   choice of which tensors are off, maximised over s.
+- two splits (order-specific): the swap-outs forced at step s1 finish before its start tau1,
+  the swap-ins forced at a later step s2 start after its start tau2, and the compute of steps
+  s1..s2-1 runs between the two. So ``T >= max(out(s1) / d2h, compute before s1) + compute of
+  s1..s2-1 + max(in(s2) / h2d, compute from s2 on)``, each with its own least cover, maximised
+  over s1 <= s2: the forward's copies out that compute cannot hide plus the backward's copies
+  in that compute cannot hide (one split charges only one of them where they peak apart).
 
 Everything is numpy over steps and tensors: the paper's models take milliseconds.
 """
@@ -45,10 +51,12 @@ class Bounds:
     split_s: float
     split_step: int     # position in the order of the step whose split gives split_s; -1 when
                         # the pool holds every step's live bytes (then split_s is the compute)
+    two_split_s: float = 0.0
+    two_split_steps: tuple[int, int] = (-1, -1)     # (s1, s2) giving two_split_s; -1s as above
 
     @property
     def bound(self) -> float:
-        return max(self.compute_s, self.peak_s, self.persistent_s, self.split_s)
+        return max(self.compute_s, self.peak_s, self.persistent_s, self.split_s, self.two_split_s)
 
     def to_json(self) -> dict:
         return dict(asdict(self), bound_s=self.bound)
@@ -122,7 +130,7 @@ def lower_bounds(facts: GraphFacts, budget: Budget | None, profile: Profile,
     compute = float(steps.sum())
     persistent = persistent_bound(facts.graph, pool, h2d, d2h, both)
     if not len(steps):
-        return Bounds(compute, 0.0, persistent, compute, -1)
+        return Bounds(compute, 0.0, persistent, compute, -1, compute)
     sb = step_bytes(facts)
     excess = np.maximum(sb.live - pool, 0.0)                 # E(s)
     leaf, nxt, _ = sb.untouched.astype(float)
@@ -134,7 +142,28 @@ def lower_bounds(facts: GraphFacts, budget: Budget | None, profile: Profile,
     after = compute - before
     split = split_per_step(excess, leaf, nxt, before, after, h2d, d2h)
     s = int(np.argmax(split)) if excess.any() else -1
-    return Bounds(compute, peak, persistent, float(split[s]) if s >= 0 else compute, s)
+    two, steps_two = two_split(excess, leaf, nxt, before, after, h2d, d2h)
+    return Bounds(compute, peak, persistent, float(split[s]) if s >= 0 else compute, s, compute + two, steps_two)
+
+
+def two_split(excess, leaf, nxt, before, after, h2d, d2h) -> tuple[float, tuple[int, int]]:
+    """The most that copies forced out before some step s1 and copies forced in after a step
+    s2 >= s1 add to the compute, and (s1, s2): ``max(out(s1) / d2h - before(s1), 0) +
+    max(in(s2) / h2d - after(s2), 0)``. out(s) is the least a cover of the excess at s sends out
+    (its forced activations and the next values the leaves cannot replace), in(s) the least it
+    brings in (its forced activations and the leaves the next values cannot replace)."""
+    forced = np.maximum(excess - leaf - nxt, 0.0)
+    rest = excess - forced
+    out = forced + np.maximum(rest - leaf, 0.0)
+    into = forced + rest - np.minimum(nxt, rest)
+    late_out = np.maximum(out / d2h - before, 0.0)
+    late_in = np.maximum(into / h2d - after, 0.0)
+    if not (late_out.any() and late_in.any()):
+        return 0.0, (-1, -1)
+    best_out = np.maximum.accumulate(late_out)          # the worst s1 at or before each s2
+    s2 = int(np.argmax(best_out + late_in))
+    s1 = int(np.argmax(late_out[:s2 + 1]))
+    return float(best_out[s2] + late_in[s2]), (s1, s2)
 
 
 def split_per_step(excess, leaf, nxt, before, after, h2d, d2h) -> np.ndarray:

@@ -78,8 +78,13 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
          nbytes, klass, kept, stays, host_at_start, state_cur, state_nxt,
          read_ptr0, reads, after_reads, step_end, use_time, link,
          class_first, object_class, headroom, use_headroom, ahead_gap, lru, threshold_s,
-         resident_tensor, resident_obj, n_instr_max, n_deps_max, n_objs_max):
+         resident_tensor, resident_obj, n_instr_max, n_deps_max, n_objs_max, kept_ahead):
     n_t = nbytes.shape[0]
+    # Tensors kept to the end (next values, the loss) have the end as next use. Belady's keys
+    # treat that as "never leaves ahead" unless kept_ahead: then key_end lies past every
+    # next-use slot (steps, the end, never, next iteration's first reads), nothing matches it,
+    # and they leave ahead like any tensor used at the end's time.
+    key_end = schedule.shape[0] + (state_cur.shape[0] + 3 if kept_ahead else 0)
     n_obj = object_class.shape[0]
     n_cls = class_first.shape[0] - 1
     end = schedule.shape[0]
@@ -126,7 +131,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
         tenant[o] = t
         obj_of[t] = o
         next_use_at[o] = use_time[next_read[t]]
-        _tree_set(o, _tree_key(t, next_read, use_time, end, pinned), tree)
+        _tree_set(o, _tree_key(t, next_read, use_time, key_end, pinned), tree)
         home_of[t] = o
         taken[o] = True
     for t in range(n_t):
@@ -201,7 +206,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 tenant[o] = t
                 obj_of[t] = o
                 next_use_at[o] = use_time[next_read[t]]
-                _tree_set(o, _tree_key(t, next_read, use_time, end, pinned), tree)
+                _tree_set(o, _tree_key(t, next_read, use_time, key_end, pinned), tree)
                 writer[t] = n - 1
                 release[o, 0], release[o, 1], release[o, 2] = -1, n - 1, -1
         for e in range(i0, i1):
@@ -275,13 +280,13 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             if obj_of[t] >= 0:
                 release[obj_of[t], COMPUTE] = i
                 next_use_at[obj_of[t]] = use_time[next_read[t]]
-                _tree_set(obj_of[t], _tree_key(t, next_read, use_time, end, pinned), tree)
+                _tree_set(obj_of[t], _tree_key(t, next_read, use_time, key_end, pinned), tree)
         for k in range(n_out):
             t, o = outs[o0 + k], out_objs[k]
             tenant[o] = t
             obj_of[t] = o
             next_use_at[o] = use_time[next_read[t]]
-            _tree_set(o, _tree_key(t, next_read, use_time, end, pinned), tree)
+            _tree_set(o, _tree_key(t, next_read, use_time, key_end, pinned), tree)
             writer[t] = i
             release[o, 0], release[o, 1], release[o, 2] = i, -1, -1
             last_touch[t] = pos
@@ -321,7 +326,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 if r < end and _too_soon(first, r, pos, now, use_time, nbytes, link, ahead_gap):
                     continue
                 n = _evict_ahead(pos, kq, headroom, pool, next_read, next_use_at, use_time, step_end, nbytes, link,
-                                 ahead_gap, end, host_writer, writer, release, out, n, cand, tree, pinned)
+                                 ahead_gap, key_end, host_writer, writer, release, out, n, cand, tree, pinned)
     # ---- state leaving: a next value not back in its home object is written to the host;
     # resident state whose next value strayed is reported
     strayed = np.zeros(state_cur.shape[0], dtype=np.bool_)

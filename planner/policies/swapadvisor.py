@@ -8,9 +8,9 @@ from ..policy import PlanRequest, Policy, register
 from ..simulate import simulated_seconds
 from ..swap_planner import GraphArrays, PlanOptions, final_arrays, plan
 
-# Evict ahead to keep a quarter of each class free, and order the copy streams by urgency
-# (measured on the Table 1 models: bench/results/plan_quality_*.txt).
-OPTIONS = PlanOptions(headroom=0.25, order_copies=True)
+# Evict ahead to keep a quarter of each class free, next values included, and order the copy
+# streams by urgency (measured on the Table 1 models: bench/results/plan_quality_*.txt).
+OPTIONS = PlanOptions(headroom=0.25, order_copies=True, kept_ahead=True)
 
 
 def _order_and_allocation(request: PlanRequest):
