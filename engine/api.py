@@ -32,7 +32,7 @@ from engine.program import SWAP_IN, SWAP_OUT, Program
 from engine.training import ReferenceRunner, Trainer
 from engine.units import parse_bytes
 from planner import policy as _registry
-from planner.budget import Budget, make_budget
+from planner.budget import Budget, make_budget, smallest_budget
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest
 from planner.simulate import Timeline, simulate
@@ -100,9 +100,10 @@ def plan(graph: Graph, policy: str = "swapadvisor", *, memory: int | str | None 
     prof = globals()["profile"](profile)
     facts = GraphFacts(graph)
     device = parse_bytes(memory) if isinstance(memory, str) else memory
+    placed_by = chosen.allocators[:1]         # the policy's own allocator
     if device is None:
-        device = max(facts.smallest_budget, int(DEFAULT_BUDGET_FRACTION * facts.peak_bytes))
-    budget = make_budget(facts, device) if chosen.needs_budget else None
+        device = max(smallest_budget(facts, placed_by), int(DEFAULT_BUDGET_FRACTION * facts.peak_bytes))
+    budget = make_budget(facts, device, placed_by) if chosen.needs_budget else None
     secs = prof.node_seconds(graph)
     request = PlanRequest(graph, facts, budget, prof, secs)
     if search_seconds and chosen.searches:

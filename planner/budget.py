@@ -4,7 +4,9 @@ is left for the tensor pool.
 ``--memory`` bounds the whole arena: the objects tensors live in plus one region of
 operator scratch at its end. ``make_budget`` is the one place that splits it and the one
 place that refuses a budget too small to run the graph, naming the operator that does not
-fit and the smallest budget that runs.
+fit and the smallest budget that runs. How small that is depends on how tensors are placed
+(``smallest_budget``): the size-class pool needs its minimal allocation, an online
+allocator only room for the heaviest operator.
 """
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from engine.units import format_bytes
 
 from .facts import GraphFacts
 from .errors import PlanError
+
+POOL = "pool"   # the size-class pool (allocator.SizeClassLayout) of swapadvisor, odswap, ideal
 
 
 @dataclass(frozen=True)
@@ -27,10 +31,23 @@ class Budget:
         return self.device_bytes - self.scratch_bytes
 
 
-def make_budget(facts: GraphFacts, device_bytes: int) -> Budget:
-    """The budget of ``device_bytes`` for ``facts.graph``; PlanError naming the heaviest
-    operator when it is below the smallest budget that runs."""
-    need = facts.smallest_budget
+def smallest_budget(facts: GraphFacts, allocators=(POOL,)) -> int:
+    """The least device bytes with which some of ``allocators`` could run every operator.
+    The size-class pool needs its minimal allocation (``GraphFacts.smallest_budget``: every
+    class as many objects as one operator uses of it, each the class's largest size). An
+    online allocator (allocator.online) puts any tensor in any free bytes, so it needs the
+    heaviest operator's inputs and outputs at once; its own rounding (best fit's blocks, va's
+    chunks) may need more, which its policy reports when it places them."""
+    pool_need = facts.smallest_budget if POOL in allocators else None
+    online_need = facts.demand.heaviest_bytes + facts.scratch.bytes if set(allocators) - {POOL} else None
+    return min(n for n in (pool_need, online_need) if n is not None)
+
+
+def make_budget(facts: GraphFacts, device_bytes: int, allocators=(POOL,)) -> Budget:
+    """The budget of ``device_bytes`` for ``facts.graph``, placed by one of ``allocators``
+    (names: POOL or allocator.online's); PlanError naming the heaviest operator when it is
+    below the smallest budget that runs."""
+    need = smallest_budget(facts, allocators)
     scratch = facts.scratch.bytes
     if device_bytes < need:
         d, g = facts.demand, facts.graph

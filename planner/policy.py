@@ -22,7 +22,7 @@ from engine.ir import Graph
 from engine.profile import Profile
 from engine.program import Program
 
-from .budget import Budget
+from .budget import POOL, Budget
 from .facts import GraphFacts
 
 
@@ -34,7 +34,6 @@ class AllocatorNotSupported(EngineError, ValueError):
     """A policy asked to place tensors with an allocator it cannot use."""
 
 
-POOL = "pool"   # the size-class pool (allocator.SizeClassLayout) of swapadvisor, odswap, ideal
 
 
 def allocator_names() -> list[str]:

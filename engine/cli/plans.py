@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from planner.bounds import Bounds, lower_bounds
-from planner.budget import Budget, make_budget
+from planner.budget import POOL, Budget, make_budget, smallest_budget
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest, Policy, unlimited_program
 from planner.simulate import Timeline, simulate
@@ -86,10 +86,13 @@ def choose_profile(cfg: RunConfig, facts: GraphFacts, placement: Placement | Non
 
 def choose_budget(cfg: RunConfig, facts: GraphFacts) -> Budget:
     """--memory (PlanError if it cannot run the graph), else 0.3 of the unlimited peak or the
-    smallest budget that runs, whichever is larger."""
+    smallest budget that runs, whichever is larger. The smallest is that of the allocators the
+    planned policies place tensors with (a policy that cannot run then says so itself)."""
+    allocators = {cfg.allocator_of(p)[0] for p in cfg.planned if p.needs_budget} or {POOL}
     if cfg.memory is not None:
-        return make_budget(facts, cfg.memory)
-    return make_budget(facts, max(facts.smallest_budget, int(DEFAULT_BUDGET_FRACTION * facts.peak_bytes)))
+        return make_budget(facts, cfg.memory, allocators)
+    least = smallest_budget(facts, allocators)
+    return make_budget(facts, max(least, int(DEFAULT_BUDGET_FRACTION * facts.peak_bytes)), allocators)
 
 
 def read_plan(path: str) -> Program:

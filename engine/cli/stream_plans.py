@@ -101,7 +101,7 @@ class StreamPlanner:
 
     def _plan(self, g: Graph, policy, **options) -> Entry:
         facts = GraphFacts(g)
-        budget = make_budget(facts, self.device_bytes)
+        budget = make_budget(facts, self.device_bytes, policy.allocators[:1])
         program = policy.make(PlanRequest(g, facts, budget, self.profile, policy_options=options))
         admit(program, g, budget.device_bytes)
         return Entry(g, program, simulate(program, g, self.profile).total, policy.name)

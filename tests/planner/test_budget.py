@@ -7,7 +7,7 @@ import pytest
 from engine.errors import EngineError
 from engine.ir import Graph
 from engine.units import format_bytes
-from planner.budget import Budget, make_budget
+from planner.budget import Budget, make_budget, smallest_budget
 from planner.errors import PlanError
 from planner.facts import GraphFacts
 
@@ -59,3 +59,36 @@ def test_plan_error_is_an_engine_error_and_a_value_error():
     assert issubclass(PlanError, EngineError) and issubclass(PlanError, ValueError)
     import planner.swap_planner
     assert planner.swap_planner.PlanError is PlanError
+
+
+def test_online_allocators_need_only_room_for_the_heaviest_operator(lstm_graph):
+    # The size-class pool needs every class's objects at once (each the class's largest size);
+    # an online allocator places any tensor in any free bytes: the heaviest operator bounds it.
+    f = GraphFacts(lstm_graph)
+    online = f.demand.heaviest_bytes + f.scratch.bytes
+    assert online < f.smallest_budget
+    assert smallest_budget(f, ("bestfit",)) == smallest_budget(f, ("va",)) == online
+    assert smallest_budget(f, ("pool", "va")) == online and smallest_budget(f) == f.smallest_budget
+    between = (online + f.smallest_budget) // 2
+    assert make_budget(f, between, ("bestfit",)) == Budget(between, f.scratch.bytes)
+    with pytest.raises(PlanError, match=f"the smallest budget that runs this model is {format_bytes(online)}"):
+        make_budget(f, online - 1, ("va",))
+    with pytest.raises(PlanError):
+        make_budget(f, between)                 # the pool's own refusal
+
+
+def test_the_command_line_budget_follows_the_named_policies_allocators(lstm_graph, tmp_path):
+    from engine.cli.config import RunConfig
+    from engine.cli.flags import parser
+    from engine.cli.plans import choose_budget
+    f = GraphFacts(lstm_graph)
+    online = f.demand.heaviest_bytes + f.scratch.bytes
+    between = (online + f.smallest_budget) // 2
+
+    def budget(*flags):
+        args = parser().parse_args(["--memory", f"{between}B", *flags])
+        return choose_budget(RunConfig.from_args(args), f)
+    assert budget("--policy", "window").device_bytes == between
+    assert budget("--policy", "lms", "--allocator", "va").device_bytes == between
+    with pytest.raises(PlanError):
+        budget("--policy", "swapadvisor")
