@@ -158,7 +158,7 @@ def two_split(excess, leaf, nxt, before, after, h2d, d2h) -> tuple[float, tuple[
     into = forced + rest - np.minimum(nxt, rest)
     late_out = np.maximum(out / d2h - before, 0.0)
     late_in = np.maximum(into / h2d - after, 0.0)
-    if not (late_out.any() and late_in.any()):
+    if not (late_out.any() or late_in.any()):
         return 0.0, (-1, -1)
     best_out = np.maximum.accumulate(late_out)          # the worst s1 at or before each s2
     s2 = int(np.argmax(best_out + late_in))
