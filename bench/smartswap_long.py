@@ -121,7 +121,7 @@ def main(argv=None) -> int:
     sp, mon = r["planner"], r["monitor"]
     say(f"# gpt-tiny, {r['iterations']} iterations on the cpu backend with the sanitizer, buckets {BUCKETS}, "
         f"accumulation 2, evaluation every {args.eval_every}, loss forced non-finite at iteration "
-        f"{args.nonfinite_at}; {datetime.datetime.now():%Y-%m-%d %H:%M}, {cpu_name()} (shared machine)")
+        f"{args.nonfinite_at}; {datetime.datetime.now():%Y-%m-%d %H:%M}, {cpu_name()}")
     say(f"budget {r['device']} B = 0.5 of the largest graph's unlimited peak ({r['peak']} B)")
     say(f"parameters and optimizer state ({r['tensors']} tensors) identical to the unlimited run: "
         f"{'yes' if r['identical'] else 'NO'}")
