@@ -27,6 +27,7 @@ for the next synchronization.
 from __future__ import annotations
 
 import argparse
+import os
 import datetime
 import io
 import math
@@ -212,7 +213,7 @@ def cpu_comparison(iterations: int, search_s: float, workers: int, say) -> None:
     probe = stream_graphs("gpt-tiny", buckets, 8)
     gs = distinct(st.graphs_of(st.IterationPlan(sets), probe, iterations))
     device = max(GraphFacts(g).peak_bytes for g in gs) // 2
-    say(f"\n## gpt-tiny on the cpu backend (measured; {cpu_name()}, shared 2-core machine, one BLAS thread): "
+    say(f"\n## gpt-tiny on the cpu backend (measured; {cpu_name()}, {os.cpu_count()} cores, one BLAS thread): "
         f"buckets {buckets}, {iterations} iterations, budget {device} B (1/2 of the largest peak)")
     rows = []
 
