@@ -435,7 +435,9 @@ def _evict_ahead(pos, k, headroom, pool, next_read, next_use_at, use_time, step_
     order), evict those whose next use leaves time to swap them out and back, stopping at the
     first that comes back too soon. Tenants kept to the end (a state's next value, the loss)
     never leave here but take their place in that order: after those never used again, before
-    the rest; the class's max-tree holds the others in order."""
+    the rest; the class's max-tree holds the others in order. ``end`` is the scan's
+    ``key_end``: with kept_ahead no tenant's next use equals it, and those kept to the end are
+    in the tree like the rest."""
     ring, head, size, class_first, tenant = pool[0], pool[1], pool[2], pool[3], pool[4]
     tree_val, tree_obj, tree_base = tree[0], tree[1], tree[2]
     want = headroom[k] - size[k]
