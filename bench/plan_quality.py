@@ -65,8 +65,8 @@ def plan_rows(name: str, label: str, device_bytes: int, profile, say) -> tuple[l
     sa_paper, od_paper = PAPER_FIG6[name]
     rows, ideal = [], None
     eager = GraphFacts(g, updates_when_ready(g))
-    for plan_name, plan_facts in [(name, facts) for name in PLANS] + [(EAGER, eager)]:
-        p = policy.get(plan_name.split(",")[0])
+    for plan_name, policy_name, plan_facts in [(n, n, facts) for n in PLANS] + [(EAGER, "swapadvisor", eager)]:
+        p = policy.get(policy_name)
         limit = budget if p.needs_budget else None
         try:
             program = p.make(policy.PlanRequest(g, plan_facts, limit, profile, secs))

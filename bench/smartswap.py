@@ -27,9 +27,9 @@ for the next synchronization.
 from __future__ import annotations
 
 import argparse
-import os
 import datetime
 import io
+import os
 import math
 import time
 

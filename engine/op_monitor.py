@@ -60,9 +60,7 @@ class Tokenizer:
         parts = []
         for g in graphs:
             kinds, elements = self._arrays(g)
-            bits = np.zeros(len(elements), dtype=np.int64)
-            pos = elements > 0
-            bits[pos] = np.floor(np.log2(elements[pos])).astype(np.int64) + 1      # bit length
+            bits = np.frexp(elements)[1]        # bit length of each count (0 for 0), exact below 2**53
             parts.append(kinds * 64 + bits // SIZE_BITS)
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
