@@ -96,6 +96,8 @@ def main(argv=None) -> int:
     ap.add_argument("--paper-selection", action="store_true", help="Eq. 1 as printed: temperature 1, no elite")
     ap.add_argument("--random-only", action="store_true", help="an all-random first generation (the paper's "
                     "setting), no seeds")
+    ap.add_argument("--locality", type=float, default=None, help="probability a schedule child also gets the "
+                    "locality mutation (default: the search's, 0.2; 0: off)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-gib", type=float, default=16)
     ap.add_argument("--models", default=",".join(p.model for p in PAPER))
@@ -113,12 +115,15 @@ def main(argv=None) -> int:
         ap.error(f"unknown model {unknown[0]}; choose from {', '.join(papers)}")
     ablation = [m for m in args.ablation.split(",") if m]
     if args.paper_selection:
-        selection_options = {"temperature": 1.0, "elite": 0}
+        given_options = {"temperature": 1.0, "elite": 0}
     else:
-        selection_options = {k: v for k, v in (("temperature", args.temperature), ("elite", args.elite))
+        given_options = {k: v for k, v in (("temperature", args.temperature), ("elite", args.elite))
                              if v is not None}
-    probe = SearchOptions(**selection_options)
+    if args.locality is not None:
+        given_options["locality"] = args.locality
+    probe = SearchOptions(**given_options)
     selection = (f"selection: temperature {probe.temperature:g}, elite {probe.elites}, "
+                 f"locality mutation {probe.locality:g}, "
                  + ("all-random first generation" if args.random_only else "seeded first generation"))
     started = time.perf_counter()
     out = io.StringIO()
@@ -173,7 +178,7 @@ def main(argv=None) -> int:
             opts = SearchOptions(population=population, mutation=args.mutation,
                                  schedule_mutation=args.schedule_mutation, seeded=not args.random_only,
                                  seed=args.seed,
-                                 workers=workers, time_limit_s=args.seconds, mode=mode, **selection_options,
+                                 workers=workers, time_limit_s=args.seconds, mode=mode, **given_options,
                                  progress=not args.quiet, ideal=False)
             if budget is None:
                 results[mode] = None

@@ -23,7 +23,7 @@ The object is plain data (numpy arrays and lists) and pickles cheaply to worker 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -53,6 +53,13 @@ class GraphContext:
     # A second seed of the first generation: parameter updates as soon as they are ready
     # (engine.schedules.updates_when_ready); None where it equals the default order.
     updates_first: np.ndarray | None = None
+    # Per node its distinct input tensors and its outputs (CSR), per tensor its bytes: what the
+    # locality mutation (ga/locality.py) reads. Empty in a synthetic context (no tensors).
+    input_ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    inputs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    output_ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    outputs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    tensor_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
 
     @classmethod
     def from_graph(cls, g: Graph) -> GraphContext:
@@ -76,7 +83,8 @@ class GraphContext:
             size_minimum=demand.minimum.astype(np.int64), size_peak=demand.peak.astype(np.int64),
             node_rows=node_rows, minimal_cls=facts.minimal_allocation.cls.copy(),
             heaviest_node=g.nodes[demand.heaviest_node].name if n else "",
-            heaviest_bytes=int(demand.heaviest_bytes), updates_first=_updates_first(g))
+            heaviest_bytes=int(demand.heaviest_bytes), updates_first=_updates_first(g),
+            **_tensor_csr(g))
 
     @classmethod
     def synthetic(cls, num_nodes: int = 0, edges=(), sizes=(), node_rows=None, name: str = "synthetic",
@@ -120,6 +128,13 @@ class GraphContext:
         cls = np.asarray(cls, dtype=np.int64)
         return np.maximum(np.bincount(cls, weights=self.size_peak).astype(np.int64), 1)
 
+    def successor_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """The successor lists as (pointers, successors) arrays, for compiled loops (made once)."""
+        got = self.__dict__.get("_successor_csr")
+        if got is None:
+            got = self.__dict__["_successor_csr"] = _csr(self.successors)
+        return got
+
     def check_order(self, order) -> bool:
         """Whether ``order`` lists every node once, each after all of its predecessors."""
         predecessors: list[list[int]] = [[] for _ in range(self.num_nodes)]
@@ -128,6 +143,20 @@ class GraphContext:
                 predecessors[s].append(v)
         order = np.asarray(order, dtype=np.int64).tolist()
         return misordered(order, self.num_nodes, predecessors.__getitem__) is None
+
+
+def _csr(lists) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.zeros(len(lists) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(x) for x in lists])
+    flat = np.fromiter((v for x in lists for v in x), dtype=np.int64, count=int(ptr[-1]))
+    return ptr, flat
+
+
+def _tensor_csr(g: Graph) -> dict:
+    input_ptr, inputs = _csr([list(dict.fromkeys(n.inputs)) for n in g.nodes])
+    output_ptr, outputs = _csr([n.outputs for n in g.nodes])
+    return dict(input_ptr=input_ptr, inputs=inputs, output_ptr=output_ptr, outputs=outputs,
+                tensor_bytes=np.array([t.nbytes for t in g.tensors], dtype=np.float64))
 
 
 def _updates_first(g: Graph) -> np.ndarray | None:

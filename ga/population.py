@@ -35,6 +35,7 @@ from allocator import Allocation
 from . import allocation_ops, schedule_ops
 from .context import GraphContext
 from .fitness import Evaluator
+from .locality import WINDOWS, locality_order
 
 MODES = ("both", "schedule", "allocation")
 
@@ -42,6 +43,7 @@ MODES = ("both", "schedule", "allocation")
 FIRST, PAIR, SELECT, SCHEDULE_CROSSOVER, SCHEDULE_MUTATION, ALLOCATION_CROSSOVER, ALLOCATION_MUTATION = \
     0, 1, 2, 3, 4, 6, 7
 IMMIGRANT_DRAW = 9
+LOCALITY = 10       # and 11: the locality mutation's draws, one per schedule child
 IMMIGRANT = -1      # the child index of a task that asks for a random immigrant instead of a child
 
 
@@ -90,6 +92,7 @@ class Variation:
     sigma: float = allocation_ops.DEFAULT_SIGMA
     schedule_mutation: float | None = None   # P for scheduling steps alone (None: ``mutation``)
     seeded: bool = True            # first generation: the seeds, then random; False: all random
+    locality: float = 0.0          # probability a schedule child is re-run through ga/locality.py
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -97,6 +100,8 @@ class Variation:
         for p in (self.mutation, self.schedule_mutation):
             if p is not None and not 0 <= p <= 1:
                 raise ValueError(f"mutation probability must be in [0, 1], got {p}")
+        if not 0 <= self.locality <= 1:
+            raise ValueError(f"the locality mutation's probability must be in [0, 1], got {self.locality}")
 
     @property
     def children_per_crossover(self) -> int:
@@ -139,15 +144,20 @@ class Breeder:
     def schedule_child(self, generation: int, k: int, i: int, p1: Individual, p2: Individual,
                        attempt: int = 0) -> np.ndarray:
         """Schedule child ``i`` (0 or 1) of crossover ``k``: Figure 4's crossover, then mutation
-        (drawn afresh for each ``attempt``)."""
+        (drawn afresh for each ``attempt``), and with probability ``locality`` the locality mutation."""
         if self.variation.mode == "allocation":
             return self.default_order
         crossed = schedule_ops.random_crossover(p1.schedule, p2.schedule,
                                                 rng_for(self.seed, generation, k, SCHEDULE_CROSSOVER))
         rng = rng_for(self.seed, generation, k, SCHEDULE_MUTATION + i, attempt)
         v = self.variation
-        return schedule_ops.mutate(self.ctx, crossed[i], v.mutation if v.schedule_mutation is None
-                                   else v.schedule_mutation, rng)
+        child = schedule_ops.mutate(self.ctx, crossed[i], v.mutation if v.schedule_mutation is None
+                                    else v.schedule_mutation, rng)
+        if v.locality > 0:
+            rng = rng_for(self.seed, generation, k, LOCALITY + i, attempt)
+            if rng.random() < v.locality:
+                child = locality_order(self.ctx, child, int(rng.integers(WINDOWS[0], WINDOWS[1] + 1)))
+        return child
 
     def allocation_child(self, generation: int, k: int, i: int, p1: Individual, p2: Individual,
                          attempt: int = 0) -> Allocation:
