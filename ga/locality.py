@@ -8,8 +8,10 @@ same layer (its weights hot) runs before the first step of another layer. A rand
 topological order of RNN-8-8K interleaves its eight layers, all of whose weights are then in
 use at once, and the swap planner runs it at 0.15 of ideal; re-run through this scheduler,
 0.35-0.65 (windows of 10-45 steps, two random orders). As a mutation of 1 in 5 schedule children it let
-the search climb from an all-random first generation (the paper's setting) to 0.86 of ideal in
-5 minutes on 2 cores, where without it 10 minutes reached 0.30 (bench/results/).
+the search climb from an all-random first generation (the paper's setting) to 0.88 of ideal in
+10 minutes on 2 cores, where without it 10 minutes reached 0.30
+(bench/results/ga_search_10min_random_rnn*_2026-11-24.txt); seeded searches are within noise of
+without it (ga_search_locality_ab_150s_2026-11-24.txt).
 
 The window is drawn per child (``WINDOWS``): the best one depends on how many operators make
 one layer's step, which the search does not know.
