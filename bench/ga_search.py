@@ -98,6 +98,8 @@ def main(argv=None) -> int:
                     "setting), no seeds")
     ap.add_argument("--locality", type=float, default=None, help="probability a schedule child also gets the "
                     "locality mutation (default: the search's, 0.2; 0: off)")
+    ap.add_argument("--knobs", choices=("on", "off"), default=None, help="search the policy's knobs (swapadvisor's "
+                    "headroom) as genes (default: the search's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-gib", type=float, default=16)
     ap.add_argument("--models", default=",".join(p.model for p in PAPER))
@@ -121,9 +123,11 @@ def main(argv=None) -> int:
                              if v is not None}
     if args.locality is not None:
         given_options["locality"] = args.locality
+    if args.knobs is not None:
+        given_options["knobs"] = args.knobs == "on"
     probe = SearchOptions(**given_options)
     selection = (f"selection: temperature {probe.temperature:g}, elite {probe.elites}, "
-                 f"locality mutation {probe.locality:g}, "
+                 f"locality mutation {probe.locality:g}, knobs {'searched' if probe.knobs else 'default'}, "
                  + ("all-random first generation" if args.random_only else "seeded first generation"))
     started = time.perf_counter()
     out = io.StringIO()

@@ -41,8 +41,7 @@ def searched_swapadvisor(g, facts, budget, profile, secs, seconds: float, worker
     result = search(facts, budget, profile, SearchOptions(population=24, time_limit_s=seconds, workers=workers,
                                                          progress=False),
                     pol)
-    return pol.make(policy.PlanRequest(g, facts, budget, profile, secs, result.best_schedule,
-                                       result.best_allocation))
+    return pol.make(result.request(g, facts, budget, profile, secs))
 
 
 def main(argv=None) -> None:

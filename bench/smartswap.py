@@ -30,7 +30,6 @@ import argparse
 import datetime
 import io
 import os
-import math
 import time
 
 import numpy as np
@@ -98,7 +97,7 @@ class Searched:
             res = search(facts, budget, self.profile, SearchOptions(time_limit_s=self.seconds, workers=self.workers,
                                                                     population=16, progress=False))
             sa = policy.get("swapadvisor")
-            prog = sa.make(PlanRequest(g, facts, budget, self.profile, None, res.best_schedule, res.best_allocation))
+            prog = sa.make(res.request(g, facts, budget, self.profile))
             verify(prog, g, budget.device_bytes)
             got = self.plans[id(g)] = (prog, simulate(prog, g, self.profile).total, time.perf_counter() - t0)
         return got

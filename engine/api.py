@@ -111,7 +111,7 @@ def plan(graph: Graph, policy: str = "swapadvisor", *, memory: int | str | None 
 
         result = search(facts, budget, prof, SearchOptions(seed=seed, time_limit_s=search_seconds, workers=1,
                                                            progress=False), chosen)
-        request = PlanRequest(graph, facts, budget, prof, secs, result.best_schedule, result.best_allocation)
+        request = result.request(graph, facts, budget, prof, secs)
     program = chosen.make(request)
     verify(program, graph, budget.device_bytes if budget else None)
     return Plan(chosen.name, program, simulate(program, graph, prof, secs), budget, graph)

@@ -1,7 +1,7 @@
 """Fitness: plan + simulate, in seconds per iteration.
 
-``Evaluator(facts, profile, budget, policy)``: ``time(schedule, allocation)`` runs the
-policy's planner on that schedule and allocation and the simulator and returns the simulated iteration time; ``inf`` for an allocation over
+``Evaluator(facts, profile, budget, policy)``: ``time(schedule, allocation, options)`` runs the
+policy's planner on that schedule and allocation (and knob values) and the simulator and returns the simulated iteration time; ``inf`` for an allocation over
 the budget's pool or one the planner cannot run (``PlanError``). Evaluations run in worker
 processes (``ga.workers``).
 """
@@ -30,22 +30,24 @@ class Evaluator:
         self.policy = policy or searched()
         self.node_seconds = profile.node_seconds(self.graph) if node_seconds is None else node_seconds
 
-    def request(self, schedule: Sequence[int], allocation: Allocation) -> PlanRequest:
+    def request(self, schedule: Sequence[int], allocation: Allocation, options: tuple = ()) -> PlanRequest:
+        """``options``: the individual's knob values, (name, value) pairs (the policy's defaults
+        for the rest)."""
         return PlanRequest(self.graph, self.facts, self.budget, self.profile, self.node_seconds,
-                           np.asarray(schedule, dtype=np.int64).tolist(), allocation)
+                           np.asarray(schedule, dtype=np.int64).tolist(), allocation, policy_options=dict(options))
 
-    def program(self, schedule: Sequence[int], allocation: Allocation):
+    def program(self, schedule: Sequence[int], allocation: Allocation, options: tuple = ()):
         """The planned Program (PlanError if the allocation cannot run the graph)."""
-        return self.policy.make(self.request(schedule, allocation))
+        return self.policy.make(self.request(schedule, allocation, options))
 
-    def time(self, schedule: Sequence[int], allocation: Allocation) -> float:
+    def time(self, schedule: Sequence[int], allocation: Allocation, options: tuple = ()) -> float:
         """Simulated seconds per iteration; inf if over budget or not plannable."""
         if allocation.pool_bytes > self.budget.pool_bytes:
             return math.inf
         try:
             if self.policy.seconds is not None:
-                return self.policy.seconds(self.request(schedule, allocation))
-            program = self.program(schedule, allocation)
+                return self.policy.seconds(self.request(schedule, allocation, options))
+            program = self.program(schedule, allocation, options)
         except PlanError:
             return math.inf
         return float(simulate(program, self.graph, self.profile, self.node_seconds).total)

@@ -15,6 +15,11 @@ reproducible whatever the number of workers and whichever finishes first.
 - Children: a crossover of two parents gives 2 schedules x 2 allocations = 4 children, each
   then mutated. Ablations fix one half: mode "schedule" keeps the simple allocation (2
   children per crossover), mode "allocation" keeps the default order (2 children).
+- Knobs (not in the paper): where the policy declares options a search may vary
+  (``Policy.knobs``, e.g. swapadvisor's headroom) and the search is asked to, each individual
+  also carries a value of each, on the knob's grid: the seeds the defaults, random individuals
+  random values, a child each knob from one of its parents, moved one grid step with
+  probability P.
 - Survival: Eq. 1, a softmax over the normalised time t_norm = (T_best - t) / T_best, with
   T_best the best time seen so far; Np survivors are drawn without replacement. Infeasible
   individuals (time inf) have probability 0 and survive only to fill a population that has
@@ -26,11 +31,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 import numpy as np
 
 from allocator import Allocation
+from planner.policy import Knob
 
 from . import allocation_ops, schedule_ops
 from .context import GraphContext
@@ -44,6 +51,7 @@ FIRST, PAIR, SELECT, SCHEDULE_CROSSOVER, SCHEDULE_MUTATION, ALLOCATION_CROSSOVER
     0, 1, 2, 3, 4, 6, 7
 IMMIGRANT_DRAW = 9
 LOCALITY = 10       # and 11: the locality mutation's draws, one per schedule child
+KNOBS = 12          # and 13: a child's knob values, one draw per allocation child
 IMMIGRANT = -1      # the child index of a task that asks for a random immigrant instead of a child
 
 
@@ -59,12 +67,14 @@ def rng_for(seed: int, generation: int, index: int, purpose: int, attempt: int =
 REBREED_ATTEMPTS = 8
 
 
-def genome_key(schedule: np.ndarray, allocation: Allocation) -> bytes:
-    """A digest of (schedule, allocation): equal for equal individuals."""
+def genome_key(schedule: np.ndarray, allocation: Allocation, options: tuple = ()) -> bytes:
+    """A digest of (schedule, allocation, knob values): equal for equal individuals."""
     h = hashlib.blake2b(digest_size=16)
     for part in (schedule, allocation.cls, allocation.cnt):
         h.update(np.ascontiguousarray(part, dtype=np.int64).tobytes())
         h.update(b"|")
+    if options:
+        h.update(repr(options).encode())
     return h.digest()
 
 
@@ -73,16 +83,21 @@ class Individual:
     schedule: np.ndarray
     allocation: Allocation
     time: float = math.inf
+    options: tuple = ()        # (knob name, value) pairs, sorted by name; () where no knob is searched
+
+    @property
+    def key(self) -> bytes:
+        return genome_key(self.schedule, self.allocation, self.options)
 
     def to_dict(self) -> dict:
         return {"schedule": self.schedule.tolist(), "allocation": self.allocation.to_dict(),
-                "time": self.time if math.isfinite(self.time) else None}
+                "time": self.time if math.isfinite(self.time) else None, "options": dict(self.options)}
 
     @classmethod
     def from_dict(cls, d: dict) -> Individual:
         t = d.get("time")
         return cls(np.asarray(d["schedule"], dtype=np.int32), Allocation.from_dict(d["allocation"]),
-                   math.inf if t is None else float(t))
+                   math.inf if t is None else float(t), tuple(sorted(d.get("options", {}).items())))
 
 
 @dataclass(frozen=True)
@@ -93,6 +108,7 @@ class Variation:
     schedule_mutation: float | None = None   # P for scheduling steps alone (None: ``mutation``)
     seeded: bool = True            # first generation: the seeds, then random; False: all random
     locality: float = 0.0          # probability a schedule child is re-run through ga/locality.py
+    knobs: Mapping[str, Knob] = field(default_factory=dict)   # the policy's options searched as genes
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -117,12 +133,38 @@ class Breeder:
         self.budget = evaluator.budget.pool_bytes      # what allocations may use (scratch is apart)
         self.default_order = np.arange(ctx.num_nodes, dtype=np.int32)
         self.simple = simple
+        # Knob values of the seeds and of ablations (which vary one half of the genome only).
+        self.default_options = tuple(sorted((name, k.default) for name, k in variation.knobs.items()))
         if variation.mode == "schedule" and simple is None:
             raise ValueError("a schedule-only search keeps the simple allocation, which does not fit "
                              "this budget")
 
-    def evaluated(self, schedule: np.ndarray, allocation: Allocation) -> Individual:
-        return Individual(schedule, allocation, self.evaluator.time(schedule, allocation))
+    def evaluated(self, schedule: np.ndarray, allocation: Allocation, options: tuple = ()) -> Individual:
+        return Individual(schedule, allocation, self.evaluator.time(schedule, allocation, options), options)
+
+    def random_options(self, rng: np.random.Generator) -> tuple:
+        """A value of each knob drawn from its grid (the defaults in an ablation)."""
+        if self.variation.mode != "both":
+            return self.default_options
+        return tuple((name, k.values[int(rng.integers(len(k.values)))])
+                     for name, k in sorted(self.variation.knobs.items()))
+
+    def options_child(self, generation: int, k: int, i: int, p1: Individual, p2: Individual,
+                      attempt: int = 0) -> tuple:
+        """Knob values of allocation child ``i`` of crossover ``k``: each knob's value from either
+        parent, moved one step along its grid with probability P."""
+        if self.variation.mode != "both" or not self.variation.knobs:
+            return self.default_options
+        rng = rng_for(self.seed, generation, k, KNOBS + i, attempt)
+        parents = (dict(p1.options), dict(p2.options))
+        out = []
+        for name, knob in sorted(self.variation.knobs.items()):
+            value = parents[int(rng.integers(2))].get(name, knob.default)
+            j = knob.values.index(value) if value in knob.values else knob.values.index(knob.default)
+            if rng.random() < self.variation.mutation:
+                j = min(max(j + (1 if rng.random() < 0.5 else -1), 0), len(knob.values) - 1)
+            out.append((name, knob.values[j]))
+        return tuple(out)
 
     def first(self, index: int) -> Individual:
         """Individual ``index`` of the first generation, evaluated."""
@@ -139,7 +181,8 @@ class Breeder:
             allocation = self.simple
         else:
             allocation = allocation_ops.random_allocation(self.ctx, self.budget, rng)
-        return self.evaluated(schedule, allocation)
+        options = self.default_options if seeded else self.random_options(rng_for(self.seed, 0, index, KNOBS))
+        return self.evaluated(schedule, allocation, options)
 
     def schedule_child(self, generation: int, k: int, i: int, p1: Individual, p2: Individual,
                        attempt: int = 0) -> np.ndarray:
@@ -186,8 +229,9 @@ class Breeder:
         for attempt in range(REBREED_ATTEMPTS):
             schedule = self.schedule_child(generation, k, a, p1, p2, attempt)
             allocation = self.allocation_child(generation, k, b, p1, p2, attempt)
-            if genome_key(schedule, allocation) not in known:
-                return self.evaluated(schedule, allocation)
+            options = self.options_child(generation, k, b, p1, p2, attempt)
+            if genome_key(schedule, allocation, options) not in known:
+                return self.evaluated(schedule, allocation, options)
         return None
 
     def immigrant(self, generation: int, k: int, known: frozenset) -> Individual | None:
@@ -200,8 +244,9 @@ class Breeder:
             schedule = (self.default_order if mode == "allocation" else schedule_ops.random_schedule(self.ctx, rng))
             allocation = (self.simple if mode == "schedule"
                           else allocation_ops.random_allocation(self.ctx, self.budget, rng))
-            if genome_key(schedule, allocation) not in known:
-                return self.evaluated(schedule, allocation)
+            options = self.random_options(rng_for(self.seed, generation, k, KNOBS, attempt))
+            if genome_key(schedule, allocation, options) not in known:
+                return self.evaluated(schedule, allocation, options)
         return None
 
     def children(self, generation: int, k: int, p1: Individual, p2: Individual,

@@ -29,7 +29,7 @@ from planner.allocation import simple_allocation
 from planner.budget import Budget
 from planner.errors import PlanError
 from planner.facts import GraphFacts
-from planner.policy import Policy, searched, unlimited_program
+from planner.policy import PlanRequest, Policy, searched, unlimited_program
 from planner.simulate import simulate
 
 from . import checkpoint as ckpt
@@ -40,7 +40,7 @@ from .history import GenerationStats, plot_history, write_history
 from .ray_workers import RayWorkers
 from .workers import DeadlineReached, ProcessWorkers
 from .population import (MODES, PAIR, SELECT, Breeder, Individual, Variation, child_task, first_task,
-                         IMMIGRANT, genome_key, pairs, rng_for, select)
+                         IMMIGRANT, pairs, rng_for, select)
 
 MUTATION_PICKS = 150.0          # random picks per child a schedule mutation aims at (SearchOptions)
 # Genomes remembered (the latest evaluated) so that a child equal to one of them, or to a member
@@ -84,6 +84,9 @@ class SearchOptions:
     # reached 0.88 of ideal in 10 minutes on 2 cores at 0.2, against 0.30 without; seeded
     # searches of the five Table 1 models at 150 s were within noise of without it.
     locality: float = 0.2
+    # Search the policy's knobs (Policy.knobs: swapadvisor's headroom) as genes beside the
+    # schedule and allocation; False: every plan takes the policy's defaults.
+    knobs: bool = False
     mode: str = "both"                 # "both", "schedule" (simple allocation fixed), "allocation" (default order fixed)
     children: int | None = None        # children per generation; None: Np
     sigma: float = DEFAULT_SIGMA       # count mutation: Gaussian sd as a fraction of the count
@@ -142,6 +145,13 @@ class SearchResult:
     mode: str
     history: list[GenerationStats] = field(default_factory=list)
     population: list[Individual] = field(default_factory=list)
+    best_options: dict = field(default_factory=dict)   # the best individual's knob values (policy_options)
+
+    def request(self, graph, facts: GraphFacts, budget: Budget, profile: Profile,
+                node_seconds: np.ndarray | None = None) -> PlanRequest:
+        """The PlanRequest of the best individual: its schedule, allocation and knob values."""
+        return PlanRequest(graph, facts, budget, profile, node_seconds, self.best_schedule, self.best_allocation,
+                           policy_options=dict(self.best_options))
 
     def fraction_of_ideal(self) -> float | None:
         """Ideal time over best time: the throughput relative to ideal (Figure 6's bars)."""
@@ -170,8 +180,8 @@ def ideal_time(facts: GraphFacts, profile: Profile, node_seconds: np.ndarray) ->
 class _Run:
     """The mutable state of one search; ``to_state``/``from_state`` are the checkpoint."""
 
-    def __init__(self, name: str, budget: Budget, opts: SearchOptions, ctx: GraphContext):
-        self.name, self.budget, self.opts, self.ctx = name, budget, opts, ctx
+    def __init__(self, name: str, budget: Budget, opts: SearchOptions, ctx: GraphContext, knobs=()):
+        self.name, self.budget, self.opts, self.ctx, self.knobs = name, budget, opts, ctx, tuple(knobs)
         self.generation = 0
         self.population: list[Individual] = []
         self.best: Individual | None = None
@@ -187,7 +197,7 @@ class _Run:
     def remember(self, individuals: list[Individual]) -> None:
         """Keep the genomes of ``individuals`` among the last REMEMBERED evaluated."""
         for ind in individuals:
-            key = genome_key(ind.schedule, ind.allocation)
+            key = ind.key
             self.remembered.pop(key, None)
             self.remembered[key] = None
         for key in list(self.remembered)[:max(len(self.remembered) - REMEMBERED, 0)]:
@@ -195,7 +205,7 @@ class _Run:
 
     def known(self) -> frozenset:
         """What a child must not be: the population and the genomes remembered."""
-        return frozenset(self.remembered).union(genome_key(i.schedule, i.allocation) for i in self.population)
+        return frozenset(self.remembered).union(i.key for i in self.population)
 
     def identity(self) -> dict:
         o = self.opts
@@ -203,7 +213,8 @@ class _Run:
                 "budget": self.budget.device_bytes, "seed": o.seed, "population": o.population, "mode": o.mode,
                 "mutation": o.mutation, "schedule_mutation": o.schedule_mutation_for(self.ctx.num_nodes),
                 "children": o.children, "seeded": o.seeded, "sigma": o.sigma, "elite": o.elites,
-                "temperature": o.temperature, "immigrants": o.immigrants, "locality": o.locality}
+                "temperature": o.temperature, "immigrants": o.immigrants, "locality": o.locality,
+                "knobs": sorted(self.knobs)}
 
     def to_state(self, elapsed: float) -> dict:
         return {"identity": self.identity(), "generation": self.generation,
@@ -260,9 +271,10 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
         simple = simple_allocation(facts, budget, profile, node_seconds)
     except PlanError:
         simple = None
+    knobs = dict(policy.knobs) if opts.knobs else {}
     variation = Variation(opts.mode, opts.mutation, opts.sigma, opts.schedule_mutation_for(ctx.num_nodes),
-                          opts.seeded, opts.locality)
-    run = _Run(graph.name, budget, opts, ctx)
+                          opts.seeded, opts.locality, knobs)
+    run = _Run(graph.name, budget, opts, ctx, knobs)
     if opts.resume and opts.checkpoint and os.path.exists(opts.checkpoint):
         state = ckpt.load(opts.checkpoint)
         ckpt.check_identity(state, run.identity(), opts.checkpoint)
@@ -374,4 +386,4 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
     best = run.best
     return SearchResult(best.schedule.tolist(), best.allocation, best.time, run.initial_time,
                         run.initial_best, run.ideal, run.generation, run.evaluations, elapsed(), stopped,
-                        opts.mode, run.history, run.population)
+                        opts.mode, run.history, run.population, dict(best.options))

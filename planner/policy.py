@@ -82,6 +82,18 @@ class PlanRequest:
 
 
 @dataclass(frozen=True)
+class Knob:
+    """A planner option the search may vary (``PlanRequest.policy_options[name]``): the grid of
+    values it moves on, and the value a plan takes when nobody chose one."""
+    values: tuple
+    default: object
+
+    def __post_init__(self):
+        if self.default not in self.values:
+            raise ValueError(f"a knob's default {self.default!r} is not among its values {self.values!r}")
+
+
+@dataclass(frozen=True)
 class Policy:
     name: str
     summary: str                                   # one line, for --help
@@ -94,6 +106,8 @@ class Policy:
     # search's fitness, run for every candidate); None: make, then planner.simulate.
     seconds: Callable[[PlanRequest], float] | None = None
     allocators: tuple[str, ...] = ("pool",)   # the allocators it can place tensors with (first: default)
+    # Options of ``make`` that a search may vary beside the schedule and allocation (genes), by name.
+    knobs: Mapping[str, Knob] = field(default_factory=dict)
 
 
 REGISTRY: dict[str, Policy] = {}

@@ -158,8 +158,8 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
         print(f"search: NOT ONE GENERATION finished ({result.evaluations} of {s.population} first candidates "
               f"evaluated): the plan is the best of those, not a searched one; give more --search-seconds or a "
               f"smaller --population")
-    return policy.make(PlanRequest(request.graph, request.facts, request.budget, request.profile,
-                                   request.node_seconds, result.best_schedule, result.best_allocation))
+    return policy.make(result.request(request.graph, request.facts, request.budget, request.profile,
+                                      request.node_seconds))
 
 
 def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Profile, out_dir: str,

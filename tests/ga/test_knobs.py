@@ -1,0 +1,88 @@
+"""The policy's knobs searched as genes (swapadvisor's headroom)."""
+import json
+
+import numpy as np
+import pytest
+
+from allocator import Allocation
+from ga.population import Individual, genome_key
+from ga.search import SearchOptions, search
+from planner import policy
+from planner.policy import Knob, PlanRequest
+from planner.policies import swapadvisor
+from planner.simulate import simulate
+from planner.verify import verify
+
+from .helpers import PROFILE, budget_of, lstm, tight_budget
+from .test_search import cnn, cnn_budget, cnn_facts, same_result
+
+
+def quick(**kw):
+    base = dict(population=8, max_generations=4, workers=1, progress=False, seed=0, knobs=True)
+    return SearchOptions(**{**base, **kw})
+
+
+def test_a_knob_s_default_is_on_its_grid():
+    with pytest.raises(ValueError, match="default"):
+        Knob((0.0, 0.5), 0.25)
+    assert swapadvisor.POLICY.knobs["headroom"].default == swapadvisor.OPTIONS.headroom
+
+
+def test_swapadvisor_plans_with_the_headroom_it_is_given():
+    g = lstm()
+    facts, budget = budget_of(g, tight_budget(g) * 1.5)
+    times = {}
+    for h in swapadvisor.HEADROOM.values:
+        request = PlanRequest(g, facts, budget, PROFILE, policy_options={"headroom": h})
+        program = swapadvisor.make(request)
+        verify(program, g, budget.device_bytes)
+        times[h] = simulate(program, g, PROFILE).total
+        assert swapadvisor.seconds(request) == pytest.approx(times[h], rel=1e-12)
+    assert len(set(times.values())) > 1            # the knob changes the plan
+    default = swapadvisor.make(PlanRequest(g, facts, budget, PROFILE))
+    assert simulate(default, g, PROFILE).total == times[swapadvisor.OPTIONS.headroom]
+
+
+def test_knob_values_are_part_of_the_genome():
+    ind = Individual(np.arange(3, dtype=np.int32), Allocation([8], [0], [1]), 1.0, (("headroom", 0.5),))
+    assert ind.key != genome_key(ind.schedule, ind.allocation)
+    assert ind.key == genome_key(ind.schedule, ind.allocation, (("headroom", 0.5),))
+    back = Individual.from_dict(json.loads(json.dumps(ind.to_dict())))
+    assert back.options == ind.options and back.key == ind.key
+    old = ind.to_dict()
+    del old["options"]                             # a checkpoint from before knobs
+    assert Individual.from_dict(old).options == ()
+
+
+def test_a_search_with_knobs_returns_the_best_s_values_and_its_request_reproduces_it():
+    g, facts, budget = cnn(), cnn_facts(), cnn_budget()
+    r = search(facts, budget, PROFILE, quick(max_generations=5))
+    grid = swapadvisor.HEADROOM.values
+    assert set(r.best_options) == {"headroom"} and r.best_options["headroom"] in grid
+    assert all(dict(i.options)["headroom"] in grid for i in r.population)
+    assert len({dict(i.options)["headroom"] for i in r.population}) > 1     # random individuals vary it
+    program = policy.get("swapadvisor").make(r.request(g, facts, budget, PROFILE))
+    verify(program, g, budget.device_bytes)
+    assert simulate(program, g, PROFILE).total == pytest.approx(r.best_time, rel=1e-12)
+    # Individual zero (the unsearched plan) keeps the default.
+    assert r.initial_time is not None
+
+
+def test_knobs_keep_the_search_reproducible_and_resumable(tmp_path):
+    facts, budget = cnn_facts(), cnn_budget()
+    whole = search(facts, budget, PROFILE, quick(max_generations=4))
+    two = search(facts, budget, PROFILE, quick(max_generations=4, workers=2))
+    same_result(whole, two)
+    assert whole.best_options == two.best_options
+    path = str(tmp_path / "ga.json")
+    search(facts, budget, PROFILE, quick(max_generations=2, checkpoint=path))
+    resumed = search(facts, budget, PROFILE, quick(max_generations=4, checkpoint=path, resume=True))
+    same_result(whole, resumed)
+    assert resumed.best_options == whole.best_options
+    with pytest.raises(Exception, match="knobs"):
+        search(facts, budget, PROFILE, quick(max_generations=5, checkpoint=path, resume=True, knobs=False))
+
+
+def test_without_knobs_every_individual_takes_the_defaults():
+    r = search(cnn_facts(), cnn_budget(), PROFILE, quick(knobs=False, max_generations=2))
+    assert r.best_options == {} and all(i.options == () for i in r.population)
