@@ -52,6 +52,7 @@ FIRST, PAIR, SELECT, SCHEDULE_CROSSOVER, SCHEDULE_MUTATION, ALLOCATION_CROSSOVER
 IMMIGRANT_DRAW = 9
 LOCALITY = 10       # and 11: the locality mutation's draws, one per schedule child
 KNOBS = 12          # and 13: a child's knob values, one draw per allocation child
+SEGMENT = 14        # a schedule crossover's kind and segment
 IMMIGRANT = -1      # the child index of a task that asks for a random immigrant instead of a child
 
 
@@ -109,6 +110,7 @@ class Variation:
     seeded: bool = True            # first generation: the seeds, then random; False: all random
     locality: float = 0.0          # probability a schedule child is re-run through ga/locality.py
     knobs: Mapping[str, Knob] = field(default_factory=dict)   # the policy's options searched as genes
+    segment: float = 0.0           # probability a schedule crossover is segment_crossover, not Figure 4's
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -118,6 +120,8 @@ class Variation:
                 raise ValueError(f"mutation probability must be in [0, 1], got {p}")
         if not 0 <= self.locality <= 1:
             raise ValueError(f"the locality mutation's probability must be in [0, 1], got {self.locality}")
+        if not 0 <= self.segment <= 1:
+            raise ValueError(f"the segment crossover's probability must be in [0, 1], got {self.segment}")
 
     @property
     def children_per_crossover(self) -> int:
@@ -190,8 +194,7 @@ class Breeder:
         (drawn afresh for each ``attempt``), and with probability ``locality`` the locality mutation."""
         if self.variation.mode == "allocation":
             return self.default_order
-        crossed = schedule_ops.random_crossover(p1.schedule, p2.schedule,
-                                                rng_for(self.seed, generation, k, SCHEDULE_CROSSOVER))
+        crossed = self.crossed_schedules(generation, k, p1, p2)
         rng = rng_for(self.seed, generation, k, SCHEDULE_MUTATION + i, attempt)
         v = self.variation
         child = schedule_ops.mutate(self.ctx, crossed[i], v.mutation if v.schedule_mutation is None
@@ -201,6 +204,19 @@ class Breeder:
             if rng.random() < v.locality:
                 child = locality_order(self.ctx, child, int(rng.integers(WINDOWS[0], WINDOWS[1] + 1)))
         return child
+
+    def crossed_schedules(self, generation: int, k: int, p1: Individual, p2: Individual) -> tuple:
+        """Crossover ``k``'s two schedules: Figure 4's, or with probability ``segment`` a segment
+        crossover over a random stretch."""
+        v = self.variation
+        if v.segment > 0:
+            rng = rng_for(self.seed, generation, k, SEGMENT)
+            if rng.random() < v.segment:
+                n = self.ctx.num_nodes
+                a, b = sorted(int(x) for x in rng.integers(0, n + 1, 2))
+                return schedule_ops.segment_crossover(self.ctx, p1.schedule, p2.schedule, a, b)
+        return schedule_ops.random_crossover(p1.schedule, p2.schedule,
+                                             rng_for(self.seed, generation, k, SCHEDULE_CROSSOVER))
 
     def allocation_child(self, generation: int, k: int, i: int, p1: Individual, p2: Individual,
                          attempt: int = 0) -> Allocation:

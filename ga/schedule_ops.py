@@ -6,6 +6,11 @@ A schedule is a topological order of the graph's nodes, held as an int32 numpy a
   parent 2 followed by the remaining nodes in parent 1's order; child 2 the same with the
   parents' roles swapped. A prefix of a topological order is closed under predecessors and
   the rest keeps a topological order's relative order, so both children are topological.
+- ``segment_crossover(sch1, sch2, a, b)`` (not in the paper): child 1 is sch1's order with the
+  nodes of sch2[a:b] moved to sch1's position ``a`` in sch2's relative order (each as early as
+  its predecessors allow), child 2 the same with the parents' roles swapped: a good stretch of
+  one parent (a layer's steps, an update run early) goes into the other whole, where Figure 4
+  only ever takes a prefix. A list scheduler over priorities, so both are topological.
 - ``mutate(ctx, schedule, prob, rng)``: a dataflow scheduler over the ready set. At each
   step, with probability ``prob`` it runs a random ready node, otherwise the ready node that
   comes earliest in the input schedule. With ``prob = 0`` it returns the input unchanged;
@@ -50,6 +55,30 @@ def random_crossover(sch1, sch2, rng: np.random.Generator) -> tuple[np.ndarray, 
     n = len(sch1)
     point = int(rng.integers(1, n)) if n > 1 else 0
     return crossover(sch1, sch2, point)
+
+
+def segment_crossover(ctx: GraphContext, sch1, sch2, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two children of ``sch1`` and ``sch2`` that take the other parent's segment [a, b)."""
+    s1 = np.asarray(sch1, dtype=np.int64)
+    s2 = np.asarray(sch2, dtype=np.int64)
+    if s1.shape != s2.shape:
+        raise ValueError(f"schedules differ in length: {s1.size} and {s2.size}")
+    if not 0 <= a <= b <= s1.size:
+        raise ValueError(f"segment [{a}, {b}) is outside 0..{s1.size}")
+    return _with_segment(ctx, s1, s2[a:b], a), _with_segment(ctx, s2, s1[a:b], a)
+
+
+def _with_segment(ctx: GraphContext, base: np.ndarray, segment: np.ndarray, at: int) -> np.ndarray:
+    """``base``'s order, the ``segment``'s nodes ranked in its order just before position ``at``."""
+    n = base.size
+    priority = np.empty(n, dtype=np.float64)
+    priority[base] = np.arange(n)
+    priority[segment] = at - 1 + np.arange(1, segment.size + 1) / (segment.size + 1)
+    prio = priority.tolist()
+    heap: list[tuple[float, int]] = []
+    return np.asarray(kahn_order(ctx.successors, list(ctx.pred_count),
+                                 lambda v: heapq.heappush(heap, (prio[v], v)), lambda: heapq.heappop(heap)[1]),
+                      dtype=np.int32)
 
 
 def mutate(ctx: GraphContext, schedule, prob: float, rng: np.random.Generator) -> np.ndarray:

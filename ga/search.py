@@ -87,6 +87,9 @@ class SearchOptions:
     # Search the policy's knobs (Policy.knobs: swapadvisor's headroom) as genes beside the
     # schedule and allocation; False: every plan takes the policy's defaults.
     knobs: bool = False
+    # Probability that a schedule crossover takes a random stretch of the other parent
+    # (schedule_ops.segment_crossover) instead of Figure 4's prefix.
+    segment: float = 0.0
     mode: str = "both"                 # "both", "schedule" (simple allocation fixed), "allocation" (default order fixed)
     children: int | None = None        # children per generation; None: Np
     sigma: float = DEFAULT_SIGMA       # count mutation: Gaussian sd as a fraction of the count
@@ -214,7 +217,7 @@ class _Run:
                 "mutation": o.mutation, "schedule_mutation": o.schedule_mutation_for(self.ctx.num_nodes),
                 "children": o.children, "seeded": o.seeded, "sigma": o.sigma, "elite": o.elites,
                 "temperature": o.temperature, "immigrants": o.immigrants, "locality": o.locality,
-                "knobs": sorted(self.knobs)}
+                "knobs": sorted(self.knobs), "segment": o.segment}
 
     def to_state(self, elapsed: float) -> dict:
         return {"identity": self.identity(), "generation": self.generation,
@@ -273,7 +276,7 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
         simple = None
     knobs = dict(policy.knobs) if opts.knobs else {}
     variation = Variation(opts.mode, opts.mutation, opts.sigma, opts.schedule_mutation_for(ctx.num_nodes),
-                          opts.seeded, opts.locality, knobs)
+                          opts.seeded, opts.locality, knobs, opts.segment)
     run = _Run(graph.name, budget, opts, ctx, knobs)
     if opts.resume and opts.checkpoint and os.path.exists(opts.checkpoint):
         state = ckpt.load(opts.checkpoint)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from engine.graph_check import check_order
 from ga.context import GraphContext
-from ga.schedule_ops import crossover, mutate, random_crossover, random_schedule
+from ga.schedule_ops import crossover, mutate, random_crossover, random_schedule, segment_crossover
 
 from .helpers import dags, lstm, lstm_context
 
@@ -123,3 +123,41 @@ def test_operators_are_fast_on_ten_thousand_nodes():
     elapsed = time.perf_counter() - start
     assert ctx.check_order(c2)
     assert elapsed < 1.0, f"three scheduler passes and a crossover took {elapsed:.2f} s"
+
+
+def test_segment_crossover_moves_the_other_parent_s_stretch_whole():
+    ctx = GraphContext.synthetic(6)                  # no edges: any order is topological
+    a, b = [0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0]
+    c1, c2 = segment_crossover(ctx, a, b, 2, 4)      # b[2:4] = [3, 2]; a[2:4] = [2, 3]
+    assert c1.tolist() == [0, 1, 3, 2, 4, 5]
+    assert c2.tolist() == [5, 4, 2, 3, 1, 0]
+    assert segment_crossover(ctx, a, b, 0, 6)[0].tolist() == b       # the whole of the other parent
+    assert segment_crossover(ctx, a, b, 3, 3)[0].tolist() == a       # an empty segment: the parent
+
+
+def test_segment_crossover_waits_for_predecessors():
+    ctx = GraphContext.synthetic(4, [(0, 3)])        # 3 after 0
+    c1, _ = segment_crossover(ctx, [1, 2, 0, 3], [0, 3, 1, 2], 0, 2)   # takes [0, 3] to the front
+    assert c1.tolist() == [0, 3, 1, 2]
+    c1, _ = segment_crossover(ctx, [0, 1, 2, 3], [1, 2, 0, 3], 1, 2)   # [2] at position 1
+    assert c1.tolist() == [0, 2, 1, 3]
+
+
+@settings(max_examples=60, deadline=None)
+@given(dags(), st.integers(0, 2**32 - 1))
+def test_segment_crossover_children_are_topological(dag, seed):
+    n, edges = dag
+    ctx = GraphContext.synthetic(n, edges)
+    rng = np.random.default_rng(seed)
+    s1, s2 = random_schedule(ctx, rng), random_schedule(ctx, rng)
+    a, b = sorted(int(x) for x in rng.integers(0, n + 1, 2))
+    for child in segment_crossover(ctx, s1, s2, a, b):
+        assert ctx.check_order(child) and child.dtype == np.int32
+
+
+def test_segment_crossover_checks_its_inputs():
+    ctx = GraphContext.synthetic(3)
+    with pytest.raises(ValueError, match="segment"):
+        segment_crossover(ctx, [0, 1, 2], [2, 1, 0], 2, 1)
+    with pytest.raises(ValueError, match="length"):
+        segment_crossover(ctx, [0, 1, 2], [1, 0], 0, 1)

@@ -279,3 +279,14 @@ def test_the_search_remembers_the_latest_genomes_and_saves_them(tmp_path, monkey
     latest = [search_module.genome_key(i.schedule, i.allocation).hex() for i in r.population]
     assert r.evaluations > 10 and saved["stalled"] is False
     assert set(saved["remembered"]) & set(latest)     # the newest children are among them
+
+
+def test_segment_crossover_searches_are_reproducible_and_checked():
+    facts, budget = lstm_tight()
+    one = search(facts, budget, PROFILE, quick(workers=1, max_generations=3, segment=1.0))
+    two = search(facts, budget, PROFILE, quick(workers=2, max_generations=3, segment=1.0))
+    same_result(one, two)
+    plain = search(facts, budget, PROFILE, quick(workers=1, max_generations=3))
+    assert [i.time for i in plain.population] != [i.time for i in one.population]
+    with pytest.raises(ValueError, match="segment"):
+        search(facts, budget, PROFILE, quick(segment=2.0))
