@@ -185,7 +185,7 @@ class Breeder:
             allocation = self.simple
         else:
             allocation = allocation_ops.random_allocation(self.ctx, self.budget, rng)
-        options = self.default_options if seeded else self.random_options(rng_for(self.seed, 0, index, KNOBS))
+        options = self.default_options if seeded else self.random_options(rng)
         return self.evaluated(schedule, allocation, options)
 
     def schedule_child(self, generation: int, k: int, i: int, p1: Individual, p2: Individual,
@@ -260,7 +260,7 @@ class Breeder:
             schedule = (self.default_order if mode == "allocation" else schedule_ops.random_schedule(self.ctx, rng))
             allocation = (self.simple if mode == "schedule"
                           else allocation_ops.random_allocation(self.ctx, self.budget, rng))
-            options = self.random_options(rng_for(self.seed, generation, k, KNOBS, attempt))
+            options = self.random_options(rng)
             if genome_key(schedule, allocation, options) not in known:
                 return self.evaluated(schedule, allocation, options)
         return None
