@@ -85,10 +85,11 @@ class SearchOptions:
     # searches of the five Table 1 models at 150 s were within noise of without it.
     locality: float = 0.2
     # Search the policy's knobs (Policy.knobs: swapadvisor's headroom) as genes beside the
-    # schedule and allocation; False: every plan takes the policy's defaults.
+    # schedule and allocation; False: every plan takes the policy's defaults. Probability that a
+    # schedule crossover takes a random stretch of the other parent (schedule_ops.segment_crossover)
+    # instead of Figure 4's prefix. Both off: on the five Table 1 models at 150 s neither moved the
+    # result beyond a run's noise (bench/results/ga_search_knobs_segment_ab_150s_2026-11-24.txt).
     knobs: bool = False
-    # Probability that a schedule crossover takes a random stretch of the other parent
-    # (schedule_ops.segment_crossover) instead of Figure 4's prefix.
     segment: float = 0.0
     mode: str = "both"                 # "both", "schedule" (simple allocation fixed), "allocation" (default order fixed)
     children: int | None = None        # children per generation; None: Np
