@@ -276,7 +276,7 @@ def test_the_search_remembers_the_latest_genomes_and_saves_them(tmp_path, monkey
     r = search(facts, budget, PROFILE, quick(max_generations=2, checkpoint=path))
     saved = json.load(open(path))
     assert len(saved["remembered"]) == 10 and len(set(saved["remembered"])) == 10
-    latest = [search_module.genome_key(i.schedule, i.allocation).hex() for i in r.population]
+    latest = [i.key.hex() for i in r.population]
     assert r.evaluations > 10 and saved["stalled"] is False
     assert set(saved["remembered"]) & set(latest)     # the newest children are among them
 
