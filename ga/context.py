@@ -128,11 +128,13 @@ class GraphContext:
         cls = np.asarray(cls, dtype=np.int64)
         return np.maximum(np.bincount(cls, weights=self.size_peak).astype(np.int64), 1)
 
-    def successor_csr(self) -> tuple[np.ndarray, np.ndarray]:
-        """The successor lists as (pointers, successors) arrays, for compiled loops (made once)."""
-        got = self.__dict__.get("_successor_csr")
+    def dag_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The successor lists as (pointers, successors) arrays and the predecessor counts as an
+        array, for compiled loops (made once per context, not per child)."""
+        got = self.__dict__.get("_dag_arrays")
         if got is None:
-            got = self.__dict__["_successor_csr"] = _csr(self.successors)
+            got = self.__dict__["_dag_arrays"] = (*_csr(self.successors),
+                                                   np.asarray(self.pred_count, dtype=np.int64))
         return got
 
     def check_order(self, order) -> bool:

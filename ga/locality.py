@@ -35,9 +35,9 @@ def locality_order(ctx, schedule, window: int) -> np.ndarray:
         return parent.astype(np.int32)
     rank = np.empty(ctx.num_nodes, dtype=np.int64)
     rank[parent] = np.arange(ctx.num_nodes)
-    succ_ptr, succ = ctx.successor_csr()
-    return _locality_order(rank, succ_ptr, succ, np.asarray(ctx.pred_count, dtype=np.int64), ctx.input_ptr,
-                           ctx.inputs, ctx.output_ptr, ctx.outputs, ctx.tensor_bytes, int(window))
+    succ_ptr, succ, pred_count = ctx.dag_arrays()
+    return _locality_order(rank, succ_ptr, succ, pred_count, ctx.input_ptr, ctx.inputs, ctx.output_ptr,
+                           ctx.outputs, ctx.tensor_bytes, int(window))
 
 
 @numba.njit(cache=True)

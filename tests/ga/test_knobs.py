@@ -37,7 +37,7 @@ def test_swapadvisor_plans_with_the_headroom_it_is_given():
         program = swapadvisor.make(request)
         verify(program, g, budget.device_bytes)
         times[h] = simulate(program, g, PROFILE).total
-        assert swapadvisor.seconds(request) == pytest.approx(times[h], rel=1e-12)
+        assert swapadvisor.seconds(request) == times[h]      # the search's fitness is the Program's time
     assert len(set(times.values())) > 1            # the knob changes the plan
     default = swapadvisor.make(PlanRequest(g, facts, budget, PROFILE))
     assert simulate(default, g, PROFILE).total == times[swapadvisor.OPTIONS.headroom]
@@ -65,7 +65,7 @@ def test_a_search_with_knobs_returns_the_best_s_values_and_its_request_reproduce
     assert len({dict(i.options)["headroom"] for i in first[2:]}) > 1               # random individuals vary it
     program = policy.get("swapadvisor").make(r.request(g, facts, budget, PROFILE))
     verify(program, g, budget.device_bytes)
-    assert simulate(program, g, PROFILE).total == pytest.approx(r.best_time, rel=1e-12)
+    assert simulate(program, g, PROFILE).total == r.best_time
 
 
 def test_knobs_keep_the_search_reproducible_and_resumable(tmp_path):

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from ga.context import GraphContext, _csr
 from ga.fitness import Evaluator
 from ga.locality import locality_order
-from ga.population import Breeder, Variation
+from ga.population import Breeder, Individual, Variation
 from ga.schedule_ops import random_schedule
 from planner.allocation import simple_allocation
 from zoo import small
@@ -95,7 +95,7 @@ def test_the_breeder_applies_it_to_schedule_children_only_when_asked():
     ctx = lstm_context()
     simple = simple_allocation(facts, budget, PROFILE)
     rng = np.random.default_rng(1)
-    p1 = p2 = type("P", (), {"schedule": random_schedule(ctx, rng)})()
+    p1 = p2 = Individual(random_schedule(ctx, rng), simple)
     plain = Breeder(ctx, Evaluator(facts, PROFILE, budget), Variation(locality=0.0), 0, simple)
     always = Breeder(ctx, Evaluator(facts, PROFILE, budget), Variation(locality=1.0), 0, simple)
     a, b = plain.schedule_child(1, 0, 0, p1, p2), always.schedule_child(1, 0, 0, p1, p2)
