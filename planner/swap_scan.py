@@ -78,7 +78,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
          nbytes, klass, kept, stays, host_at_start, state_cur, state_nxt,
          read_ptr0, reads, after_reads, step_end, use_time, link,
          class_first, object_class, headroom, use_headroom, ahead_gap, lru, threshold_s,
-         resident_tensor, resident_obj, n_instr_max, n_deps_max, n_objs_max, kept_ahead):
+         resident_tensor, resident_obj, n_instr_max, n_deps_max, n_objs_max, kept_ahead, newest_for_outputs):
     n_t = nbytes.shape[0]
     # Tensors kept to the end (next values, the loss) have the end as next use. Belady's keys
     # treat that as "never leaves ahead" unless kept_ahead: then key_end lies past every
@@ -161,7 +161,14 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     n_objects = 0
     n = 0
     out = (kind, target, obj, copy, dep_ptr, deps)
-    pool = (ring, head, size, class_first, tenant, obj_of)
+    # Objects an eviction freed whose copy out is still to finish ("dirty") wait in a second
+    # ring: a compute's output takes one only when no object a compute freed is left.
+    ring2 = np.empty(n_obj, dtype=np.int64)
+    head2 = np.zeros(n_cls, dtype=np.int64)
+    size2 = np.zeros(n_cls, dtype=np.int64)
+    freed_at = np.zeros(n_obj, dtype=np.int64)      # order in which objects were freed (0: at the start)
+    clock = np.ones(1, dtype=np.int64)
+    pool = (ring, head, size, class_first, tenant, obj_of, ring2, head2, size2, freed_at, clock, newest_for_outputs)
     cand = np.empty(64, dtype=np.int64)
     err = np.zeros(3, dtype=np.int64)      # code, step, class
     no_strays = np.zeros(0, dtype=np.bool_)
@@ -194,10 +201,10 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 if host_writer[t] == NOT_HOST:
                     err[0], err[1], err[2] = NOT_ON_HOST, pos, t
                     return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err
-                o = _pop_free(klass[t], pool)
+                o = _pop_free(klass[t], pool, False)
                 if o < 0:
                     o, n = _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
-                                    threshold_s, host_writer, writer, release, out, n, cand, err, tree)
+                                    threshold_s, host_writer, writer, release, out, n, cand, err, tree, False)
                 if o < 0:
                     return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err
                 cand[0] = host_writer[t]
@@ -246,10 +253,10 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 _tree_set(o, -np.inf, tree)
                 out_objs[k] = o
             else:
-                o = _pop_free(klass[t], pool)
+                o = _pop_free(klass[t], pool, True)
                 if o < 0:
                     o, n = _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
-                                    threshold_s, host_writer, writer, release, out, n, cand, err, tree)
+                                    threshold_s, host_writer, writer, release, out, n, cand, err, tree, True)
                 if o < 0:
                     return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err
                 out_objs[k] = o
@@ -319,7 +326,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 # Most steps stop here: the class has its headroom, or its furthest tenant (the
                 # root of its max-tree; those kept to the end aside) comes back too soon to leave.
                 root = tree_base[kq] + 1
-                if headroom[kq] <= size[kq] or tree_val[root] == -np.inf:
+                if headroom[kq] <= size[kq] + size2[kq] or tree_val[root] == -np.inf:
                     continue
                 first = tenant[tree_obj[root]]
                 r = next_read[first]
@@ -348,12 +355,8 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
 
 @numba.njit(cache=True, inline="always")
 def _free(o, pool, tree):
-    ring, head, size, class_first, tenant, obj_of = pool
-    object_class = tree[4]
-    k = object_class[o]
-    cap = class_first[k + 1] - class_first[k]
-    ring[class_first[k] + (head[k] + size[k]) % cap] = o
-    size[k] += 1
+    tenant, obj_of = pool[4], pool[5]
+    _push_free(o, tree[4][o], False, pool)
     obj_of[tenant[o]] = -1
     tenant[o] = -1
     _tree_set(o, -np.inf, tree)
@@ -377,13 +380,13 @@ def _evict(victim, pool, host_writer, writer, release, out, n, cand, tree):
 
 @numba.njit(cache=True, inline="always")
 def _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru, threshold_s,
-             host_writer, writer, release, out, n, cand, err, tree):
-    """A free object of t's class, evicting a resident tensor if none is free; (object, n),
-    object -1 with err set when every object of the class is busy."""
+             host_writer, writer, release, out, n, cand, err, tree, for_output):
+    """A free object of t's class (``_pop_free``), evicting a resident tensor if none is free;
+    (object, n), object -1 with err set when every object of the class is busy."""
     class_first, tenant = pool[3], pool[4]
     k = klass[t]
     lo, hi = class_first[k], class_first[k + 1]
-    o = _pop_free(k, pool)
+    o = _pop_free(k, pool, for_output)
     if o >= 0:
         return o, n
     # Belady among those idle for at least the threshold (LRU for on-demand swapping);
@@ -438,9 +441,9 @@ def _evict_ahead(pos, k, headroom, pool, next_read, next_use_at, use_time, step_
     the rest; the class's max-tree holds the others in order. ``end`` is the scan's
     ``key_end``: with kept_ahead no tenant's next use equals it, and those kept to the end are
     in the tree like the rest."""
-    ring, head, size, class_first, tenant = pool[0], pool[1], pool[2], pool[3], pool[4]
+    class_first, tenant = pool[3], pool[4]
     tree_val, tree_obj, tree_base = tree[0], tree[1], tree[2]
-    want = headroom[k] - size[k]
+    want = headroom[k] - pool[2][k] - pool[8][k]
     lo, hi = class_first[k], class_first[k + 1]
     now = step_end[pos]
     root = tree_base[k] + 1
@@ -457,9 +460,9 @@ def _evict_ahead(pos, k, headroom, pool, next_read, next_use_at, use_time, step_
         r = next_read[t]
         if r < end and _too_soon(t, r, pos, now, use_time, nbytes, link, ahead_gap):
             break
+        n_before = n
         o, n = _evict(t, pool, host_writer, writer, release, out, n, cand, tree)
-        ring[lo + (head[k] + size[k]) % (hi - lo)] = o
-        size[k] += 1
+        _push_free(o, k, n > n_before, pool)      # dirty when a copy out was emitted
         want -= 1
     return n
 
@@ -493,15 +496,42 @@ def _tree_set(o, value, tree):
 
 
 @numba.njit(cache=True, inline="always")
-def _pop_free(k, pool):
-    """The free object of class k freed earliest, or -1."""
-    ring, head, size, class_first = pool[0], pool[1], pool[2], pool[3]
-    if size[k] == 0:
-        return -1
+def _push_free(o, k, dirty, pool):
+    """Put object o of class k at the back of its class's free ring: the dirty one when the
+    copy out of its last tenant is still to finish, else the clean one."""
+    class_first, freed_at, clock = pool[3], pool[9], pool[10]
+    ring, head, size = (pool[6], pool[7], pool[8]) if dirty else (pool[0], pool[1], pool[2])
     lo = class_first[k]
-    o = ring[lo + head[k]]
-    head[k] = (head[k] + 1) % (class_first[k + 1] - lo)
-    size[k] -= 1
+    ring[lo + (head[k] + size[k]) % (class_first[k + 1] - lo)] = o
+    size[k] += 1
+    freed_at[o] = clock[0]
+    clock[0] += 1
+
+
+@numba.njit(cache=True, inline="always")
+def _pop_free(k, pool, for_output):
+    """A free object of class k, or -1. For a swap-in, the one freed earliest (the copy into it
+    can start soonest). For a compute's output (with ``newest_for_outputs``), the one a compute
+    freed last: its release lies earlier on the compute stream, so the output waits for
+    nothing, and the objects freed long ago stay free for swap-ins to start early; a dirty one
+    (its copy out still running) only when no clean one is left."""
+    ring, head, size, class_first = pool[0], pool[1], pool[2], pool[3]
+    ring2, head2, size2, freed_at, newest = pool[6], pool[7], pool[8], pool[9], pool[11]
+    lo = class_first[k]
+    cap = class_first[k + 1] - lo
+    if size[k] == 0 and size2[k] == 0:
+        return -1
+    if for_output and newest and size[k] > 0:
+        size[k] -= 1
+        return ring[lo + (head[k] + size[k]) % cap]
+    if size[k] > 0 and (size2[k] == 0 or freed_at[ring[lo + head[k]]] < freed_at[ring2[lo + head2[k]]]):
+        o = ring[lo + head[k]]
+        head[k] = (head[k] + 1) % cap
+        size[k] -= 1
+    else:
+        o = ring2[lo + head2[k]]
+        head2[k] = (head2[k] + 1) % cap
+        size2[k] -= 1
     return o
 
 

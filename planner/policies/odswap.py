@@ -11,11 +11,15 @@ from ..policy import PlanRequest, Policy, register
 from ..swap_planner import PlanOptions, plan
 
 
+# LRU eviction, and every tensor, output or swap-in, into the free object freed earliest: the
+# baseline does not get SwapAdvisor's reuse rule for outputs.
+OPTIONS = PlanOptions(victim="lru", newest_for_outputs=False)
+
+
 def make(request: PlanRequest):
     facts, budget = request.facts, request.budget
     alloc = simple_allocation(facts, budget, request.profile, request.node_seconds)
-    return plan(request.graph, facts.order, alloc, budget.scratch_bytes, options=PlanOptions(victim="lru"),
-                policy=POLICY.name)
+    return plan(request.graph, facts.order, alloc, budget.scratch_bytes, options=OPTIONS, policy=POLICY.name)
 
 
 POLICY = register(Policy("odswap", "on-demand swapping: LRU eviction, prefetch learned from iteration 1", make))
