@@ -102,6 +102,8 @@ def main(argv=None) -> int:
                     "headroom) as genes (default: the search's)")
     ap.add_argument("--segment", type=float, default=None, help="probability a schedule crossover takes a random "
                     "stretch of the other parent instead of Figure 4's prefix (default: the search's, 0)")
+    ap.add_argument("--transfer", type=float, default=None, help="probability an allocation child also trades "
+                    "objects between two classes (default: the search's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-gib", type=float, default=16)
     ap.add_argument("--models", default=",".join(p.model for p in PAPER))
@@ -129,10 +131,12 @@ def main(argv=None) -> int:
         given_options["knobs"] = args.knobs == "on"
     if args.segment is not None:
         given_options["segment"] = args.segment
+    if args.transfer is not None:
+        given_options["transfer"] = args.transfer
     probe = SearchOptions(**given_options)
     selection = (f"selection: temperature {probe.temperature:g}, elite {probe.elites}, "
                  f"locality mutation {probe.locality:g}, knobs {'searched' if probe.knobs else 'default'}, "
-                 f"segment crossover {probe.segment:g}, "
+                 f"segment crossover {probe.segment:g}, transfer {probe.transfer:g}, "
                  + ("all-random first generation" if args.random_only else "seeded first generation"))
     started = time.perf_counter()
     out = io.StringIO()

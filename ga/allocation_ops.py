@@ -12,6 +12,11 @@ An allocation is ``allocator.Allocation`` (TS, CLS, CNT; classes 0-based). The o
   Counts are carried to the new classes through extended counts; then each count, with
   probability ``prob``, is redrawn from a Gaussian centred on it (sd ``sigma`` x count, at
   least 1), rounded and kept >= 1.
+- ``transfer(a, ...)`` (not in the paper): one class gains objects and another gives up the
+  bytes, the pool's total unchanged. Repair spreads a count mutation's cost over every class,
+  so a move that helps only when one class pays for another (an object more for the largest
+  class, the one the swaps of its tensors wait for, paid by hundreds of small activation
+  objects) is one the Gaussian mutation almost never makes.
 - ``repair_counts`` (after both): every class is raised to its minimum (the most tensors of
   that class one operator touches, so that every operator can run), then counts above the
   minima are shrunk as the paper's CNT repair does (``allocator.repair_cnt``: each class
@@ -108,6 +113,36 @@ def mutate(ctx: GraphContext, alloc: Allocation, prob: float, budget: int, rng: 
     cls = mutate_cls(alloc.cls, prob, rng)
     cnt = counts_from_extended(cls, extended_counts(alloc))
     return fit(ctx, cls, mutate_counts(cnt, prob, rng, sigma), budget)
+
+
+def transfer(ctx: GraphContext, alloc: Allocation, budget: int, rng: np.random.Generator) -> Allocation:
+    """``alloc`` with one class (drawn uniformly) given 1-3 objects, or as many as the bytes
+    freed allow, and another (drawn among those above their minimum) giving up as few of its
+    objects as pays for them; the receiver never goes above its sizes' peak demand. Unchanged
+    when the drawn pair cannot trade."""
+    cnt = alloc.cnt.copy()
+    n = cnt.size
+    if n < 2:
+        return alloc
+    slot = alloc.class_slot_bytes.astype(np.int64)
+    minima = ctx.class_minima(alloc.cls)
+    peaks = np.maximum(ctx.class_peaks(alloc.cls), minima)
+    spare = budget - int(cnt @ slot)
+    receiver = int(rng.integers(n))
+    gain = min(int(rng.integers(1, 4)), int(peaks[receiver] - cnt[receiver]))
+    donors = [j for j in range(n) if j != receiver and cnt[j] > minima[j]]
+    if gain <= 0 or not donors:
+        return alloc
+    donor = donors[int(rng.integers(len(donors)))]
+    cost = max(gain * int(slot[receiver]) - spare, 0)
+    give = -(-cost // int(slot[donor]))
+    if cnt[donor] - give < minima[donor]:
+        return alloc
+    # The donor's objects may free more than the gain costs: the receiver takes what fits.
+    gain = min(int(peaks[receiver] - cnt[receiver]), (give * int(slot[donor]) + spare) // int(slot[receiver]))
+    cnt[receiver] += gain
+    cnt[donor] -= give
+    return alloc.with_counts(cnt)
 
 
 def random_allocation(ctx: GraphContext, budget: int, rng: np.random.Generator,

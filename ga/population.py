@@ -53,6 +53,7 @@ IMMIGRANT_DRAW = 9
 LOCALITY = 10       # and 11: the locality mutation's draws, one per schedule child
 KNOBS = 12          # and 13: a child's knob values, one draw per allocation child
 SEGMENT = 14        # a schedule crossover's kind and segment
+TRANSFER = 15       # and 16: whether an allocation child trades objects between classes, and how
 IMMIGRANT = -1      # the child index of a task that asks for a random immigrant instead of a child
 
 
@@ -111,6 +112,7 @@ class Variation:
     locality: float = 0.0          # probability a schedule child is re-run through ga/locality.py
     knobs: Mapping[str, Knob] = field(default_factory=dict)   # the policy's options searched as genes
     segment: float = 0.0           # probability a schedule crossover is segment_crossover, not Figure 4's
+    transfer: float = 0.0          # probability an allocation child also gets allocation_ops.transfer
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -122,6 +124,8 @@ class Variation:
             raise ValueError(f"the locality mutation's probability must be in [0, 1], got {self.locality}")
         if not 0 <= self.segment <= 1:
             raise ValueError(f"the segment crossover's probability must be in [0, 1], got {self.segment}")
+        if not 0 <= self.transfer <= 1:
+            raise ValueError(f"the transfer mutation's probability must be in [0, 1], got {self.transfer}")
 
     @property
     def children_per_crossover(self) -> int:
@@ -220,14 +224,20 @@ class Breeder:
 
     def allocation_child(self, generation: int, k: int, i: int, p1: Individual, p2: Individual,
                          attempt: int = 0) -> Allocation:
-        """Allocation child ``i`` (0 or 1) of crossover ``k``: Figure 5's crossover, mutation, repair."""
+        """Allocation child ``i`` (0 or 1) of crossover ``k``: Figure 5's crossover, mutation, repair,
+        and with probability ``transfer`` a trade of objects between two classes."""
         if self.variation.mode == "schedule":
             return self.simple
         crossed = allocation_ops.random_crossover(self.ctx, p1.allocation, p2.allocation, self.budget,
                                                   rng_for(self.seed, generation, k, ALLOCATION_CROSSOVER))
         rng = rng_for(self.seed, generation, k, ALLOCATION_MUTATION + i, attempt)
-        return allocation_ops.mutate(self.ctx, crossed[i], self.variation.mutation, self.budget, rng,
-                                     self.variation.sigma)
+        child = allocation_ops.mutate(self.ctx, crossed[i], self.variation.mutation, self.budget, rng,
+                                      self.variation.sigma)
+        if self.variation.transfer > 0:
+            rng = rng_for(self.seed, generation, k, TRANSFER + i, attempt)
+            if rng.random() < self.variation.transfer:
+                child = allocation_ops.transfer(self.ctx, child, self.budget, rng)
+        return child
 
     def child(self, task: tuple) -> Individual | None:
         """``task = (generation, k, j, parent1, parent2, known)``: child j of crossover k, evaluated;

@@ -91,6 +91,9 @@ class SearchOptions:
     # result beyond a run's noise (bench/results/ga_search_knobs_segment_ab_150s_2026-11-24.txt).
     knobs: bool = False
     segment: float = 0.0
+    # Probability that an allocation child also trades objects between two classes
+    # (allocation_ops.transfer).
+    transfer: float = 0.0
     mode: str = "both"                 # "both", "schedule" (simple allocation fixed), "allocation" (default order fixed)
     children: int | None = None        # children per generation; None: Np
     sigma: float = DEFAULT_SIGMA       # count mutation: Gaussian sd as a fraction of the count
@@ -218,7 +221,8 @@ class _Run:
                 "mutation": o.mutation, "schedule_mutation": o.schedule_mutation_for(self.ctx.num_nodes),
                 "children": o.children, "seeded": o.seeded, "sigma": o.sigma, "elite": o.elites,
                 "temperature": o.temperature, "immigrants": o.immigrants, "locality": o.locality,
-                "knobs": sorted(self.knobs), "segment": o.segment}
+                "knobs": sorted(self.knobs), "segment": o.segment,
+                "transfer": o.transfer}
 
     def to_state(self, elapsed: float) -> dict:
         return {"identity": self.identity(), "generation": self.generation,
@@ -277,7 +281,7 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
         simple = None
     knobs = dict(policy.knobs) if opts.knobs else {}
     variation = Variation(opts.mode, opts.mutation, opts.sigma, opts.schedule_mutation_for(ctx.num_nodes),
-                          opts.seeded, opts.locality, knobs, opts.segment)
+                          opts.seeded, opts.locality, knobs, opts.segment, opts.transfer)
     run = _Run(graph.name, budget, opts, ctx, knobs)
     if opts.resume and opts.checkpoint and os.path.exists(opts.checkpoint):
         state = ckpt.load(opts.checkpoint)

@@ -108,3 +108,21 @@ def test_crossover_needs_the_same_sizes():
     other = Allocation([1, 2, 3, 5], [0, 0, 0, 0], [1])
     with pytest.raises(ValueError, match="share their tensor sizes"):
         ao.crossover(FIG5, Allocation(FIG5.sizes, [0, 0, 0, 0], [1]), other, 1, 12 * MB)
+
+
+def test_transfer_trades_objects_between_two_classes_within_the_budget():
+    # Sizes 1, 2, 3, 4 MB in classes [1 MB] and [2-4 MB] (4 MB slots); peaks allow up to 10 each.
+    ctx = GraphContext.synthetic(sizes=[MB, 2 * MB, 3 * MB, 4 * MB], peak=[10, 4, 3, 3])
+    start = Allocation(ctx.sizes, [0, 1, 1, 1], [8, 2])          # 8 + 8 = 16 MB
+    seen = set()
+    for seed in range(40):
+        child = ao.transfer(ctx, start, 16 * MB, np.random.default_rng(seed))
+        assert child.pool_bytes <= 16 * MB and ao.is_feasible(ctx, child, 16 * MB)
+        delta = child.cnt - start.cnt
+        seen.add(tuple(delta.tolist()))
+    # The 4 MB class gains an object for 4 of the 1 MB ones (2 or 3 would take the 1 MB class
+    # below its minimum: no trade), or gives one up for 2 more 1 MB ones (their peak is 10).
+    assert seen == {(-4, 1), (0, 0), (2, -1)}
+    # Nothing to trade: every class at its minimum.
+    tight = Allocation(ctx.sizes, [0, 1, 1, 1], [1, 1])
+    assert ao.transfer(ctx, tight, 5 * MB, np.random.default_rng(0)).cnt.tolist() == [1, 1]

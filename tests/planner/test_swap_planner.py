@@ -3,12 +3,14 @@ import pytest
 
 from allocator import Allocation
 from engine.ir import Graph, Kind
-from engine.program import SWAP_IN, SWAP_OUT
+from engine.profile import Link, Profile
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
 from engine.schedules import random_order
 from planner.allocation import simple_allocation, unlimited_allocation
 from planner.budget import make_budget
 from planner.errors import PlanError
 from planner.facts import GraphFacts
+from planner.simulate import simulate
 from planner.swap_planner import PlanOptions, plan
 from planner.verify import verify
 
@@ -114,3 +116,28 @@ def test_an_allocation_without_a_tensor_size_is_a_plan_error():
     alloc = Allocation(np.array([512]), np.array([0]), np.array([4]))
     with pytest.raises(PlanError, match="the allocation has no size class for tensors of 1024 bytes"):
         plan(g, g.default_order(), alloc, 0)
+
+
+def test_outputs_take_the_object_a_compute_freed_last_so_a_swap_in_can_start_early():
+    """x -> r0 -> r1 -> r2 -> r3, then add(r3, y), four objects: x stays resident (its host copy
+    is current) and the chain needs two objects at a time. Outputs reusing the object the last
+    compute freed leave the fourth free from the start, so y's swap-in depends on nothing and
+    runs during r0; taking the earliest freed object instead rotates the chain through all
+    three, and y waits for a compute."""
+    g, ts = chain_graph(4)
+    w = g.input("y", (256,))
+    g.apply("add", [ts[-1], w], name="out")
+    alloc = Allocation(np.array([1024]), np.array([0]), np.array([4]))
+    profile = Profile("slow", Link(h2d_bytes_per_s=512, d2h_bytes_per_s=512, duplex_bytes_per_s=1024,
+                                   latency_s=0.0))
+    secs = np.ones(len(g.nodes))
+    times = {}
+    for newest in (True, False):
+        p = plan(g, g.default_order(), alloc, 0, profile, secs, PlanOptions(newest_for_outputs=newest))
+        verify(p, g, 4 * 1024)
+        w_in = next(ins for ins in p.instrs if ins.kind == SWAP_IN and ins.target == w)
+        chain_objects = {ins.objects[-1] for ins in p.instrs if ins.kind == COMPUTE}
+        assert (not w_in.deps) == newest
+        assert (w_in.obj not in chain_objects) == newest
+        times[newest] = simulate(p, g, profile, secs).total
+    assert times == {True: 7.0, False: 8.0}     # x in (2), r0..r3 (4), out (1); y in after r2: +1
