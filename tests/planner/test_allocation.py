@@ -4,7 +4,9 @@ import pytest
 from allocator import aligned_bytes
 from engine.ir import Graph
 from engine.program import SWAP_OUT
-from planner.allocation import minimal_allocation, simple_allocation, unlimited_allocation, working_set
+from allocator import Allocation
+from planner.allocation import (_one_more_for_the_largest, minimal_allocation, simple_allocation,
+                                 unlimited_allocation, working_set)
 from planner.budget import Budget, make_budget
 from planner.facts import GraphFacts
 from planner.swap_planner import plan
@@ -104,3 +106,51 @@ def test_minimal_allocation_is_the_cheapest_valid_grouping(lstm_graph):
     verify(program, g, facts.smallest_budget)
     with pytest.raises(VerificationError, match="over the budget"):
         verify(program, g, facts.smallest_budget - 1)
+
+
+
+def small_and_wide(n=8):
+    """n wide activations (1 MiB) and n small ones (1 KiB, from biases), all read at the end,
+    one pair at a time: every size's peak is n + 1, one operator needs 3."""
+    g = Graph("small-and-wide")
+    h = g.input("x", (64, 4096))
+    wide, small = [], []
+    for i in range(n):
+        b = g.parameter(f"b{i}", (256,))
+        (h,) = g.apply("relu", [h], name=f"r{i}")
+        (c,) = g.apply("sum_n", [b, b], name=f"c{i}")
+        wide.append(h)
+        small.append(c)
+    for xs, name in ((wide, "w"), (small, "s")):
+        acc = xs[-1]
+        for j, t in enumerate(reversed(xs[:-1])):
+            (acc,) = g.apply("add", [acc, t], name=f"{name}{j}")
+    return g
+
+
+def test_the_smallest_sizes_get_their_peaks():
+    """With room for five of the nine wide activations, the uniform fraction would give the
+    1 KiB class 8 of its 17; it gets all 17 (17 KiB), and the wide class 4."""
+    g = small_and_wide()
+    facts = GraphFacts(g)
+    d = facts.demand
+    assert d.sizes.tolist() == [1024, 2**20] and d.peak.tolist() == [17, 9]
+    budget = Budget(5 * 2**20 + 8 * 1024 + facts.scratch.bytes, facts.scratch.bytes)
+    a = simple_allocation(facts, budget)
+    assert a.cls.tolist() == [0, 1] and a.cnt.tolist() == [17, 4]
+    assert a.pool_bytes <= budget.pool_bytes
+    verify(plan(g, facts.order, a, budget.scratch_bytes), g, budget.device_bytes)
+
+
+def test_the_largest_class_takes_one_object_from_the_class_with_most_to_spare():
+    sizes = np.array([1024, 2**20, 4 * 2**20])
+    need = np.array([[3, 3, 3], [0, 3, 3], [0, 0, 2]])      # [i, j]: a class of sizes i..j
+    peak = np.array([[40, 40, 40], [0, 9, 9], [0, 0, 6]])
+    runs = [(0, 1), (1, 2), (2, 3)]
+    alloc = Allocation(sizes, np.array([0, 1, 2]), np.array([40, 9, 3]))
+    # The 1 KiB class has the most objects above its need (37) but cannot pay 4 MiB; the 1 MiB
+    # class (6 above) pays with 4 objects.
+    assert _one_more_for_the_largest(alloc, need, peak, runs).cnt.tolist() == [40, 5, 4]
+    # At its peak the largest class takes nothing; nor when no class can pay.
+    assert _one_more_for_the_largest(alloc.with_counts(np.array([40, 9, 6])), need, peak, runs).cnt.tolist() == [40, 9, 6]
+    assert _one_more_for_the_largest(alloc.with_counts(np.array([40, 5, 3])), need, peak, runs).cnt.tolist() == [40, 5, 3]
