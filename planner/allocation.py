@@ -204,7 +204,7 @@ def _small_class_floor(d: SizeDemand, slot: np.ndarray, pool: int) -> np.ndarray
     statistics, biases, small activations) cost the pool next to nothing, but at the uniform
     fraction their classes have few objects, and the swap-in of one waits for an object while
     compute waits for it (Inception-4, analytic V100, 16 GiB: 0.19 s of the in-stream's idle
-    time after the loss in two classes of 20 KB objects, 0.13 s in one of 5 MB objects)."""
+    time after the loss, in two classes of 20 KB objects, before this floor)."""
     s = len(d.sizes)
     is_small = np.cumsum(slot * d.peak) <= SMALL_SHARE * pool
     cum = np.concatenate(([0], np.cumsum(d.peak)))
@@ -232,8 +232,8 @@ def _one_more_for_the_largest(alloc: Allocation, need: np.ndarray, peak: np.ndar
     class has the fewest objects and the longest copies: with every object in use, the swap-in
     of its next tensor waits for an object while compute waits for it; one object there to
     copy into ahead is worth more than the same bytes spread over many small ones. Analytic
-    V100, 16 GiB: the five Table 1 models 112.6 -> 110.2 s on the default order, 104.3 ->
-    98.9 s with updates when ready (bench/results/plan_quality_*.txt)."""
+    V100, 16 GiB, without the small sizes' floor: the five Table 1 models 112.6 -> 110.2 s on
+    the default order, 104.3 -> 98.9 s with updates when ready."""
     cnt = alloc.cnt.copy()
     slot = alloc.class_slot_bytes.astype(np.int64)
     minimum = np.array([need[a, b - 1] for a, b in runs], dtype=np.int64)
