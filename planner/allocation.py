@@ -174,6 +174,8 @@ def simple_allocation(facts: GraphFacts, budget: Budget, profile: Profile | None
     peak = np.maximum(_class_peaks(d, working_set(facts, step_seconds, link, resident_state=True)), need)
 
     floor = np.maximum(need, _small_class_floor(d, slot, pool))
+    if _cheapest_runs(slot, floor, None)[0] > pool:   # near the smallest budget: no room for those peaks
+        floor = need
 
     def counts(f: float) -> np.ndarray:
         return np.maximum(floor, np.ceil(f * peak - 1e-9).astype(np.int64))
@@ -181,8 +183,6 @@ def simple_allocation(facts: GraphFacts, budget: Budget, profile: Profile | None
     def fits(f: float, allowed) -> bool:
         return _cheapest_runs(slot, counts(f), allowed)[0] <= pool
 
-    if not fits(0.0, None):       # a pool near the smallest budget: no room for the small sizes' peaks
-        floor = need
     spread_ok = (slot[None, :] <= MAX_SPREAD * d.sizes[:, None]) | (slot[None, :] <= SMALL_SLOT)
     allowed = spread_ok if fits(0.0, spread_ok) else None
     lo, hi = 0.0, 1.0

@@ -75,7 +75,7 @@ class PlanOptions:
     order_copies: bool = False
     # A compute's output takes the free object a compute freed last, a swap-in the one freed
     # earliest (False: both the earliest). Analytic V100, 16 GiB, default order: the five
-    # Table 1 models 114.2 -> 112.6 s (bench/results/plan_quality_*.txt).
+    # Table 1 models 114.2 -> 112.6 s on the allocation of the time (commit b1e912a).
     newest_for_outputs: bool = True
 
 
