@@ -16,6 +16,12 @@ Following PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp):
   otherwise the whole block is handed out (its excess is internal fragmentation);
 - best fit by (size, address); on failure, free cached segments are released and it retries.
 
+A planner that knows the order may ask for ``oldest_within=r``: among cached blocks at most
+(1 + r) times the best fit's size, the one freed earliest. A block's last users then finished
+longest ago, so a copy into it need not wait for them (PyTorch withholds a block freed with uses
+pending on another stream until their events complete, ``record_stream``; a plan made ahead
+of time can choose the block instead). None (the default) is PyTorch's choice by (size, address).
+
 Simplified: the arena is one flat range, so a segment needs contiguous free arena bytes (placed
 first fit, lowest address); a real cudaMalloc is backed by pages and needs no contiguous
 physical range, so the arena's high-water mark can exceed the bytes reserved. Streams, events,
@@ -51,6 +57,7 @@ class _Block:
     size: int
     small: bool
     obj: int = -1                      # -1: free (cached)
+    freed_at: int = 0                  # when it was last freed (the allocator's free count; 0: never used)
     prev: "_Block | None" = None       # neighbours within the segment
     next: "_Block | None" = None
 
@@ -58,10 +65,14 @@ class _Block:
 class BestFitAllocator:
     name = "bestfit"
 
-    def __init__(self, capacity_bytes: int, keep_history: bool = False):
+    def __init__(self, capacity_bytes: int, keep_history: bool = False, oldest_within: float | None = None):
         if capacity_bytes < 0:
             raise AllocatorMisuse(f"capacity must be >= 0 bytes, not {capacity_bytes}")
+        if oldest_within is not None and not oldest_within >= 0:
+            raise AllocatorMisuse(f"oldest_within must be >= 0 (a share of the best fit's size), not {oldest_within}")
         self.capacity_bytes = int(capacity_bytes)
+        self.oldest_within = oldest_within
+        self._frees = 0
         self._free = {True: [], False: []}       # pool (small?) -> sorted [(size, offset, block id)]
         self._block_of_key: dict[tuple, _Block] = {}
         self._segments: dict[int, tuple[int, int]] = {}   # segment id -> (offset, size)
@@ -88,7 +99,7 @@ class BestFitAllocator:
         self._take(block)
         rest = block.size - size
         if (rest >= MIN_BLOCK) if small else (rest > SMALL_SIZE):
-            tail = _Block(block.segment, block.offset + size, rest, small, -1, block, block.next)
+            tail = _Block(block.segment, block.offset + size, rest, small, -1, block.freed_at, block, block.next)
             if block.next is not None:
                 block.next.prev = tail
             block.next, block.size = tail, size
@@ -107,6 +118,8 @@ class BestFitAllocator:
             raise AllocatorMisuse(f"object {obj} is not live (never allocated, or freed already)")
         block, nbytes = entry
         block.obj = -1
+        self._frees += 1
+        block.freed_at = self._frees
         for neighbour in (block.prev, block.next):
             if neighbour is not None and neighbour.obj == -1:
                 self._take(neighbour)
@@ -115,10 +128,12 @@ class BestFitAllocator:
         self.counter.change(requested=-nbytes)
 
     def layout(self) -> OnlineLayout:
+        description = {"name": self.name, "capacity_bytes": self.capacity_bytes, "min_block": MIN_BLOCK,
+                       "small_size": SMALL_SIZE, "small_segment": SMALL_SEGMENT, "large_segment": LARGE_SEGMENT}
+        if self.oldest_within is not None:
+            description["oldest_within"] = self.oldest_within
         return OnlineLayout(np.asarray(self._offsets, dtype=np.int64), np.asarray(self._bytes, dtype=np.int64),
-                            self._high_water, {"name": self.name, "capacity_bytes": self.capacity_bytes,
-                                               "min_block": MIN_BLOCK, "small_size": SMALL_SIZE,
-                                               "small_segment": SMALL_SEGMENT, "large_segment": LARGE_SEGMENT})
+                            self._high_water, description)
 
     def stats(self):
         return self.counter.snapshot()
@@ -143,12 +158,19 @@ class BestFitAllocator:
     def _best_fit(self, size: int, small: bool) -> _Block | None:
         pool = self._free[small]
         i = bisect.bisect_left(pool, (size, -1, -1))
-        return self._block_of_key[pool[i]] if i < len(pool) else None
+        if i >= len(pool):
+            return None
+        if self.oldest_within is None:
+            return self._block_of_key[pool[i]]
+        most = pool[i][0] * (1 + self.oldest_within)
+        j = bisect.bisect_right(pool, (most, float("inf"), float("inf")), lo=i)
+        return min((self._block_of_key[key] for key in pool[i:j]), key=lambda b: (b.freed_at, b.size, b.offset))
 
     @staticmethod
     def _merge(a: _Block, b: _Block) -> _Block:
         first, second = (a, b) if a.offset < b.offset else (b, a)
         first.size += second.size
+        first.freed_at = max(first.freed_at, second.freed_at)   # as recent as its most recent part
         first.next = second.next
         if second.next is not None:
             second.next.prev = first

@@ -90,13 +90,15 @@ def random_order(g: Graph, rng: np.random.Generator) -> list[int]:
     return _schedule(g, ready.append, pop)
 
 
-def updates_when_ready(g: Graph) -> list[int]:
-    """Insertion order, except that each parameter's update (the node writing its next value)
-    runs as soon as it can: after its gradient is complete and every other read of the
-    parameter. Insertion order leaves every update after the whole backward pass."""
+def updates_when_ready(g: Graph, kinds: Sequence[Kind] = (Kind.PARAMETER,)) -> list[int]:
+    """Insertion order, except that each update of a persistent tensor of ``kinds`` (the node
+    writing its next value) runs as soon as it can: after its gradient is complete and every
+    other read of the tensor. Insertion order leaves every update after the whole backward
+    pass. With every persistent kind, a gradient accumulator's add also runs as soon as its
+    gradient is ready, as an eager framework's autograd accumulates into ``.grad``."""
     update = set()
     for cur, nxt in g.state_pairs:
-        if g.tensors[cur].kind == Kind.PARAMETER and g.producer[nxt] >= 0:
+        if g.tensors[cur].kind in kinds and g.producer[nxt] >= 0:
             update.add(g.producer[nxt])
     return priority_order(g, [-1 if n in update else n for n in range(len(g.nodes))])
 

@@ -259,14 +259,16 @@ def persistent_state(g: Graph) -> list[int]:
     return [cur for cur, _ in g.state_pairs]
 
 
-def online_allocator(request, default: str):
+def online_allocator(request, default: str, **preferred):
     """The request's online allocator over the budget's pool (``default`` when the request
-    names the size-class pool, which these policies do not use)."""
-    from allocator.online import make_online_allocator
+    names the size-class pool, which these policies do not use); ``preferred``: the policy's
+    own parameters for it, where the allocator takes them and the request does not set them."""
+    from allocator.online import make_online_allocator, takes_option
     from .policy import POOL
 
     name = default if request.allocator == POOL else request.allocator
-    return make_online_allocator(name, request.budget.pool_bytes, **dict(request.allocator_options))
+    params = {k: v for k, v in preferred.items() if takes_option(name, k)}
+    return make_online_allocator(name, request.budget.pool_bytes, **{**params, **dict(request.allocator_options)})
 
 
 def fastest(request, candidates, plan_one, refusal: type[Exception]):

@@ -6,7 +6,10 @@ points, and placement by the online allocator (``allocator.bestfit`` unless the 
 
 ``request.policy_options``: ``c`` (Eq. 2's C, default ``C_DEFAULT``), ``layers`` (logical layers
 per phase, default ``LAYERS``), ``reserve`` (the share of the bytes the copy queues' release
-points hold longer that Algorithm 2 sheds beforehand, default 0).
+points hold longer that Algorithm 2 sheds beforehand, default 0), ``order`` ("eager", the
+default: each accumulation and update as soon as it is ready, as an eager framework runs the
+iteration; "given": the graph's order) and ``placement`` ("oldest", the default, or "bestfit";
+``planner.smartswap.plan``).
 """
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ __all__ = ["BACKWARD", "C_DEFAULT", "FORWARD", "LAYERS", "OPTIMIZER", "POLICY", 
 def make(request: PlanRequest) -> Program:
     opts = request.policy_options
     return SmartSwapPlan(request, float(opts.get("c", C_DEFAULT)), int(opts.get("layers", LAYERS)),
-                         float(opts.get("reserve", 0.0))).make()
+                         float(opts.get("reserve", 0.0)), str(opts.get("order", "eager")),
+                         str(opts.get("placement", "oldest"))).make()
 
 
 POLICY = register(Policy(NAME, "SmartSwap: logical layers, Eq. 2 candidates, simulated swap timing "

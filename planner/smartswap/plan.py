@@ -6,12 +6,16 @@ import math
 
 import numpy as np
 
+from engine.ir import PERSISTENT_KINDS
 from engine.liveness import live_bytes_per_step
 from engine.program import Program
+from engine.schedules import updates_when_ready
 
 from ..errors import PlanError
+from ..facts import GraphFacts
 from ..online_program import online_allocator
 from ..policy import PlanRequest
+from ..simulate import simulate
 from .algorithm2 import Algorithm2
 from .build import build_program
 from .candidates import Storage
@@ -19,12 +23,22 @@ from .layers import LAYERS, logical_layers, phases
 from .release_points import queued_extra, queued_releases
 from .stays import Stay, kept_values, stays
 
-# Eq. 2's weight of size against MREs covered. The paper gives no value; measured on the largest
-# micro-step of GPT-2 XL and the 7B preset at 1/4 of their peak (bench/results/smartswap_2026-11-24.txt,
-# with the copy queues' release points), C = 0, 0.25, 0.5, 1, 2, 4: 12.79, 12.72, 12.60, 12.56, 12.50,
-# 12.52 s and 29.20, 29.20, 32.46, 32.27, 31.77, 31.59 s. 0.25 is the best on the 7B (by 8% over
-# C >= 0.5) and 1.7% from GPT-2 XL's best.
-C_DEFAULT = 0.25
+# Eq. 2's weight of size against MREs covered. The paper gives no value. Measured with the eager
+# order and the oldest-block placement below, on the micro-steps and updates of bench.smartswap's
+# streams at 1/4 of their peak (simulated s, summed over each stream's 60 iterations, 2026-11-24):
+# C = 0, 0.25, 1: 7B 1311.2, 1322.7, 1247.5; GPT-2 XL 486.5, 480.5, 472.8.
+C_DEFAULT = 1.0
+# The order a plan runs: "eager", as an eager framework runs the iteration (each gradient added into
+# its accumulator, each state updated, as soon as it is ready: PyTorch's autograd accumulates into
+# .grad during the backward pass), or "given", the graph's insertion order, which leaves every
+# accumulation after the whole backward pass: a link-bound tail where each accumulator comes in and
+# goes out. Placement: "oldest" (best fit, but among free blocks up to twice the best fit's size the
+# one freed earliest: ``allocator.bestfit``'s oldest_within=1), or "bestfit" (PyTorch's). Measured
+# as C above (C = 1): eager + oldest 1247.5 and 472.8; given + oldest 1349.2 and 468.3; given +
+# bestfit 1402.3 and 467.4; eager + bestfit 1460.9 and 510.1, its swap-ins queued behind copies
+# into bytes just given back. (Before: given, bestfit, C = 0.25: 1347.4 and 478.8.)
+ORDERS = ("eager", "given")
+PLACEMENTS = {"oldest": 1.0, "bestfit": None}     # name -> allocator.bestfit's oldest_within
 FIRST_TARGET = 0.97  # of the pool: Algorithm 2's first target (the allocator needs some slack)
 TARGET_STEP = 0.05   # lowered by this much of the pool while a stay finds no room
 TRIES = 12
@@ -34,12 +48,21 @@ class SmartSwapPlan:
     """The decisions for one graph (which stays leave the device, when they come back), then
     the Program. ``c``: Eq. 2's C; ``per_phase``: logical layers per phase; ``reserve``: the
     share of the bytes that the copy queues' release points hold longer which Algorithm 2 sheds
-    beforehand (0: none, it sheds for the layer simulator's release points only)."""
+    beforehand (0: none, it sheds for the layer simulator's release points only); ``order`` and
+    ``placement``: see ``ORDERS`` and ``PLACEMENTS``."""
 
     def __init__(self, request: PlanRequest, c: float = C_DEFAULT, per_phase: int = LAYERS,
-                 reserve: float = 0.0):
+                 reserve: float = 0.0, order: str = "eager", placement: str = "oldest"):
+        if order not in ORDERS or placement not in PLACEMENTS:
+            raise PlanError(f"smartswap: order must be one of {', '.join(ORDERS)} and placement one of "
+                            f"{', '.join(PLACEMENTS)} (got order '{order}', placement '{placement}')")
         self.request = request
         self.g, self.facts, self.budget = request.graph, request.facts, request.budget
+        if order == "eager":
+            eager = updates_when_ready(self.g, PERSISTENT_KINDS)
+            if eager != list(self.facts.order):
+                self.facts = GraphFacts(self.g, eager)
+        self.placement = placement
         self.order = list(self.facts.order)
         n = len(self.order)
         secs = request.op_seconds
@@ -85,31 +108,42 @@ class SmartSwapPlan:
         return build_program(self.g, self.order, self.facts.lifetimes, self.budget.scratch_bytes, stays, alloc)
 
     def allocator(self):
-        """The request's online allocator over the pool (bestfit unless it names va)."""
-        return online_allocator(self.request, "bestfit")
+        """The request's online allocator over the pool (bestfit, placing as ``placement`` says,
+        unless the request names va)."""
+        return online_allocator(self.request, "bestfit", oldest_within=PLACEMENTS[self.placement])
 
     def make(self) -> Program:
-        """Algorithm 2, then placement, releasing where the copy queues say (within the target)
-        or, if that finds no room, at the layer simulator's points; while neither fits (the
-        allocator fragments the pool), Algorithm 2 again at a target lowered by ``TARGET_STEP``
-        of the pool, at most ``TRIES`` times; PlanError if it never fits."""
+        """Algorithm 2, then placement twice, releasing where the copy queues say (within the
+        target) and at the layer simulator's points, keeping the faster that fits (as GenPolicy
+        keeps the fastest of its policies; without a profile, the first that fits); while neither
+        fits (the allocator fragments the pool), Algorithm 2 again at a target lowered by
+        ``TARGET_STEP`` of the pool, at most ``TRIES`` times; PlanError if it never fits."""
         target = FIRST_TARGET
         for _ in range(TRIES):
             self.target = target
             self.stores = self.decide(int(self.pool * target))
+            made = []
             for queued in (True, False):
                 prog = self.program(self.stays_for(self.stores, queued=queued))
                 if prog is not None:
-                    self.queued = queued
-                    return prog
+                    made.append((self.seconds(prog), queued, prog))
+            if made:
+                _, self.queued, prog = min(made, key=lambda m: m[0])
+                return prog
             target -= TARGET_STEP
         raise PlanError(f"smartswap could not fit '{self.g.name}' in a pool of {self.pool} bytes "
                         f"(shed down to {target + TARGET_STEP:.2f} of it); give a larger --memory")
+
+    def seconds(self, prog: Program) -> float:
+        """``prog``'s simulated time on the request's profile (0 without one)."""
+        if self.request.profile is None:
+            return 0.0
+        return simulate(prog, self.g, self.request.profile, self.request.op_seconds).total
 
     def arena_needed(self, release_at_sync: bool) -> int:
         """The most bytes the stays of the last ``make`` hold at once (requested, before the
         allocator's rounding), releasing as ``make`` did or at the next synchronization."""
         from allocator.online import make_online_allocator
-        alloc = make_online_allocator("bestfit", 1 << 62)
+        alloc = make_online_allocator("bestfit", 1 << 62, oldest_within=PLACEMENTS[self.placement])
         self.program(self.stays_for(self.stores, release_at_sync, self.queued), alloc)
         return int(alloc.stats().peak_requested_bytes)

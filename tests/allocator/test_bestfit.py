@@ -96,3 +96,29 @@ def test_tiny_budgets_get_exact_segments_instead_of_failing():
     assert None not in objs and a.alloc(1) is None
     arena = Arena.of(a.layout(), 1024)
     assert arena.arena_bytes == 64 * 1024 + 1024 and arena.allocator["name"] == "bestfit"
+
+
+def test_oldest_within_takes_the_block_freed_earliest_among_near_best_fits():
+    def three_holes(oldest_within):
+        a = BestFitAllocator(64 * MIB, oldest_within=oldest_within)
+        objs = [a.alloc(n) for n in (4096, 512, 8192, 512, 4096, 512)]   # 512 B fences keep holes apart
+        for o in (objs[2], objs[4], objs[0]):     # freed in this order: 8 KiB, then the two 4 KiB
+            a.free(o)
+        return a, objs
+
+    def placed_at(oldest_within):
+        a, objs = three_holes(oldest_within)
+        o = a.alloc(4096)
+        off = a.layout().object_offset
+        return objs.index(next(x for x in objs if off[x] == off[o])), a
+    assert placed_at(None)[0] == 0               # PyTorch: the best fit by size, then address
+    assert placed_at(0.0)[0] == 4                # equal sizes only: the 4 KiB freed first
+    which, a = placed_at(1.0)                    # up to twice the size: the 8 KiB, freed first of all
+    assert which == 2 and a.layout().describe()["oldest_within"] == 1.0
+    with pytest.raises(AllocatorMisuse, match="oldest_within must be >= 0"):
+        BestFitAllocator(MIB, oldest_within=-1)
+
+
+def test_oldest_within_keeps_live_objects_apart_on_random_workloads():
+    for seed in range(2):
+        random_workload(make_online_allocator("bestfit", 64 * MIB, oldest_within=1.0), 500, 8 * MIB, seed)

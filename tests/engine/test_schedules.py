@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from engine.graph_check import check_order
 from engine.schedules import priority_order, random_order, write_after_read_edges
@@ -25,13 +26,30 @@ def test_priority_order_follows_priorities_where_it_can():
     assert rev != g.default_order()
 
 
-def test_updates_when_ready_runs_each_update_as_soon_as_it_can():
-    from engine.ir import Kind
+def _lstm():
+    return small.lstm(batch=2, steps=3, features=4, hidden=4, layers=2, classes=3)
+
+
+def _accumulating_gpt():
+    import zoo
+    from engine import iteration_stream as st
+    from engine.autodiff import make_optimizer
+    return st.IterationGraphs(lambda seq: zoo.build("gpt-tiny", size=seq, positions=8), make_optimizer("sgd"),
+                              2).micro(8)
+
+
+@pytest.mark.parametrize("make, kinds", [(_lstm, "parameters"), (_accumulating_gpt, "persistent")])
+def test_updates_when_ready_runs_each_update_as_soon_as_it_can(make, kinds):
+    # The LSTM's SGD updates; a micro-step's gradient accumulators (state, not parameters), as an
+    # eager framework accumulates into .grad during the backward pass.
+    from engine.ir import PERSISTENT_KINDS, Kind
     from engine.schedules import schedule_successors, updates_when_ready
-    g = small.lstm(batch=2, steps=3, features=4, hidden=4, layers=2, classes=3)
-    order = updates_when_ready(g)
+    g = make()
+    chosen = (Kind.PARAMETER,) if kinds == "parameters" else PERSISTENT_KINDS
+    order = updates_when_ready(g, chosen)
     check_order(g, order)
-    updates = {g.producer[nxt] for cur, nxt in g.state_pairs if g.tensors[cur].kind == Kind.PARAMETER}
+    updates = {g.producer[nxt] for cur, nxt in g.state_pairs if g.tensors[cur].kind in chosen and g.producer[nxt] >= 0}
+    assert updates
     pos = {n: i for i, n in enumerate(order)}
     preds = {n: [] for n in range(len(g.nodes))}
     for u, succ in enumerate(schedule_successors(g)):

@@ -93,3 +93,45 @@ def test_even_the_smallest_budget_that_runs_gets_a_verified_program():
     budget = make_budget(facts, facts.smallest_budget)
     program = get("smartswap").make(PlanRequest(g, facts, budget))
     verify(program, g, budget.device_bytes)
+
+
+def test_eager_order_accumulates_during_the_backward_pass_and_given_keeps_the_graphs():
+    from engine.ir import PERSISTENT_KINDS
+    from engine.schedules import updates_when_ready
+    from planner.errors import PlanError
+    g = stream_graphs().micro(16)
+    facts = GraphFacts(g)
+    budget = make_budget(facts, int(0.5 * facts.peak_bytes) + facts.scratch.bytes)
+    eager = get("smartswap").make(PlanRequest(g, facts, budget))
+    assert eager.schedule == updates_when_ready(g, PERSISTENT_KINDS) != list(facts.order)
+    verify(eager, g, budget.device_bytes)
+    given = get("smartswap").make(PlanRequest(g, facts, budget, policy_options={"order": "given"}))
+    assert given.schedule == list(facts.order)
+    verify(given, g, budget.device_bytes)
+    with pytest.raises(PlanError, match="order must be one of eager, given"):
+        get("smartswap").make(PlanRequest(g, facts, budget, policy_options={"order": "sorted"}))
+
+
+def test_storages_under_the_smallest_share_never_leave_the_device(monkeypatch):
+    import planner.smartswap.algorithm2 as a2
+    g = stream_graphs().micro(16)
+    facts = GraphFacts(g)
+    budget = make_budget(facts, int(0.5 * facts.peak_bytes) + facts.scratch.bytes)
+    plan = ss.SmartSwapPlan(PlanRequest(g, facts, budget))
+    limit = int(0.9 * plan.pool)
+    applied = []
+    apply = a2.Algorithm2._apply
+
+    def recorded(self, cand, *args, **kwargs):
+        done = apply(self, cand, *args, **kwargs)
+        if done:
+            applied.append(cand.nbytes)
+        return done
+    monkeypatch.setattr(a2.Algorithm2, "_apply", recorded)
+    plan.algorithm2.run(limit)
+    assert min(applied) < 0.05 * limit                   # at 2^-12 small storages are moved too
+    applied.clear()
+    monkeypatch.setattr(a2, "SMALLEST_SHARE", 0.05)
+    plan.algorithm2.run(limit)
+    assert applied and min(applied) >= 0.05 * limit
+    verify(plan.make(), g, budget.device_bytes)

@@ -63,9 +63,13 @@ def test_on_a_link_bound_update_graph_the_queues_release_points_are_faster():
     budget = make_budget(facts, max(GraphFacts(gs.micro(16)).peak_bytes // 4 + facts.scratch.bytes,
                                     facts.smallest_budget))
     profile = analytic_profile("v100")
-    plan = SmartSwapPlan(PlanRequest(g, facts, budget, profile))
+    # PyTorch's placement: the next request of a size takes the bytes a release point gave back.
+    plan = SmartSwapPlan(PlanRequest(g, facts, budget, profile), placement="bestfit")
     queued = plan.make()
     assert plan.queued
     verify(queued, g, budget.device_bytes)
     layer_points = plan.program(plan.stays_for(plan.stores, queued=False))
     assert simulate(queued, g, profile).total < simulate(layer_points, g, profile).total
+    # Placing into the block freed earliest avoids most such waits whatever the release points.
+    oldest = SmartSwapPlan(PlanRequest(g, facts, budget, profile)).make()
+    assert simulate(oldest, g, profile).total < simulate(queued, g, profile).total
