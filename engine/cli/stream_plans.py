@@ -38,9 +38,9 @@ from .runners import _executor
 # Tried in GenPolicy beside the policy's defaults: with the default, five policies, as 004 Section 6
 # generates (n = 5) before keeping the fastest. Chosen from ten single and paired changes of
 # smartswap's options (C 0 and 0.25, 16 and 64 layers per phase, the given order, bestfit placement,
-# reserve 0.5) as the four whose best-of on bench.smartswap's GPT-2 XL and 7B streams is highest
-# (simulated, against SwapAdvisor re-planned; 2026-11-24): the default alone 0.950 and 0.944, with
-# these four 0.971 and 0.955.
+# reserve 0.5) as four whose best-of on bench.smartswap's GPT-2 XL and 7B streams is highest
+# (simulated, against SwapAdvisor re-planned; 2026-11-24): the default alone 0.944 and 0.955, with
+# these four 0.971 and 0.966 (the best four found: 0.970 and 0.966).
 ALTERNATIVES = ({"layers": 64}, {"layers": 16}, {"order": "given", "layers": 64}, {"c": 0.25})
 
 

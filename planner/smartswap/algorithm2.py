@@ -24,7 +24,7 @@ ROUNDS = 64
 # their accumulators: a transformer layer's small tensors). Moving one saves next to nothing,
 # and its swap-in, waiting for the bytes it reuses, holds up the copies queued behind it. Measured
 # (bench.smartswap's 7B stream, micro-steps of 1536/2048/1024 tokens, simulated s): every storage
-# a candidate 21.25/30.49/13.62; none under 1, 16 or 11 MiB (this share) 19.26/26.64/11.65.
+# a candidate 20.24/30.76/13.27; none under 1, 16 or 11 MiB (this share) 18.68/26.64/11.53.
 SMALLEST_SHARE = 2 ** -12
 
 
@@ -32,9 +32,9 @@ class Algorithm2:
     """The decisions for one graph and schedule; ``run(limit)`` makes them at ``limit`` bytes."""
 
     def __init__(self, g: Graph, order: list[int], lifetimes, layers: Layers, trace: np.ndarray,
-                 bw_in: float, bw_out: float, c: float):
+                 bw_in: float, bw_out: float, c: float, latency_s: float = 0.0):
         self.g, self.order, self.lifetimes, self.layers = g, order, lifetimes, layers
-        self.trace, self.bw_in, self.bw_out, self.c = trace, bw_in, bw_out, c
+        self.trace, self.bw_in, self.bw_out, self.c, self.latency_s = trace, bw_in, bw_out, c, latency_s
         self.unchanged = {cur for cur, nxt in g.state_pairs if cur == nxt}   # weights no operator updates
 
     def run(self, limit: int, extra: np.ndarray | None = None) -> tuple[list[Storage], np.ndarray]:
@@ -46,7 +46,7 @@ class Algorithm2:
         live = self.trace.copy()
         if extra is not None:
             live += extra
-        sim = Simulator(self.layers, self.bw_in, self.bw_out)
+        sim = Simulator(self.layers, self.bw_in, self.bw_out, self.latency_s)
         for st in stores:
             if st.host_leaf and st.root in state_cur and (st.writes or st.root in self.unchanged):
                 st.pinned = True            # resident state (updated in place or not): stays unless chosen
@@ -115,7 +115,7 @@ class Algorithm2:
     def _latency_release(self, a: int, nbytes: int, b: int) -> int:
         """Without a layer with time left: the copy takes T_swap from its issue after step a."""
         t_op = self.layers.op_seconds
-        k = math.ceil(swap_seconds(nbytes, self.bw_out) / t_op) if t_op > 0 else 1
+        k = math.ceil(swap_seconds(nbytes, self.bw_out, self.latency_s) / t_op) if t_op > 0 else 1
         return min(b - 1, a + max(1, k))
 
     def _latency_trigger(self, b: int, r: int) -> int:

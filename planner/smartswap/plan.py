@@ -26,7 +26,7 @@ from .stays import Stay, kept_values, stays
 # Eq. 2's weight of size against MREs covered. The paper gives no value. Measured with the eager
 # order and the oldest-block placement below, on the micro-steps and updates of bench.smartswap's
 # streams at 1/4 of their peak (simulated s, summed over each stream's 60 iterations, 2026-11-24):
-# C = 0, 0.25, 1: 7B 1311.2, 1322.7, 1247.5; GPT-2 XL 486.5, 480.5, 472.8.
+# C = 0, 0.25, 1: 7B 1322.8, 1309.7, 1233.6; GPT-2 XL 486.5, 480.5, 475.9.
 C_DEFAULT = 1.0
 # The order a plan runs: "eager", as an eager framework runs the iteration (each gradient added into
 # its accumulator, each state updated, as soon as it is ready: PyTorch's autograd accumulates into
@@ -34,9 +34,10 @@ C_DEFAULT = 1.0
 # accumulation after the whole backward pass: a link-bound tail where each accumulator comes in and
 # goes out. Placement: "oldest" (best fit, but among free blocks up to twice the best fit's size the
 # one freed earliest: ``allocator.bestfit``'s oldest_within=1), or "bestfit" (PyTorch's). Measured
-# as C above (C = 1): eager + oldest 1247.5 and 472.8; given + oldest 1349.2 and 468.3; given +
-# bestfit 1402.3 and 467.4; eager + bestfit 1460.9 and 510.1, its swap-ins queued behind copies
-# into bytes just given back. (Before: given, bestfit, C = 0.25: 1347.4 and 478.8.)
+# as C above (C = 1): eager + oldest 1233.6 and 475.9; given + oldest 1351.0 and 468.4; given +
+# bestfit 1402.2 and 467.6; eager + bestfit 1411.9 and 514.1, its swap-ins queued behind copies
+# into bytes just given back. (Given, bestfit, C = 0.25, this module's defaults before: 1347.4 and
+# 478.7.) GenPolicy's alternatives (engine/cli/stream_plans.py) cover GPT-2 XL's preference.
 ORDERS = ("eager", "given")
 PLACEMENTS = {"oldest": 1.0, "bestfit": None}     # name -> allocator.bestfit's oldest_within
 FIRST_TARGET = 0.97  # of the pool: Algorithm 2's first target (the allocator needs some slack)
@@ -70,13 +71,14 @@ class SmartSwapPlan:
         link = request.profile.link if request.profile is not None else None
         self.bw = link.h2d_bytes_per_s if link else math.inf
         self.bw_out = link.d2h_bytes_per_s if link else math.inf
+        self.latency_s = link.latency_s if link else 0.0
         self.phase = phases(self.g, self.order)
         self.layers = logical_layers(self.phase, self.iteration_seconds, per_phase)
         self.c, self.reserve = c, reserve
         self.trace = live_bytes_per_step(self.g, self.order, self.facts.lifetimes).astype(np.int64)
         self.pool = int(self.budget.pool_bytes)
         self.algorithm2 = Algorithm2(self.g, self.order, self.facts.lifetimes, self.layers, self.trace,
-                                     self.bw, self.bw_out, c)
+                                     self.bw, self.bw_out, c, self.latency_s)
         self.kept = kept_values(self.g)
         self.target = FIRST_TARGET   # of the pool: Algorithm 2's target in ``make``
         self.queued = False          # whether ``make`` released at the copy queues' points
@@ -87,7 +89,8 @@ class SmartSwapPlan:
         stores, self.shed_trace = self.algorithm2.run(limit)
         if self.reserve > 0:
             first = self.stays_for(stores, queued=False)
-            extra = queued_extra(first, len(self.order), self.layers.op_seconds, self.bw, self.bw_out)
+            extra = queued_extra(first, len(self.order), self.layers.op_seconds, self.bw, self.bw_out,
+                                 self.latency_s)
             stores, self.shed_trace = self.algorithm2.run(limit, (extra * self.reserve).astype(np.int64))
         return stores
 
@@ -98,7 +101,8 @@ class SmartSwapPlan:
         n = len(self.order)
         out = stays(stores, n, self.kept, release_at_sync)
         if queued and not release_at_sync:
-            queued_releases(out, n, self.layers.op_seconds, self.bw, self.bw_out, int(self.pool * self.target))
+            queued_releases(out, n, self.layers.op_seconds, self.bw, self.bw_out, int(self.pool * self.target),
+                            self.latency_s)
         return out
 
     def program(self, stays: list[Stay], allocator=None) -> Program | None:

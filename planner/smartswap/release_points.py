@@ -20,7 +20,7 @@ from .layer_simulator import swap_seconds
 from .stays import Stay
 
 
-def _queued_steps(stays: list[Stay], n: int, op_seconds: float, bw_in: float, bw_out: float):
+def _queued_steps(stays: list[Stay], n: int, op_seconds: float, bw_in: float, bw_out: float, latency_s: float):
     """(stay, step during which its swap-out finishes) for each copied-out stay whose copy
     finishes after its release point, in the order of the swap-outs; never past the step
     before the storage's next stay."""
@@ -37,12 +37,12 @@ def _queued_steps(stays: list[Stay], n: int, op_seconds: float, bw_in: float, bw
     t = in_free = out_free = 0.0
     for s in range(n):
         for st in ins_at.get(s, ()):
-            in_free = max(t, in_free) + swap_seconds(st.nbytes, bw_in)
+            in_free = max(t, in_free) + swap_seconds(st.nbytes, bw_in, latency_s)
             arrive[st.first_use] = max(arrive.get(st.first_use, 0.0), in_free)
         t = max(t, arrive.get(s, 0.0)) + op_seconds
         end[s] = t
         for st in outs_at.get(s, ()):
-            out_free = max(t, out_free) + swap_seconds(st.nbytes, bw_out)
+            out_free = max(t, out_free) + swap_seconds(st.nbytes, bw_out, latency_s)
             finish[id(st)] = out_free
     next_start: dict[int, int] = {}
     by_storage: dict[int, list[Stay]] = {}
@@ -70,11 +70,11 @@ def held_bytes(stays: list[Stay], n: int) -> np.ndarray:
 
 
 def queued_releases(stays: list[Stay], n: int, op_seconds: float, bw_in: float, bw_out: float,
-                    limit: int) -> None:
+                    limit: int, latency_s: float = 0.0) -> None:
     """Move release points later, to where the copy queues say each swap-out finishes, while
     the bytes held stay within ``limit`` (a release is moved as far as that allows)."""
     held = held_bytes(stays, n)
-    for st, r in _queued_steps(stays, n, op_seconds, bw_in, bw_out):
+    for st, r in _queued_steps(stays, n, op_seconds, bw_in, bw_out, latency_s):
         over = np.nonzero(held[st.free_after + 1:r + 1] + st.nbytes > limit)[0]
         if len(over):
             r = st.free_after + int(over[0])
@@ -82,11 +82,12 @@ def queued_releases(stays: list[Stay], n: int, op_seconds: float, bw_in: float, 
         st.free_after = r
 
 
-def queued_extra(stays: list[Stay], n: int, op_seconds: float, bw_in: float, bw_out: float) -> np.ndarray:
+def queued_extra(stays: list[Stay], n: int, op_seconds: float, bw_in: float, bw_out: float,
+                 latency_s: float = 0.0) -> np.ndarray:
     """Per step, the bytes that releasing where the copy queues say would hold beyond the
     release points of ``stays`` (which are left unchanged)."""
     h = np.zeros(n + 2, dtype=np.int64)
-    for st, r in _queued_steps(stays, n, op_seconds, bw_in, bw_out):
+    for st, r in _queued_steps(stays, n, op_seconds, bw_in, bw_out, latency_s):
         h[st.free_after + 1] += st.nbytes
         h[r + 1] -= st.nbytes
     return np.cumsum(h)[:n]

@@ -47,6 +47,19 @@ def test_eq3_swap_in_pre_trigger_and_swap_out_completion_by_hand():
     assert sim.swap_out_release(2, 80) == (8, 1)
 
 
+def test_eq3_with_the_links_fixed_cost_per_copy():
+    # The same layers; each copy also costs 0.3 s whatever its size (the profile's link latency).
+    of_step = np.repeat(np.arange(4), 5)
+    layers = ss.Layers(of_step, np.array([0, 5, 10, 15]), np.array([4, 9, 14, 19]), np.ones(4), 0.2)
+    assert ss.swap_seconds(50, 100.0, 0.3) == pytest.approx(0.8) and ss.swap_seconds(0, 100.0, 0.3) == 0.0
+    sim = ss.Simulator(layers, 100.0, latency_s=0.3)
+    assert sim.swap_in_trigger(17, -1, 50) == (10, 2)            # 0.8 s fits layer 2's 1 s
+    sim.take(2, 50)
+    assert sim.remaining[True][2] == pytest.approx(0.2)
+    # 10 bytes alone (0.1 s) would fit the 0.2 s left; with the fixed cost (0.4 s), one layer earlier.
+    assert sim.swap_in_trigger(17, -1, 10) == (5, 1)
+
+
 def test_logical_layers_follow_phases_in_step_order_with_eq1_times():
     phase = np.array([ss.FORWARD] * 6 + [ss.BACKWARD] * 4 + [ss.OPTIMIZER] * 2)
     ly = ss.logical_layers(phase, 12.0, per_phase=2)

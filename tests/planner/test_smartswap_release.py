@@ -56,20 +56,22 @@ def test_a_step_waiting_for_its_swap_in_lets_a_queued_copy_finish_in_fewer_steps
     assert x.free_after == 2
 
 
-def test_on_a_link_bound_update_graph_the_queues_release_points_are_faster():
+def test_on_a_link_bound_update_graph_make_keeps_the_faster_release_points_and_oldest_placement_wins():
     gs = st.IterationGraphs(lambda s: zoo.build("gpt-tiny", size=s, positions=16), make_optimizer("adamw"), 2)
     g = gs.update(gs.micro(16))
     facts = GraphFacts(g)
     budget = make_budget(facts, max(GraphFacts(gs.micro(16)).peak_bytes // 4 + facts.scratch.bytes,
                                     facts.smallest_budget))
     profile = analytic_profile("v100")
-    # PyTorch's placement: the next request of a size takes the bytes a release point gave back.
-    plan = SmartSwapPlan(PlanRequest(g, facts, budget, profile), placement="bestfit")
-    queued = plan.make()
-    assert plan.queued
-    verify(queued, g, budget.device_bytes)
-    layer_points = plan.program(plan.stays_for(plan.stores, queued=False))
-    assert simulate(queued, g, profile).total < simulate(layer_points, g, profile).total
-    # Placing into the block freed earliest avoids most such waits whatever the release points.
-    oldest = SmartSwapPlan(PlanRequest(g, facts, budget, profile)).make()
-    assert simulate(oldest, g, profile).total < simulate(queued, g, profile).total
+    seconds = {}
+    for placement in ("bestfit", "oldest"):
+        plan = SmartSwapPlan(PlanRequest(g, facts, budget, profile), placement=placement)
+        made = plan.make()
+        verify(made, g, budget.device_bytes)
+        seconds[placement] = simulate(made, g, profile).total
+        for queued in (True, False):            # make kept the faster of the two that fit
+            other = plan.program(plan.stays_for(plan.stores, queued=queued))
+            assert other is None or seconds[placement] <= simulate(other, g, profile).total
+    # PyTorch's placement hands the next request the bytes a release point just gave back, so its
+    # first write waits for that copy out; the block freed earliest rarely makes anything wait.
+    assert seconds["oldest"] < 0.9 * seconds["bestfit"]
