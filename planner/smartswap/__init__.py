@@ -1,9 +1,10 @@
 """SmartSwap's policy generator (004 Section 4) and its release points (Section 5.2); the
 policy itself is ``planner.policies.smartswap``.
 
-SmartSwap plans from what a lightweight profiler can see, the operator sequence, the memory
-trace and the iteration's duration, never per-operator times. The parts, in the order a plan
-uses them:
+SmartSwap decides from what a lightweight profiler can see, the operator sequence, the memory
+trace, the iteration's duration and the link's bandwidth and per-copy cost, never per-operator
+times; between finished plans it chooses by their runtime (004 keeps the fastest of the
+policies it generates), here the simulator's. The parts, in the order a plan uses them:
 
 - ``layers``: logical layers (Eq. 1), each phase's operators in even groups with Eq. 1's times;
 - ``candidates``: device storages, the candidates (a storage's stay between two uses, or
@@ -15,8 +16,8 @@ uses them:
 - ``release_points``: when a swapped-out stay's bytes go back to the pool (from the copy
   queues in program order, within the pool), and 004 Figure 6b's report;
 - ``build``: the Program, each stay one object of the online allocator;
-- ``plan``: ``SmartSwapPlan``, the above for one graph, the target lowered while the
-  allocator finds no room.
+- ``plan``: ``SmartSwapPlan``, the above for one graph in the order an eager framework runs it,
+  the target lowered while the allocator finds no room.
 """
 from .algorithm2 import Algorithm2
 from .candidates import Candidate, Storage, candidates, score, storages
