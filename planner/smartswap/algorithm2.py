@@ -26,6 +26,13 @@ ROUNDS = 64
 # (bench.smartswap's 7B stream, micro-steps of 1536/2048/1024 tokens, simulated s): every storage
 # a candidate 20.24/30.76/13.27; none under 1, 16 or 11 MiB (this share) 18.68/26.64/11.53.
 SMALLEST_SHARE = 2 ** -12
+# ...nor storages the link moves in under this share of its fixed cost per copy (3.75 KB at 12 GB/s
+# and 10 us): each such copy is nearly all fixed cost, and a small model's stream of them fills the
+# link (gpt-tiny at half its peak: 67 swap-ins where SwapAdvisor's plan needs 38). Measured on
+# bench.smartswap's gpt-tiny stream (micro-steps of 12/16/8 tokens, simulated us): none below the
+# share above 885/863/828; below 1/32 of the fixed cost 807/836/801; 1/16: 809/836/790; 1/8 does not
+# fit. Where leaving them out cannot reach the target, they are candidates again.
+SMALLEST_COPY_SHARE = 1 / 32
 
 
 class Algorithm2:
@@ -39,7 +46,16 @@ class Algorithm2:
 
     def run(self, limit: int, extra: np.ndarray | None = None) -> tuple[list[Storage], np.ndarray]:
         """(storages with their gaps chosen, the memory trace left) at ``limit`` pool bytes;
-        ``extra``: bytes per step to shed beyond the trace (held longer by later release points)."""
+        ``extra``: bytes per step to shed beyond the trace (held longer by later release points).
+        Small storages are no candidates (``SMALLEST_SHARE``, ``SMALLEST_COPY_SHARE``) unless
+        the target cannot be reached without them."""
+        smallest = max(limit * SMALLEST_SHARE, self.latency_s * min(self.bw_in, self.bw_out) * SMALLEST_COPY_SHARE)
+        stores, live = self._run(limit, extra, smallest)
+        if (live > limit).any():
+            stores, live = self._run(limit, extra, limit * SMALLEST_SHARE)
+        return stores, live
+
+    def _run(self, limit: int, extra: np.ndarray | None, smallest: float) -> tuple[list[Storage], np.ndarray]:
         g, n = self.g, len(self.order)
         stores = storages(g, self.order, self.lifetimes)
         state_cur = {c for c, _ in g.state_pairs}
@@ -70,7 +86,7 @@ class Algorithm2:
                     r = self._latency_release(st.steps[-1], st.nbytes, n)
                 st.copy_out_at_end, st.end_release = True, r
                 live[st.end_release + 1:] -= st.nbytes
-        cands = [c for c in candidates(stores) if c.nbytes >= limit * SMALLEST_SHARE]
+        cands = [c for c in candidates(stores) if c.nbytes >= smallest]
         forced = False
         for _ in range(ROUNDS):
             excess = live - limit

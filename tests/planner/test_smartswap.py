@@ -100,11 +100,15 @@ def test_release_points_reuse_bytes_sooner_than_the_next_synchronization():
     assert rep.arena_bytes <= budget.pool_bytes < rep.arena_bytes_at_sync
 
 
-def test_even_the_smallest_budget_that_runs_gets_a_verified_program():
+@pytest.mark.parametrize("profiled", [False, True])
+def test_even_the_smallest_budget_that_runs_gets_a_verified_program(profiled):
+    # With a profile, Eq. 3's fixed cost per copy keeps small storages out of the candidates and
+    # moves release points later; near the smallest budget neither fits, and the plan falls back.
+    from engine.profile import analytic_profile
     g = stream_graphs().micro(16)
     facts = GraphFacts(g)
     budget = make_budget(facts, facts.smallest_budget)
-    program = get("smartswap").make(PlanRequest(g, facts, budget))
+    program = get("smartswap").make(PlanRequest(g, facts, budget, analytic_profile("v100") if profiled else None))
     verify(program, g, budget.device_bytes)
 
 
