@@ -49,10 +49,11 @@ class Algorithm2:
         ``extra``: bytes per step to shed beyond the trace (held longer by later release points).
         Small storages are no candidates (``SMALLEST_SHARE``, ``SMALLEST_COPY_SHARE``) unless
         the target cannot be reached without them."""
-        smallest = max(limit * SMALLEST_SHARE, self.latency_s * min(self.bw_in, self.bw_out) * SMALLEST_COPY_SHARE)
-        stores, live = self._run(limit, extra, smallest)
-        if (live > limit).any():
-            stores, live = self._run(limit, extra, limit * SMALLEST_SHARE)
+        share = limit * SMALLEST_SHARE
+        fixed = self.latency_s * min(self.bw_in, self.bw_out) * SMALLEST_COPY_SHARE if self.latency_s > 0 else 0.0
+        stores, live = self._run(limit, extra, max(share, fixed))
+        if fixed > share and (live > limit).any():
+            stores, live = self._run(limit, extra, share)
         return stores, live
 
     def _run(self, limit: int, extra: np.ndarray | None, smallest: float) -> tuple[list[Storage], np.ndarray]:
