@@ -13,6 +13,10 @@ Speed (the search runs this for every candidate): helpers take their arrays as t
 pool, tree) so numba inlines them (a call with dozens of array arguments costs more than the
 work), and evicting ahead asks a per-class max-tree for the furthest tenant instead of
 scanning the class after every operator.
+
+The helpers (free rings, max-tree) stay in this file although it is long: numba's cache
+(cache=True) is invalidated by a change to the caching function's own file only, so a helper
+inlined from another module could leave a stale compiled scan behind after an edit.
 """
 from __future__ import annotations
 
