@@ -45,6 +45,10 @@ TARGET_STEP = 0.05   # lowered by this much of the pool while a stay finds no ro
 TRIES = 12
 
 
+class NoRoom(PlanError):
+    """No target Algorithm 2 was tried at gave stays the online allocator could place."""
+
+
 class SmartSwapPlan:
     """The decisions for one graph (which stays leave the device, when they come back), then
     the Program. ``c``: Eq. 2's C; ``per_phase``: logical layers per phase; ``reserve``: the
@@ -140,7 +144,7 @@ class SmartSwapPlan:
                     _, self.queued, prog = min(made, key=lambda m: m[0])
                     return prog
                 target -= TARGET_STEP
-        raise PlanError(f"smartswap could not fit '{self.g.name}' in a pool of {self.pool} bytes "
+        raise NoRoom(f"smartswap could not fit '{self.g.name}' in a pool of {self.pool} bytes "
                         f"(shed down to {target + TARGET_STEP:.2f} of it); give a larger --memory")
 
     def seconds(self, prog: Program) -> float:

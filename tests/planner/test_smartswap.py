@@ -152,3 +152,30 @@ def test_storages_under_the_smallest_share_never_leave_the_device(monkeypatch):
     plan.algorithm2.run(limit)
     assert applied and min(applied) >= 0.05 * limit
     verify(plan.make(), g, budget.device_bytes)
+
+
+def test_a_plan_that_finds_no_room_falls_back_to_pytorchs_placement_then_the_graphs_order(monkeypatch):
+    from planner.smartswap import plan as plan_module
+    g = stream_graphs().micro(16)
+    facts = GraphFacts(g)
+    budget = make_budget(facts, int(0.5 * facts.peak_bytes) + facts.scratch.bytes)
+    tried = []
+    make = plan_module.SmartSwapPlan.make
+
+    def refusing(fits):
+        def fake(self):
+            tried.append((self.order == list(facts.order), self.placement))
+            if (tried[-1][0], self.placement) not in fits:
+                raise plan_module.NoRoom("smartswap could not fit (test)")
+            return make(self)
+        return fake
+    monkeypatch.setattr(plan_module.SmartSwapPlan, "make", refusing({(True, "oldest")}))
+    program = get("smartswap").make(PlanRequest(g, facts, budget))
+    assert tried == [(False, "oldest"), (False, "bestfit"), (True, "oldest")]      # eager first
+    verify(program, g, budget.device_bytes)
+    assert program.schedule == list(facts.order)
+    tried.clear()
+    monkeypatch.setattr(plan_module.SmartSwapPlan, "make", refusing(set()))
+    with pytest.raises(plan_module.NoRoom):
+        get("smartswap").make(PlanRequest(g, facts, budget))
+    assert len(tried) == 4
