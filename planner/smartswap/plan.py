@@ -127,10 +127,13 @@ class SmartSwapPlan:
         fits (the allocator fragments the pool), Algorithm 2 again at a target lowered by
         ``TARGET_STEP`` of the pool, at most ``TRIES`` times. All that with the link's fixed cost
         per copy in Eq. 3, then, if nothing fit, without it (the paper's Eq. 3: near the smallest
-        budget that runs, the later release points the fixed cost gives hold bytes the pool lacks);
-        PlanError if it never fits."""
-        for latency_s in dict.fromkeys((self.latency_s, 0.0)):
-            self.latency_s = self.algorithm2.latency_s = latency_s
+        budget that runs, the later release points the fixed cost gives hold bytes the pool lacks),
+        then releasing each copy out's bytes where it is issued (the first write into them waits
+        for the copy, ``build``'s reuse edges: stalls, but a small model's short operators make the
+        layer simulator's release points many steps late); NoRoom if it never fits."""
+        modes = dict.fromkeys([(self.latency_s, self.bw_out), (0.0, self.bw_out), (0.0, math.inf)])
+        for self.latency_s, self.bw_out in modes:
+            self.algorithm2.latency_s, self.algorithm2.bw_out = self.latency_s, self.bw_out
             target = FIRST_TARGET
             for _ in range(TRIES):
                 self.target = target
