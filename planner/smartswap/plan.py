@@ -148,7 +148,7 @@ class SmartSwapPlan:
                     return prog
                 target -= TARGET_STEP
         raise NoRoom(f"smartswap could not fit '{self.g.name}' in a pool of {self.pool} bytes "
-                        f"(shed down to {target + TARGET_STEP:.2f} of it); give a larger --memory")
+                     f"(shed down to {target + TARGET_STEP:.2f} of it); give a larger --memory")
 
     def seconds(self, prog: Program) -> float:
         """``prog``'s simulated time on the request's profile (0 without one)."""
