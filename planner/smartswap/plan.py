@@ -131,9 +131,8 @@ class SmartSwapPlan:
         then releasing each copy out's bytes where it is issued (the first write into them waits
         for the copy, ``build``'s reuse edges: stalls, but a small model's short operators make the
         layer simulator's release points many steps late); NoRoom if it never fits."""
-        modes = dict.fromkeys([(self.latency_s, self.bw_out), (0.0, self.bw_out), (0.0, math.inf)])
-        for self.latency_s, self.bw_out in modes:
-            self.algorithm2.latency_s, self.algorithm2.bw_out = self.latency_s, self.bw_out
+        for latency_s, bw_out in dict.fromkeys([(self.latency_s, self.bw_out), (0.0, self.bw_out), (0.0, math.inf)]):
+            self._copy_costs(latency_s, bw_out)
             target = FIRST_TARGET
             for _ in range(TRIES):
                 self.target = target
@@ -149,6 +148,12 @@ class SmartSwapPlan:
                 target -= TARGET_STEP
         raise NoRoom(f"smartswap could not fit '{self.g.name}' in a pool of {self.pool} bytes "
                      f"(shed down to {target + TARGET_STEP:.2f} of it); give a larger --memory")
+
+    def _copy_costs(self, latency_s: float, bw_out: float) -> None:
+        """The link figures the decisions and release points use from now on (this plan's and
+        its Algorithm 2's: one setting, kept in both)."""
+        self.latency_s = self.algorithm2.latency_s = latency_s
+        self.bw_out = self.algorithm2.bw_out = bw_out
 
     def seconds(self, prog: Program) -> float:
         """``prog``'s simulated time on the request's profile (0 without one)."""
