@@ -11,7 +11,7 @@ asks for memory as tensors come to life and gives it back as they die or leave f
 
 Every ``alloc`` returns a new object id (ids count 0, 1, 2, ...), so a Program's object is one
 tensor's stay on the device. Objects may share bytes with objects freed earlier: the verifier
-treats shared bytes as one memory (``planner.verify.sharing_objects``), and for allocators whose
+treats shared bytes as one memory (``engine.program.sharing_objects``), and for allocators whose
 objects are backed by several physical pieces (``va``), the layout's ``mappings`` (a page table)
 say which physical bytes each object's contiguous (virtual) range maps to.
 

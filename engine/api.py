@@ -32,7 +32,7 @@ from engine.program import SWAP_IN, SWAP_OUT, Program
 from engine.training import ReferenceRunner, Trainer
 from engine.units import parse_bytes
 from planner import policy as _registry
-from planner.budget import Budget, make_budget, smallest_budget
+from planner.budget import POOL, Budget, make_budget, smallest_budget, smallest_that_plans
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest
 from planner.simulate import Timeline, simulate
@@ -91,7 +91,8 @@ class Plan:
 def plan(graph: Graph, policy: str = "swapadvisor", *, memory: int | str | None = None,
          profile: str | Profile = "v100", search_seconds: float = 0.0, seed: int = 0) -> Plan:
     """Plan ``graph`` with ``policy`` under ``memory`` device bytes (None: 0.3 of the
-    unlimited peak, or the smallest budget that runs), verify it, simulate it on ``profile``.
+    unlimited peak, or the smallest budget at which the policy plans, whichever is larger),
+    verify it, simulate it on ``profile``.
     ``search_seconds`` > 0 runs the genetic search first (for the policy that searches)."""
     chosen = _registry.get(policy)
     if not chosen.runs_program:
@@ -101,18 +102,24 @@ def plan(graph: Graph, policy: str = "swapadvisor", *, memory: int | str | None 
     facts = GraphFacts(graph)
     device = parse_bytes(memory) if isinstance(memory, str) else memory
     placed_by = chosen.allocators[:1]         # the policy's own allocator
+    secs = prof.node_seconds(graph)
+    program = None
     if device is None:
         device = max(smallest_budget(facts, placed_by), int(DEFAULT_BUDGET_FRACTION * facts.peak_bytes))
+        if chosen.needs_budget and POOL not in placed_by:     # an online allocator's least is not known
+            budget, program = smallest_that_plans(
+                facts, device, placed_by, lambda b: chosen.make(PlanRequest(graph, facts, b, prof, secs)))
+            device = budget.device_bytes
     budget = make_budget(facts, device, placed_by) if chosen.needs_budget else None
-    secs = prof.node_seconds(graph)
-    request = PlanRequest(graph, facts, budget, prof, secs)
-    if search_seconds and chosen.searches:
-        from ga.search import SearchOptions, search
+    if program is None:
+        request = PlanRequest(graph, facts, budget, prof, secs)
+        if search_seconds and chosen.searches:
+            from ga.search import SearchOptions, search
 
-        result = search(facts, budget, prof, SearchOptions(seed=seed, time_limit_s=search_seconds, workers=1,
-                                                           progress=False), chosen)
-        request = result.request(graph, facts, budget, prof, secs)
-    program = chosen.make(request)
+            result = search(facts, budget, prof, SearchOptions(seed=seed, time_limit_s=search_seconds, workers=1,
+                                                               progress=False), chosen)
+            request = result.request(graph, facts, budget, prof, secs)
+        program = chosen.make(request)
     verify(program, graph, budget.device_bytes if budget else None)
     return Plan(chosen.name, program, simulate(program, graph, prof, secs), budget, graph)
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from .errors import EngineError
 from .ir import Graph, Kind, PERSISTENT_KINDS
-from .program import COMPUTE, SWAP_IN, SWAP_OUT, Program
+from .program import COMPUTE, SWAP_IN, SWAP_OUT, Program, sharing_objects
 
 
 class VirtualArenaUnsupported(EngineError, ValueError):
@@ -43,8 +43,9 @@ class ProgramExecutor:
         # Events only for instructions that another stream waits on.
         kinds = [ins.kind for ins in program.instrs]
         self.signals = {d for ins in program.instrs for d in ins.deps if kinds[d] != ins.kind}
-        self.loss_location = self._final_location(g.loss) if g.loss is not None else None
-        self.output_locations = {t: self._final_location(t) for t in g.outputs}
+        final = self._final_tenants()
+        self.loss_location = self._final_location(g.loss, final) if g.loss is not None else None
+        self.output_locations = {t: self._final_location(t, final) for t in g.outputs}
         # Backends that can capture an iteration (a CUDA graph; the CPU backend's work lists)
         # build it once and replay it; the host then does no per-instruction work.
         self.graph = backend.capture(self.issue) if hasattr(backend, "capture") else None
@@ -70,16 +71,31 @@ class ProgramExecutor:
             return node, views[:len(node.inputs)], views[len(node.inputs):]
         return self._view(ins.target, ins.obj)
 
-    def _final_location(self, t: int):
-        """The view holding t at the end of the iteration, or None if only its host copy has it."""
-        holder = {}   # object -> tensor written there last
+    def _final_tenants(self) -> list[int]:
+        """Per object, the tensor it holds at the end of the iteration (-1: none whole). A write
+        into an object clobbers every object sharing bytes with it (an online allocator's
+        objects may overlap; program order is a valid order of such writes)."""
+        sharing = sharing_objects(self.p.arena)
+        tenant = [-1] * self.p.arena.num_objects
+
+        def write(t: int, o: int) -> None:
+            for x in sharing[o]:
+                tenant[x] = -1
+            tenant[o] = t
+
         for ins in self.p.instrs:
             if ins.kind == COMPUTE:
                 node = self.g.nodes[ins.target]
-                holder.update(zip(ins.objects[len(node.inputs):], node.outputs))
+                for o, t in zip(ins.objects[len(node.inputs):], node.outputs):
+                    write(t, o)
             elif ins.kind == SWAP_IN:
-                holder[ins.obj] = ins.target
-        objs = [o for o, x in holder.items() if x == t]
+                write(ins.target, ins.obj)
+        return tenant
+
+    def _final_location(self, t: int, tenant: list[int]):
+        """The view holding t at the end of the iteration, or None if only its host copy has it
+        (the verifier checks that one of them does)."""
+        objs = [o for o, x in enumerate(tenant) if x == t]
         return self._view(t, objs[0]) if objs else None
 
     # ------------------------------------------------------------------ runner protocol

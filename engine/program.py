@@ -58,6 +58,25 @@ FORMAT = "swapengine.program/2"
 FORMAT_VIRTUAL = "swapengine.program/3"    # the arena carries a page table (mappings)
 
 
+def sharing_objects(arena) -> list[list[int]]:
+    """Per object, the other objects that share at least one PHYSICAL byte with it (usually
+    none: a size-class layout's objects are disjoint; under virtual addressing, objects whose
+    ranges map to one chunk). The one place that reads physical bytes."""
+    pieces = [(start, size, o) for o, extents in enumerate(arena.all_physical_extents())
+              for start, size in extents if size > 0]
+    pieces.sort(key=lambda piece: piece[0])
+    shared: list[set[int]] = [set() for _ in range(arena.num_objects)]
+    active: list[tuple[int, int]] = []      # (end, object) of pieces that may reach the next start
+    for start, size, o in pieces:
+        active = [(end, a) for end, a in active if end > start]
+        for _, a in active:
+            if a != o:
+                shared[a].add(o)
+                shared[o].add(a)
+        active.append((start + size, o))
+    return [sorted(s) for s in shared]
+
+
 class ProgramFormatError(EngineError, ValueError):
     """A plan file that is not a well-formed Program."""
 

@@ -6,7 +6,9 @@ operator scratch at its end. ``make_budget`` is the one place that splits it and
 place that refuses a budget too small to run the graph, naming the operator that does not
 fit and the smallest budget that runs. How small that is depends on how tensors are placed
 (``smallest_budget``): the size-class pool needs its minimal allocation, an online
-allocator only room for the heaviest operator.
+allocator only room for the heaviest operator. A policy on an online allocator may still
+find no room there (fragmentation, tensors it keeps resident): ``smallest_that_plans`` finds
+the least budget at which it plans.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from engine.units import format_bytes
 
 from .facts import GraphFacts
-from .errors import PlanError
+from .errors import OutOfRoom, PlanError
 
 POOL = "pool"   # the size-class pool (allocator.SizeClassLayout) of swapadvisor, odswap, ideal
 
@@ -57,3 +59,44 @@ def make_budget(facts: GraphFacts, device_bytes: int, allocators=(POOL,)) -> Bud
                         f"inputs and outputs alone need {format_bytes(d.heaviest_bytes)}{extra}); the "
                         f"smallest budget that runs this model is {format_bytes(need)}")
     return Budget(int(device_bytes), scratch)
+
+
+# smallest_that_plans: budgets tried up to this many times the unlimited peak, and found to
+# within this share of the peak (a handful of plans: doubling, then bisection).
+MAX_GROWTH = 2.0
+TOLERANCE = 0.02
+
+
+def smallest_that_plans(facts: GraphFacts, device_bytes: int, allocators, make, on_try=None):
+    """The least budget from ``device_bytes`` up (to within TOLERANCE of the unlimited peak)
+    at which ``make(budget)`` returns rather than raising OutOfRoom, and what it returned
+    there: (Budget, result). Doubles until it plans, then bisects; OutOfRoom from the last try
+    when even MAX_GROWTH times the peak does not plan. ``on_try(device_bytes, error)`` hears
+    each budget that did not plan. Assumes only that the budget found plans: a policy need not
+    plan at every budget above it."""
+    peak = facts.peak_bytes
+    cap = max(int(MAX_GROWTH * peak), device_bytes)
+
+    def attempt(n: int):
+        budget = make_budget(facts, n, allocators)
+        try:
+            return budget, make(budget)
+        except OutOfRoom as e:
+            if on_try is not None:
+                on_try(n, e)
+            if n >= cap:
+                raise
+            return None
+
+    lo, hi = device_bytes, device_bytes
+    found = attempt(hi)
+    while found is None:
+        lo, hi = hi, min(2 * hi, cap)
+        found = attempt(hi)
+    if hi == device_bytes:
+        return found
+    while hi - lo > max(TOLERANCE * peak, 1):
+        mid = (lo + hi) // 2
+        tried = attempt(mid)
+        lo, hi, found = (lo, mid, tried) if tried is not None else (mid, hi, found)
+    return found

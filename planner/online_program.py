@@ -12,7 +12,7 @@ Edges (what the verifier demands, nothing more):
 - a swap-in depends on the swap-out that wrote its host copy (none for a host copy given at
   the start); a swap-out depends on its tensor's writer;
 - the first write into an object waits for every earlier object that shares bytes with it
-  (physical bytes: ``planner.verify.sharing_objects``, the one place that reads them) to be
+  (physical bytes: ``engine.program.sharing_objects``, the one place that reads them) to be
   done with: per stream, the last instruction that touched any of them. Objects sharing bytes
   are never live at once, so "earlier" is allocation order, and these edges are added once the
   arena is known (``program``), which is also what lets a swap-in start as soon as the bytes it
@@ -32,12 +32,11 @@ import numpy as np
 from engine.graph_io import fingerprint
 from engine.inplace import in_place_input
 from engine.ir import Graph
-from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program, sharing_objects
 from engine.units import format_bytes
 
-from .errors import PlanError
+from .errors import OutOfRoom, PlanError
 from .swap_planner import GraphArrays
-from .verify import sharing_objects
 
 INITIAL_HOST = -1    # host_writer: the host copy was given at the start
 NOT_HOST = -2        # host_writer: the host copy is stale (or there is none)
@@ -107,7 +106,7 @@ class OnlineProgram:
         for t in sorted(resident):
             o = self.place(t)
             if o is None:
-                raise PlanError(f"{policy}: the resident state does not fit the budget "
+                raise OutOfRoom(f"{policy}: the resident state does not fit the budget "
                                 f"({format_bytes(self.nbytes[t])} for '{g.tensors[t].name}' finds no room)")
             self.initial_resident[t] = o
             self.obj_of[t] = o

@@ -27,7 +27,7 @@ import numpy as np
 from engine.graph_check import check_order
 from engine.inplace import in_place_input
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
-from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Program
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Program, sharing_objects  # noqa: F401 (re-exported)
 
 from .facts import operator_scratch
 from engine.errors import EngineError
@@ -111,25 +111,6 @@ def _check_page_table(p) -> None:
         pieces = sorted(pieces)
         if any(a + an > b for (a, an), (b, _) in zip(pieces, pieces[1:])):
             raise VerificationError(f"object {o}'s virtual range maps one physical byte twice")
-
-
-def sharing_objects(arena) -> list[list[int]]:
-    """Per object, the other objects that share at least one PHYSICAL byte with it (usually
-    none: a size-class layout's objects are disjoint; under virtual addressing, objects whose
-    ranges map to one chunk). The one place that reads physical bytes."""
-    pieces = [(start, size, o) for o, extents in enumerate(arena.all_physical_extents())
-              for start, size in extents if size > 0]
-    pieces.sort(key=lambda piece: piece[0])
-    shared: list[set[int]] = [set() for _ in range(arena.num_objects)]
-    active: list[tuple[int, int]] = []      # (end, object) of pieces that may reach the next start
-    for start, size, o in pieces:
-        active = [(end, a) for end, a in active if end > start]
-        for _, a in active:
-            if a != o:
-                shared[a].add(o)
-                shared[o].add(a)
-        active.append((start + size, o))
-    return [sorted(s) for s in shared]
 
 
 class _Checker:

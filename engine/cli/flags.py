@@ -174,7 +174,8 @@ def parser() -> argparse.ArgumentParser:
     memory.add_argument("--memory", metavar="SIZE", type=size, default=None,
                    help="device memory budget, for the tensor pool and operator scratch in one arena, in "
                         "binary units (e.g. 64MiB, 16GiB); default: 0.3 of the unlimited-memory peak, or "
-                        "the smallest budget that runs")
+                        "the smallest budget that runs, grown where a policy on an online allocator "
+                        "(window, lms, smartswap) finds no room there until it plans")
     memory.add_argument("--policy", type=policies, default=list(policies_registry.DEFAULT_NAMES), metavar="P[,P...]",
                    help=_policy_help())
     memory.add_argument("--allocator", choices=policies_registry.allocator_names(), default=None,

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from planner.bounds import Bounds, lower_bounds
-from planner.budget import POOL, Budget, make_budget, smallest_budget
+from planner.budget import POOL, Budget, make_budget, smallest_budget, smallest_that_plans
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest, Policy, unlimited_program
 from planner.simulate import Timeline, simulate
@@ -26,6 +26,7 @@ from ..graph_io import fingerprint
 from ..ir import Graph, Kind
 from ..profile import DEVICES, Profile, analytic_profile
 from ..program import Program, ProgramFormatError
+from ..units import format_bytes
 from .config import RunConfig
 from .flags import UsageError
 
@@ -84,15 +85,52 @@ def choose_profile(cfg: RunConfig, facts: GraphFacts, placement: Placement | Non
     return placement.kind.measure_profile(placement, facts.graph, ideal, cfg.seed, data)
 
 
+def budget_allocators(cfg: RunConfig) -> set[str]:
+    """The allocators the planned policies place tensors with (the pool if none needs a budget)."""
+    return {cfg.allocator_of(p)[0] for p in cfg.planned if p.needs_budget} or {POOL}
+
+
 def choose_budget(cfg: RunConfig, facts: GraphFacts) -> Budget:
     """--memory (PlanError if it cannot run the graph), else 0.3 of the unlimited peak or the
     smallest budget that runs, whichever is larger. The smallest is that of the allocators the
     planned policies place tensors with (a policy that cannot run then says so itself)."""
-    allocators = {cfg.allocator_of(p)[0] for p in cfg.planned if p.needs_budget} or {POOL}
+    allocators = budget_allocators(cfg)
     if cfg.memory is not None:
         return make_budget(facts, cfg.memory, allocators)
     least = smallest_budget(facts, allocators)
     return make_budget(facts, max(least, int(DEFAULT_BUDGET_FRACTION * facts.peak_bytes)), allocators)
+
+
+def grow_default_budget(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Profile) -> tuple[Budget, dict]:
+    """Without --memory: the budget grown, if it must be, until every planned policy on an
+    online allocator plans (the pool's smallest budget is exact, theirs is not: best fit
+    fragments, lms keeps parameters resident), so that the default runs every policy asked
+    for; and the Programs those policies made at the budget returned, for ``plan_policies`` to
+    reuse. With --memory: the budget as given (a policy that cannot run there says so)."""
+    if cfg.memory is not None:
+        return budget, {}
+    secs = profile.node_seconds(facts.graph)
+    made: dict[str, tuple[int, Program]] = {}
+    for policy in cfg.planned:
+        allocator, options = cfg.allocator_of(policy)
+        if not policy.needs_budget or policy is cfg.searching or allocator == POOL:
+            continue
+
+        def make(b: Budget, policy=policy, allocator=allocator, options=options) -> Program:
+            return policy.make(PlanRequest(facts.graph, facts, b, profile, secs, allocator=allocator,
+                                           allocator_options=options, policy_options=cfg.policy_options))
+
+        def refused(n: int, e, name=policy.name) -> None:
+            print(f"budget {format_bytes(n)}: {name} finds no room; trying more", flush=True)
+
+        grown, program = smallest_that_plans(facts, budget.device_bytes, budget_allocators(cfg), make, refused)
+        if grown.device_bytes > budget.device_bytes:
+            print(f"budget raised to {format_bytes(grown.device_bytes)} "
+                  f"({grown.device_bytes / facts.peak_bytes:.2f} of peak): the least at which {policy.name} "
+                  f"plans (to within 2% of the peak); --memory sets the budget", flush=True)
+            budget = grown
+        made[policy.name] = (budget.device_bytes, program)
+    return budget, {name: program for name, (n, program) in made.items() if n == budget.device_bytes}
 
 
 def read_plan(path: str) -> Program:
@@ -163,9 +201,10 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
 
 
 def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Profile, out_dir: str,
-                  loaded: Program | None = None, effort: dict | None = None) -> dict:
+                  loaded: Program | None = None, effort: dict | None = None, made: dict | None = None) -> dict:
     """{policy name: (Program, simulated Timeline)} for every policy that makes a Program, each
-    verified against the budget it was made for."""
+    verified against the budget it was made for. ``made``: Programs already made at this
+    budget, by policy name (``grow_default_budget``'s)."""
     g = facts.graph
     secs = profile.node_seconds(g)
     programs = {}
@@ -177,6 +216,8 @@ def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Pr
                               policy_options=cfg.policy_options)
         if policy is cfg.searching:
             program = searched_program(cfg, policy, request, out_dir, loaded, effort)
+        elif made and policy.name in made:
+            program = made[policy.name]
         else:
             program = policy.make(request)
         verify(program, g, limit.device_bytes if limit else None)

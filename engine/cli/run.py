@@ -38,7 +38,8 @@ from .config import RunConfig
 from .flags import PROG, UsageError, parser
 from .report_json import JsonReport, json_path_in
 from .preflight import check_flags, check_host_memory, check_inputs, check_outputs, check_resume_fits
-from .plans import assess_plans, batch_of, build_model, choose_budget, choose_profile, plan_policies
+from .plans import (assess_plans, batch_of, build_model, choose_budget, choose_profile, grow_default_budget,
+                    plan_policies)
 from .runners import device_name, make_runner, unlimited_runner
 
 __all__ = ["UsageError", "main", "parser"]
@@ -229,9 +230,13 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
     if profile and cfg.save_profile:
         profile.save(cfg.save_profile)
         print(f"profile saved to {cfg.save_profile}")
+    made: dict = {}
+    if budget:
+        budget, made = grow_default_budget(cfg, facts, budget, profile)
+        report.update(budget=budget.device_bytes, budget_bytes=budget.device_bytes)
     out_dir = cfg.out or os.path.join("runs", g.name)
     search: dict = {}
-    run.programs = plan_policies(cfg, facts, budget, profile, out_dir, inputs.plan, search) if budget else {}
+    run.programs = plan_policies(cfg, facts, budget, profile, out_dir, inputs.plan, search, made) if budget else {}
     run.quality = assess_plans(cfg, facts, budget, profile, run.programs) if budget else {}
     report.update(search=search or None)
     if search and search["stopped"] == "no search":

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from engine.ir import Kind
 from engine.units import format_bytes
 
-from ..errors import PlanError
+from ..errors import OutOfRoom, PlanError
 from ..online_program import OnlineProgram, StepFacts, fastest, online_allocator, persistent_state, settle
 from ..policy import PlanRequest, Policy, register
 
@@ -37,7 +37,7 @@ class LmsSettings:
     swapin_ahead: int
 
 
-class LmsOutOfMemory(PlanError):
+class LmsOutOfMemory(OutOfRoom):
     """LMS found no room for a tensor: the configuration cannot run."""
 
 

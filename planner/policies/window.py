@@ -38,7 +38,7 @@ import numpy as np
 
 from engine.units import format_bytes
 
-from ..errors import PlanError
+from ..errors import OutOfRoom, PlanError
 from ..online_program import (NEVER, OnlineProgram, StepFacts, fastest, online_allocator, persistent_state,
                               settle)
 from ..policy import PlanRequest, Policy, register
@@ -153,7 +153,7 @@ def _one_pass(request: PlanRequest, window_bytes: int, order, steps: StepFacts, 
             victims = [x for x in out.on_device if x not in busy]
             if not victims:
                 node = g.nodes[order[pos]]
-                raise PlanError(f"window: operator '{node.name}' ({node.op}) cannot place "
+                raise OutOfRoom(f"window: operator '{node.name}' ({node.op}) cannot place "
                                 f"'{g.tensors[t].name}' ({format_bytes(nbytes[t])}) in a pool of "
                                 f"{format_bytes(budget.pool_bytes)} with allocator '{alloc.name}', even with "
                                 "only its own tensors on the device; give more --memory")

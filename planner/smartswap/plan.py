@@ -11,7 +11,7 @@ from engine.liveness import live_bytes_per_step
 from engine.program import Program
 from engine.schedules import updates_when_ready
 
-from ..errors import PlanError
+from ..errors import OutOfRoom, PlanError
 from ..facts import GraphFacts
 from ..online_program import online_allocator
 from ..policy import PlanRequest
@@ -45,7 +45,7 @@ TARGET_STEP = 0.05   # lowered by this much of the pool while a stay finds no ro
 TRIES = 12
 
 
-class NoRoom(PlanError):
+class NoRoom(OutOfRoom):
     """No target Algorithm 2 was tried at gave stays the online allocator could place."""
 
 

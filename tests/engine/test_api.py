@@ -23,6 +23,15 @@ def test_a_plan_is_verified_simulated_and_within_its_budget():
     assert {"ideal", "odswap", "swapadvisor"} <= set(se.policies())
 
 
+def test_without_memory_an_online_allocators_policy_gets_the_least_budget_it_plans_at():
+    g = se.model("small-cnn")       # at 0.3 of its peak best fit fragments too much for window
+    p = se.plan(g, "window", profile="v100")
+    with pytest.raises(se.EngineError, match="cannot place"):
+        se.plan(g, "window", memory=int(0.95 * p.budget.device_bytes), profile="v100")
+    pool = se.plan(g, "swapadvisor", profile="v100")      # the pool's least is exact: 0.3 of the peak
+    assert pool.budget.device_bytes < p.budget.device_bytes
+
+
 @pytest.mark.parametrize("call,message", [
     (lambda g: se.plan(g, "magic"), "unknown policy 'magic'"),
     (lambda g: se.plan(g, "reference"), "runs no Program"),

@@ -7,8 +7,9 @@ import pytest
 from engine.errors import EngineError
 from engine.ir import Graph
 from engine.units import format_bytes
-from planner.budget import Budget, make_budget, smallest_budget
-from planner.errors import PlanError
+from planner import budget as budget_module
+from planner.budget import Budget, make_budget, smallest_budget, smallest_that_plans
+from planner.errors import OutOfRoom, PlanError
 from planner.facts import GraphFacts
 
 
@@ -92,3 +93,36 @@ def test_the_command_line_budget_follows_the_named_policies_allocators(lstm_grap
     assert budget("--policy", "lms", "--allocator", "va").device_bytes == between
     with pytest.raises(PlanError):
         budget("--policy", "swapadvisor")
+
+
+def test_smallest_that_plans_finds_the_least_budget_a_policy_runs_at(lstm_graph):
+    f = GraphFacts(lstm_graph)
+    start, peak = f.smallest_budget, f.peak_bytes
+    for needs in (start, start + 1, int(0.7 * peak), peak + 3, int(1.9 * peak)):
+        tried = []
+
+        def make(b: Budget):
+            if b.device_bytes < needs:
+                raise OutOfRoom(f"no room in {b.device_bytes}")
+            return b.device_bytes
+
+        budget, made = smallest_that_plans(f, start, (budget_module.POOL,), make, lambda n, e: tried.append(n))
+        assert made == budget.device_bytes and budget.scratch_bytes == f.scratch.bytes
+        assert needs <= budget.device_bytes <= max(needs, start) + budget_module.TOLERANCE * peak
+        assert all(n < needs for n in tried) and len(tried) <= 12, tried
+
+
+def test_smallest_that_plans_gives_up_past_twice_the_peak_with_the_policys_error(lstm_graph):
+    f = GraphFacts(lstm_graph)
+
+    def never(b: Budget):
+        raise OutOfRoom(f"no room in {b.device_bytes}")
+
+    with pytest.raises(OutOfRoom, match=f"no room in {int(budget_module.MAX_GROWTH * f.peak_bytes)}"):
+        smallest_that_plans(f, f.smallest_budget, (budget_module.POOL,), never)
+
+    def broken(b: Budget):       # another error is not a question of room: it passes through
+        raise PlanError("planner bug")
+
+    with pytest.raises(PlanError, match="planner bug"):
+        smallest_that_plans(f, f.smallest_budget, (budget_module.POOL,), broken)

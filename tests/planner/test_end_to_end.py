@@ -36,29 +36,28 @@ def budgets(g):
 def model(request):
     g = zoo.tiny(request.param)
     ref = Trainer(g, seed=0)
-    for _ in range(ITERATIONS):
-        ref.step()
-    return request.param, g, ref.state
+    losses = [ref.step() for _ in range(ITERATIONS)]
+    return request.param, g, ref.state, losses
 
 
 def test_smallest_budget_is_below_a_quarter_of_the_peak(model):
-    name, g, _ = model
+    name, g, _, _ = model
     assert budgets(g)[0] < peak_bytes(g) / 4, name
 
 
 @pytest.mark.parametrize("policy,profile", [("swapadvisor", PROFILE), ("swapadvisor", None), ("odswap", None)])
 def test_bit_identical_at_every_budget(model, policy, profile):
-    name, g, ref_state = model
+    name, g, ref_state, ref_losses = model
     for i, budget in enumerate(budgets(g)):
         program = plan_with(policy, g, budget, profile)
         verify(program, g, budget)
         backend = CpuBackend(LINK, sanitize=True, seed=i, jitter_s=2e-4)
         try:
             tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
-            for _ in range(ITERATIONS):
-                tr.step()
+            losses = [tr.step() for _ in range(ITERATIONS)]
             state = tr.state
         finally:
             backend.close()
         bad = [g.tensors[t].name for t, a in ref_state.items() if not np.array_equal(a, state[t])]
         assert not bad, f"{name} {policy} at {budget} bytes: {bad[:3]} differ"
+        assert losses == ref_losses, f"{name} {policy} at {budget} bytes: losses {losses} != {ref_losses}"

@@ -114,8 +114,7 @@ def test_autotune_keeps_the_fastest_setting_on_the_simulator():
 def test_bit_identical_at_five_budgets(family):
     g = zoo.tiny(family)
     ref = Trainer(g, seed=0)
-    for _ in range(2):
-        ref.step()
+    ref_losses = [ref.step() for _ in range(2)]
     for i, b in enumerate(budgets(g)):
         program = plan_lms(request(g, b), SETTINGS)
         verify(program, g, b)
@@ -123,10 +122,10 @@ def test_bit_identical_at_five_budgets(family):
         backend = CpuBackend(LINK, sanitize=True, seed=i, jitter_s=2e-4)
         try:
             tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
-            for _ in range(2):
-                tr.step()
+            losses = [tr.step() for _ in range(2)]
             state = tr.state
         finally:
             backend.close()
         bad = [g.tensors[t].name for t, a in ref.state.items() if not np.array_equal(a, state[t])]
         assert not bad, f"{family} lms at {b} bytes: {bad[:3]} differ"
+        assert losses == ref_losses, f"{family} lms at {b} bytes: losses {losses} != {ref_losses}"

@@ -152,3 +152,16 @@ def test_a_search_cut_short_before_one_generation_says_so(tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "search 0 generations" in out and "NOT ONE GENERATION finished" in out
+
+
+def test_the_default_budget_grows_until_every_policy_runs_and_memory_is_kept_as_given(tmp_path, capsys):
+    # small-cnn at 0.3 of its peak: bestfit fragments too much for window and lms to place
+    # every tensor; without --memory the budget grows until both plan, and they train.
+    argv = ["--model", "small-cnn", "--quiet", "--backend", "cpu", "--profile", "v100", "--iterations", "2",
+            "--measure-iterations", "1", "--policy", "window,lms", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "budget raised to" in out and "parameters identical to the unlimited run: yes" in out
+    assert main(argv + ["--memory", "392KiB"]) == 2          # a budget given is a budget kept
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("engine.train: window: operator") and "\n" not in err
