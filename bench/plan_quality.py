@@ -6,7 +6,10 @@ with a 16 GiB budget and the default order: the lower bound on an iteration's ti
 parts (planner.bounds), then each plan's simulated seconds, its time over the bound of its
 order ("x bound"), its throughput as a fraction of ideal beside the paper's Figure 6, and
 where it stalls (planner.stalls). The unlimited plan is bounded without a budget, as it
-was planned without one. A last row per model plans unsearched SwapAdvisor on the order that
+was planned without one. The plans under the budget keep each tensor in an object of its size
+class of the simple allocation; their class bound (``planner.bounds.class_bounds``, at least the
+bound) is what no plan on those classes can beat, so "x class bound" is what the planner leaves
+unhidden and the gap between the two bounds what the classes cost. A last row per model plans unsearched SwapAdvisor on the order that
 runs each update as soon as it can (engine.schedules.updates_when_ready, the search's second
 seed), bounded by that order's own bound.
 
@@ -31,7 +34,8 @@ from engine.cli.plans import plan_quality
 from engine.profile import analytic_profile
 from engine.schedules import updates_when_ready
 from planner import policy
-from planner.bounds import lower_bounds
+from planner.allocation import simple_allocation
+from planner.bounds import class_bounds, lower_bounds
 from planner.budget import make_budget
 from planner.errors import PlanError
 from planner.facts import GraphFacts
@@ -65,6 +69,7 @@ def plan_rows(name: str, label: str, device_bytes: int, profile, say) -> tuple[l
     sa_paper, od_paper = PAPER_FIG6[name]
     rows, ideal = [], None
     eager = GraphFacts(g, updates_when_ready(g))
+    class_bound = {}        # per order: max(bound, class bounds of its simple allocation)
     for plan_name, policy_name, plan_facts in [(n, n, facts) for n in PLANS] + [(EAGER, "swapadvisor", eager)]:
         p = policy.get(policy_name)
         limit = budget if p.needs_budget else None
@@ -77,9 +82,14 @@ def plan_rows(name: str, label: str, device_bytes: int, profile, say) -> tuple[l
         sim = simulate(program, g, profile, secs)
         q = plan_quality(program, sim, plan_facts, limit, profile, secs)
         s = q.stalls
+        if limit is not None and id(plan_facts) not in class_bound:
+            alloc = simple_allocation(plan_facts, budget, profile, secs)
+            class_bound[id(plan_facts)] = max(q.bounds.bound, *class_bounds(plan_facts, alloc, profile, secs))
+        by_class = class_bound.get(id(plan_facts)) if limit is not None else None
         ideal = sim.total if p.unlimited else ideal
         paper_frac = {"odswap": od_paper, "swapadvisor": sa_paper, EAGER: sa_paper}.get(plan_name, "1")
         rows.append([label, plan_name, f"{sim.total:.3f}", f"{sim.total / q.bounds.bound:.2f}",
+                     f"{sim.total / by_class:.2f}" if by_class else "-",
                      f"{ideal / sim.total:.3f}" if ideal else "n/a", paper_frac,
                      f"{s.compute_idle_s:.3f}", f"{s.copy_compute_overlap_s:.3f}", f"{s.both_directions_s:.3f}",
                      f"{s.swap_ins_held_by_swap_out}/{s.swap_ins} ({s.held_fraction:.2f})",
@@ -87,7 +97,8 @@ def plan_rows(name: str, label: str, device_bytes: int, profile, say) -> tuple[l
     bound_row = [label, f"{ideal:.3f}" if ideal else "n/a", f"{b.compute_s:.3f}", f"{b.peak_s:.3f}",
                  f"{b.persistent_s:.3f}", f"{b.split_s:.3f}",
                  g.nodes[facts.order[b.split_step]].name if b.split_step >= 0 else "-",
-                 f"{b.two_split_s:.3f}", f"{b.bound:.3f}", f"{bound_ms:.0f}"]
+                 f"{b.two_split_s:.3f}", f"{b.bound:.3f}", f"{bound_ms:.0f}",
+                 f"{class_bound[id(facts)]:.3f}" if id(facts) in class_bound else "n/a"]
     return bound_row, rows
 
 
@@ -124,21 +135,24 @@ def main(argv=None) -> int:
     say()
     say("Lower bounds on one iteration (seconds; planner.bounds)")
     say(tabulate(bound_rows, headers=["model", "ideal", "compute", "peak", "persistent", "split",
-                                      "split at", "two splits", "bound", "bound ms"], disable_numparse=True))
+                                      "split at", "two splits", "bound", "bound ms", "class bound"],
+                     disable_numparse=True))
     say("compute: every operator once; peak: the bytes over the pool at the worst step, each crossing "
         "the link once or twice; persistent: state and batch that cannot stay resident; split: copies "
         "before and after the worst step beside the compute on each side; two splits: the compute plus "
         "the copies out forced at one step that compute before it cannot hide and the copies in forced "
         "at a later step that compute after it cannot hide. bound: the largest. bound ms: time to "
-        "compute them (the order's lifetimes included, op times not).")
+        "compute them (the order's lifetimes included, op times not). class bound: the least any plan "
+        "that keeps each tensor in its size class of the simple allocation can take (at least the bound).")
     say()
     say("Plans: simulated seconds, over the bound (x bound), as a fraction of ideal, and stalls (seconds)")
-    say(tabulate(rows, headers=["model", "plan", "seconds", "x bound", "frac ideal", "paper frac",
+    say(tabulate(rows, headers=["model", "plan", "seconds", "x bound", "x class bound", "frac ideal", "paper frac",
                                 "compute idle", "copy+compute", "both dirs", "held swap-ins", "wait on in"],
                  disable_numparse=True))
     say("swapadvisor: unsearched (default order, simple allocation); 'updates when ready': the same on "
         "that order and its own simple allocation. x bound: seconds over the bound of "
-        "the plan's order under the budget it was planned for (ideal: none). copy+compute: time a "
+        "the plan's order under the budget it was planned for (ideal: none); x class bound: over the class "
+        "bound of that order and its simple allocation. copy+compute: time a "
         "byte-moving copy and a compute both run; both dirs: a swap-in and a swap-out both move bytes; "
         "held swap-ins: started when a write-back of their object finished; wait on in: compute idle "
         "gaps ended by a swap-in.")

@@ -23,6 +23,11 @@ under that budget can be faster, whatever its allocation, eviction choices or co
   s1..s2-1 + max(in(s2) / h2d, compute from s2 on)``, each with its own least cover, maximised
   over s1 <= s2: the forward's copies out that compute cannot hide plus the backward's copies
   in that compute cannot hide (one split charges only one of them where they peak apart).
+- class (allocation-specific, ``class_bounds``): the split and two splits again, for plans
+  that hold each tensor in an object of its own size class (the SwapAdvisor planner's): each
+  class's live tensors beyond its objects are off the device even where other classes have
+  room. Not part of ``Bounds``: it bounds only such plans, and it costs seconds on the largest
+  graphs (NasNet-25: 4 s).
 
 Everything is numpy over steps and tensors: the paper's models take milliseconds.
 """
@@ -32,6 +37,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from allocator import SizeClassLayout
 from engine.ir import PERSISTENT_KINDS, Graph, Kind
 from engine.liveness import live_bytes_per_step
 from engine.profile import Profile
@@ -118,13 +124,8 @@ def lower_bounds(facts: GraphFacts, budget: Budget | None, profile: Profile,
                  node_seconds: np.ndarray | None = None) -> Bounds:
     """The bounds for ``facts.graph`` in ``facts.order`` under ``budget`` (None: unlimited
     memory) on ``profile`` (``node_seconds``: its op times, if already computed)."""
-    link = profile.link
     pool = np.inf if budget is None else float(budget.pool_bytes)
-    # The fastest each direction, and both together, can move bytes in the simulator: one way
-    # alone, or half the duplex rate each while both move.
-    h2d = max(link.h2d_bytes_per_s, link.duplex_bytes_per_s / 2)
-    d2h = max(link.d2h_bytes_per_s, link.duplex_bytes_per_s / 2)
-    both = max(link.h2d_bytes_per_s, link.d2h_bytes_per_s, link.duplex_bytes_per_s)
+    h2d, d2h, both = _link_rates(profile)
 
     steps = step_seconds(facts, profile, node_seconds)
     compute = float(steps.sum())
@@ -146,6 +147,75 @@ def lower_bounds(facts: GraphFacts, budget: Budget | None, profile: Profile,
     return Bounds(compute, peak, persistent, float(split[s]) if s >= 0 else compute, s, compute + two, steps_two)
 
 
+def _link_rates(profile: Profile) -> tuple[float, float, float]:
+    """The fastest the simulator moves bytes host to device, device to host (one way alone, or
+    half the duplex rate each while both move), and both ways together."""
+    link = profile.link
+    return (max(link.h2d_bytes_per_s, link.duplex_bytes_per_s / 2),
+            max(link.d2h_bytes_per_s, link.duplex_bytes_per_s / 2),
+            max(link.h2d_bytes_per_s, link.d2h_bytes_per_s, link.duplex_bytes_per_s))
+
+
+def class_bounds(facts: GraphFacts, allocation, profile: Profile,
+                 node_seconds: np.ndarray | None = None) -> tuple[float, float]:
+    """(split, two splits) for plans that keep every tensor in an object of its own size class of
+    ``allocation`` (an ``allocator.Allocation``), as the SwapAdvisor planner does: no such plan is
+    faster, whatever its eviction choices or copy order. At each step class k holds at most
+    cnt[k] tensors, so the rest of its live tensors are off the device, whatever room other
+    classes have. The least a step sends out takes leaves first, then the class's smallest
+    other tensors; the least it brings in takes next values first, then the smallest others
+    (a tensor the step touches may count as off: looser, still a bound). These replace the
+    pooled excess of ``lower_bounds`` in its split formulas. Their distance from the pooled
+    bounds is what the allocation's classes cost; a plan's distance from them, what the
+    planner does not hide."""
+    g, lt = facts.graph, facts.lifetimes
+    # Each tensor over its own steps, so that it keeps its own kind (a parameter's next value,
+    # written over it, is a next value); an output written in place over its input starts a
+    # step later, as the two share one object at the step that writes it.
+    start, end = lt.start.copy(), lt.end
+    start[lt.inplace_of >= 0] += 1
+    nbytes = np.array([t.nbytes for t in g.tensors], dtype=np.float64)
+    ids = np.nonzero((lt.start >= 0) & (start <= end))[0]
+    kind = tensor_classes(g)[ids]
+    klass = SizeClassLayout.from_allocation(allocation).class_of_sizes(nbytes[ids].astype(np.int64))
+    steps = step_seconds(facts, profile, node_seconds)
+    n = len(steps)
+    out, into = np.zeros(n), np.zeros(n)
+    for k in np.unique(klass):
+        members = ids[klass == k]
+        kinds = kind[klass == k]
+        size = nbytes[members]
+        for total, moves_none in ((out, LEAF), (into, NEXT_VALUE)):
+            # Off first: those this direction does not move, then the smallest.
+            moved = kinds != moves_none
+            rank = np.lexsort((size, moved))
+            total += _bytes_off(start[members[rank]], end[members[rank]], (size * moved)[rank],
+                                int(allocation.cnt[k]), n)
+    h2d, d2h, _ = _link_rates(profile)
+    before = np.concatenate(([0.0], np.cumsum(steps)[:-1]))
+    after = float(steps.sum()) - before
+    if not n:
+        return 0.0, 0.0
+    split = float(np.max(np.maximum(out / d2h, before) + np.maximum(into / h2d, after)))
+    return split, float(steps.sum()) + _two_split_of(out, into, before, after, h2d, d2h)[0]
+
+
+def _bytes_off(start: np.ndarray, end: np.ndarray, moves: np.ndarray, count: int, n_steps: int,
+               cells: int = 1 << 23) -> np.ndarray:
+    """Per step, the ``moves`` of the first (in the given order) live members beyond ``count``
+    that must be off the device: members live over [start, end]. In blocks of steps so
+    that a block's [step, member] matrix stays under ``cells``."""
+    total = np.zeros(n_steps)
+    block = max(1, cells // max(1, len(start)))
+    for lo in range(0, n_steps, block):
+        s = np.arange(lo, min(n_steps, lo + block))[:, None]
+        live = (start[None, :] <= s) & (end[None, :] >= s)
+        seen = np.cumsum(live, axis=1)
+        over = seen[:, -1:] - count
+        total[lo:lo + len(s)] = (live & (seen <= over)) @ moves
+    return total
+
+
 def two_split(excess, leaf, nxt, before, after, h2d, d2h) -> tuple[float, tuple[int, int]]:
     """The most that copies forced out before some step s1 and copies forced in after a step
     s2 >= s1 add to the compute, and (s1, s2): ``max(out(s1) / d2h - before(s1), 0) +
@@ -156,6 +226,11 @@ def two_split(excess, leaf, nxt, before, after, h2d, d2h) -> tuple[float, tuple[
     rest = excess - forced
     out = forced + np.maximum(rest - leaf, 0.0)
     into = forced + rest - np.minimum(nxt, rest)
+    return _two_split_of(out, into, before, after, h2d, d2h)
+
+
+def _two_split_of(out, into, before, after, h2d, d2h) -> tuple[float, tuple[int, int]]:
+    """``two_split`` given per step the least bytes a cover sends out (``out``) and brings in (``into``)."""
     late_out = np.maximum(out / d2h - before, 0.0)
     late_in = np.maximum(into / h2d - after, 0.0)
     if not (late_out.any() or late_in.any()):
