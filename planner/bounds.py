@@ -180,6 +180,8 @@ def class_bounds(facts: GraphFacts, allocation, profile: Profile,
     klass = SizeClassLayout.from_allocation(allocation).class_of_sizes(nbytes[ids].astype(np.int64))
     steps = step_seconds(facts, profile, node_seconds)
     n = len(steps)
+    if not n:
+        return 0.0, 0.0
     out, into = np.zeros(n), np.zeros(n)
     for k in np.unique(klass):
         members = ids[klass == k]
@@ -194,8 +196,6 @@ def class_bounds(facts: GraphFacts, allocation, profile: Profile,
     h2d, d2h, _ = _link_rates(profile)
     before = np.concatenate(([0.0], np.cumsum(steps)[:-1]))
     after = float(steps.sum()) - before
-    if not n:
-        return 0.0, 0.0
     split = float(np.max(np.maximum(out / d2h, before) + np.maximum(into / h2d, after)))
     return split, float(steps.sum()) + _two_split_of(out, into, before, after, h2d, d2h)[0]
 

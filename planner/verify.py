@@ -27,7 +27,7 @@ import numpy as np
 from engine.graph_check import check_order
 from engine.inplace import in_place_input
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
-from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Program, sharing_objects  # noqa: F401 (re-exported)
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Program, sharing_objects
 
 from .facts import operator_scratch
 from engine.errors import EngineError

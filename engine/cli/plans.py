@@ -109,12 +109,13 @@ def grow_default_budget(cfg: RunConfig, facts: GraphFacts, budget: Budget, profi
     reuse. With --memory: the budget as given (a policy that cannot run there says so)."""
     if cfg.memory is not None:
         return budget, {}
-    secs = profile.node_seconds(facts.graph)
+    secs = None
     made: dict[str, tuple[int, Program]] = {}
     for policy in cfg.planned:
         allocator, options = cfg.allocator_of(policy)
         if not policy.needs_budget or policy is cfg.searching or allocator == POOL:
             continue
+        secs = profile.node_seconds(facts.graph) if secs is None else secs
 
         def make(b: Budget, policy=policy, allocator=allocator, options=options) -> Program:
             return policy.make(PlanRequest(facts.graph, facts, b, profile, secs, allocator=allocator,

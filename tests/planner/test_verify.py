@@ -5,9 +5,9 @@ import pytest
 
 from engine.errors import EngineError
 from engine.ir import Graph
-from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program, sharing_objects
 from planner.facts import GraphFacts
-from planner.verify import VerificationError, sharing_objects, verify
+from planner.verify import VerificationError, verify
 
 
 def test_planned_program_verifies(lstm_graph, tight_program):

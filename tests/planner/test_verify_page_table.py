@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import zoo
-from engine.program import Arena, Program, ProgramFormatError
+from engine.program import Arena, Program, ProgramFormatError, sharing_objects
 from planner.facts import GraphFacts
 from planner.policy import plan_with
-from planner.verify import VerificationError, sharing_objects, verify
+from planner.verify import VerificationError, verify
 
 from tests.engine.backends.test_cpu_virtual import CHUNK, on_scattered_chunks
 

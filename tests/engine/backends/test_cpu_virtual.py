@@ -10,10 +10,10 @@ import zoo
 from allocator.virtual_chunks import VirtualChunkAllocator
 from engine.backends.cpu import CpuBackend, EmulatedLink
 from engine.executor import ProgramExecutor
-from engine.program import Arena, Program
+from engine.program import Arena, Program, sharing_objects
 from engine.training import Trainer
 from planner.policy import plan_with
-from planner.verify import VerificationError, sharing_objects, verify
+from planner.verify import VerificationError, verify
 
 CHUNK = 16 * 1024
 LINK = EmulatedLink(h2d_bytes_per_s=20e9, d2h_bytes_per_s=20e9, duplex_bytes_per_s=32e9, latency_s=0)
