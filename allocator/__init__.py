@@ -10,12 +10,12 @@ from allocator import bestfit as _bestfit  # noqa: F401  (registers "bestfit")
 from allocator import virtual_chunks as _virtual_chunks  # noqa: F401  (registers "va")
 from allocator.fitting import (AllocationDoesNotFit, fit_to_budget, greedy_allocation,
                               merge_classes_to_fit, random_allocation, repair_cnt)
-from allocator.size_class_layout import SizeClassLayout
+from allocator.size_class_layout import PlacedLayout, SizeClassLayout
 from allocator.size_classes import (ALIGNMENT, Allocation, aligned_bytes, cls_problem,
                                     counts_from_extended, distinct_sizes, extended_counts,
                                     repair_cls)
 
-__all__ = ["ALIGNMENT", "Allocation", "AllocationDoesNotFit", "SizeClassLayout", "aligned_bytes",
+__all__ = ["ALIGNMENT", "Allocation", "AllocationDoesNotFit", "PlacedLayout", "SizeClassLayout", "aligned_bytes",
            "cls_problem", "counts_from_extended", "distinct_sizes", "extended_counts",
            "fit_to_budget", "greedy_allocation", "merge_classes_to_fit", "random_allocation",
            "repair_cls", "repair_cnt"]

@@ -52,6 +52,9 @@ class SizeClassLayout:
         object_class = np.repeat(np.arange(alloc.num_classes, dtype=np.int64), alloc.cnt)
         object_bytes = alloc.class_slot_bytes[object_class]
         ends = np.cumsum(object_bytes)
+        if alloc.chunk_bytes:       # the chunks start on a chunk boundary
+            chunks = object_class == alloc.num_classes - 1
+            ends[chunks] += alloc.chunks_offset - (ends[chunks][0] - object_bytes[chunks][0])
         return cls(object_class=_frozen(object_class),
                    object_offset=_frozen(ends - object_bytes),
                    object_bytes=_frozen(object_bytes),
@@ -83,3 +86,45 @@ class SizeClassLayout:
     def describe(self) -> dict:
         """What a Program records of the allocator that carved its arena (JSON)."""
         return {"name": "size_classes", **self.allocation.to_dict()}
+
+
+@dataclass(frozen=True, eq=False)
+class PlacedLayout:
+    """A chunked allocation's layout with the placements a plan made in its chunk class, as the
+    objects of a virtual-addressing arena (what ``engine.program.Arena.of`` reads).
+
+    Objects 0 .. n-1 are the layout's own, at their offsets, which the page table maps one to
+    one (virtual = physical over the whole pool); object n + j is placement j: a virtual range
+    past the pool onto its chunks ``chunks[ptr[j]:ptr[j + 1]]`` in turn, one tensor's stay in
+    the chunks it was given (a tensor larger than a chunk sees one contiguous array)."""
+    base: SizeClassLayout
+    ptr: np.ndarray
+    chunks: np.ndarray          # object ids of the base layout's chunk class
+
+    def __post_init__(self):
+        chunk = self.base.allocation.chunk_bytes
+        width = np.diff(self.ptr)
+        starts = self.base.arena_bytes + chunk * np.concatenate(([0], np.cumsum(width)[:-1])).astype(np.int64)
+        object.__setattr__(self, "object_offset", _frozen(np.concatenate((self.base.object_offset, starts))))
+        object.__setattr__(self, "object_bytes", _frozen(np.concatenate((self.base.object_bytes, width * chunk))))
+        object.__setattr__(self, "virtual_bytes", int(self.base.arena_bytes + chunk * int(width.sum())))
+        # Rows (virtual, physical, bytes): the pool one to one, then each placement's chunks,
+        # a run of chunks physically next to each other as one row.
+        virt = (starts[np.repeat(np.arange(width.size), width)]
+                + chunk * (np.arange(int(width.sum())) - np.repeat(self.ptr[:-1], width)))
+        phys = self.base.object_offset[self.chunks] if self.chunks.size else np.zeros(0, dtype=np.int64)
+        rows = [(0, 0, self.base.arena_bytes)] if self.base.arena_bytes else []
+        for v, p in zip(virt.tolist(), phys.tolist()):
+            last = rows[-1] if rows else None
+            if last and last[0] + last[2] == v and last[1] + last[2] == p and last[0] >= self.base.arena_bytes:
+                rows[-1] = (last[0], last[1], last[2] + chunk)
+            else:
+                rows.append((v, p, chunk))
+        object.__setattr__(self, "mappings", _frozen(np.asarray(rows, dtype=np.int64).reshape(-1, 3)))
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.base.arena_bytes
+
+    def describe(self) -> dict:
+        return {**self.base.describe(), "placements": int(self.ptr.size - 1)}

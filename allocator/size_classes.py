@@ -11,7 +11,15 @@ An allocation is the paper's pair (CLS, CNT) over TS, the sorted distinct tensor
   objects would leave the tensors of its sizes nowhere to live, so no plan could run.
 
 A class's object holds the largest size mapped to it; in the pool each object is padded to
-ALIGNMENT bytes. This module also holds the budget-free repairs of Sec 5.3 (``repair_cls``,
+ALIGNMENT bytes.
+
+A chunked allocation (``chunk_bytes`` > 0) makes its last class the chunk class: its objects
+are chunks of ``chunk_bytes``, and a tensor of one of its sizes takes ceil(size / chunk) of
+them, any of them (placed through virtual addressing, as paper 001's allocator does), so the
+sizes it serves share its memory without fragmentation. The chunks start at a multiple of
+``chunk_bytes`` after the other classes' objects (what a page table maps whole).
+
+This module also holds the budget-free repairs of Sec 5.3 (``repair_cls``,
 ``extended_counts``, ``counts_from_extended``); fitting a byte budget lives in ``budget.py``.
 Nothing here knows what a tensor is: only integer sizes and numpy arrays.
 """
@@ -26,6 +34,7 @@ import numpy as np
 from engine.units import format_bytes
 
 ALIGNMENT = 256  # bytes; every pool object starts and ends on this boundary
+CHUNK_UNIT = 4096  # bytes; a chunk is a whole number of pages (the finest a backend maps)
 
 _DICT_KEYS = ("sizes", "cls", "cnt")
 
@@ -89,6 +98,7 @@ class Allocation:
     sizes: np.ndarray
     cls: np.ndarray
     cnt: np.ndarray
+    chunk_bytes: int = 0      # > 0: the last class is the chunk class (module docstring)
 
     def __post_init__(self):
         sizes, cls, cnt = (_int_vector(n, getattr(self, n)) for n in _DICT_KEYS)
@@ -108,8 +118,13 @@ class Allocation:
         if np.any(cnt < 1):
             k = int(np.flatnonzero(cnt < 1)[0])
             raise ValueError(f"allocation cnt[{k}] is {cnt[k]}; every size class needs at least 1 object")
+        chunk = self.chunk_bytes
+        if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 0 or chunk % CHUNK_UNIT:
+            raise ValueError(f"allocation chunk_bytes must be 0 or a positive multiple of {CHUNK_UNIT} bytes "
+                             f"(a page), not {chunk!r}")
         for name, array in zip(_DICT_KEYS, (sizes, cls, cnt)):
             object.__setattr__(self, name, array)
+        object.__setattr__(self, "chunk_bytes", int(chunk))
 
     # --- derived views (cached: the arrays are immutable) ---
 
@@ -128,8 +143,12 @@ class Allocation:
 
     @cached_property
     def class_object_bytes(self) -> np.ndarray:
-        """Each class's object size: the largest size mapped to it (unpadded)."""
-        return self.sizes[self.class_last_size]
+        """Each class's object size: the largest size mapped to it (unpadded); the chunk."""
+        sizes = self.sizes[self.class_last_size]
+        if self.chunk_bytes:
+            sizes = sizes.copy()
+            sizes[-1] = self.chunk_bytes
+        return sizes
 
     @cached_property
     def class_slot_bytes(self) -> np.ndarray:
@@ -138,13 +157,26 @@ class Allocation:
 
     @cached_property
     def pool_bytes(self) -> int:
-        """Bytes of the whole pool: sum over classes of count * padded object size."""
-        return int(self.cnt @ self.class_slot_bytes)
+        """Bytes of the whole pool: sum over classes of count * padded object size (the chunks
+        of a chunked allocation after the other objects rounded up to a whole chunk)."""
+        return self._pool_bytes(self.cnt)
 
     @cached_property
     def min_pool_bytes(self) -> int:
         """Pool bytes with one object per class: the least any count repair can reach."""
-        return int(self.class_slot_bytes.sum())
+        return self._pool_bytes(np.ones_like(self.cnt))
+
+    @property
+    def chunks_offset(self) -> int:
+        """Where a chunked allocation's chunks start: its other objects, rounded up to a chunk."""
+        small = int(self.cnt[:-1] @ self.class_slot_bytes[:-1])
+        return -(-small // self.chunk_bytes) * self.chunk_bytes
+
+    def _pool_bytes(self, cnt: np.ndarray) -> int:
+        if not self.chunk_bytes:
+            return int(cnt @ self.class_slot_bytes)
+        small = int(cnt[:-1] @ self.class_slot_bytes[:-1])
+        return -(-small // self.chunk_bytes) * self.chunk_bytes + int(cnt[-1]) * self.chunk_bytes
 
     def is_valid(self, budget_bytes: int) -> bool:
         """Whether the pool fits in `budget_bytes` (structure is valid by construction)."""
@@ -174,20 +206,22 @@ class Allocation:
 
     def with_counts(self, cnt) -> Allocation:
         """The same size-class mapping with new counts."""
-        return Allocation(self.sizes, self.cls, cnt)
+        return Allocation(self.sizes, self.cls, cnt, self.chunk_bytes)
 
     # --- value semantics, text, JSON ---
 
     def __eq__(self, other):
         if not isinstance(other, Allocation):
             return NotImplemented
-        return all(np.array_equal(getattr(self, n), getattr(other, n)) for n in _DICT_KEYS)
+        return self.chunk_bytes == other.chunk_bytes and all(
+            np.array_equal(getattr(self, n), getattr(other, n)) for n in _DICT_KEYS)
 
     def __hash__(self):
-        return hash(tuple(getattr(self, n).tobytes() for n in _DICT_KEYS))
+        return hash((self.chunk_bytes, *(getattr(self, n).tobytes() for n in _DICT_KEYS)))
 
     def __repr__(self):
-        return f"Allocation(sizes={self.sizes.tolist()}, cls={self.cls.tolist()}, cnt={self.cnt.tolist()})"
+        chunk = f", chunk_bytes={self.chunk_bytes}" if self.chunk_bytes else ""
+        return f"Allocation(sizes={self.sizes.tolist()}, cls={self.cls.tolist()}, cnt={self.cnt.tolist()}{chunk})"
 
     def __str__(self):
         lines = [f"Allocation: {self.num_classes} size classes, {self.num_objects} objects, "
@@ -197,13 +231,18 @@ class Allocation:
             n = hi - lo + 1
             span = (format_bytes(self.sizes[lo]) if n == 1 else
                     f"{format_bytes(self.sizes[lo])} .. {format_bytes(self.sizes[hi])}")
-            lines.append(f"  class {k}: {self.cnt[k]} x {format_bytes(self.class_object_bytes[k])}"
+            chunked = " chunks" if self.chunk_bytes and k == self.num_classes - 1 else ""
+            lines.append(f"  class {k}: {self.cnt[k]} x {format_bytes(self.class_object_bytes[k])}{chunked}"
                          f"  for {n} size{'s' if n > 1 else ''} ({span})")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        """JSON-able {"sizes": [...], "cls": [...], "cnt": [...]} (0-based classes)."""
-        return {n: getattr(self, n).tolist() for n in _DICT_KEYS}
+        """JSON-able {"sizes": [...], "cls": [...], "cnt": [...]} (0-based classes), and
+        "chunk_bytes" for a chunked allocation."""
+        out = {n: getattr(self, n).tolist() for n in _DICT_KEYS}
+        if self.chunk_bytes:
+            out["chunk_bytes"] = self.chunk_bytes
+        return out
 
     @classmethod
     def from_dict(cls, data) -> Allocation:
@@ -212,7 +251,7 @@ class Allocation:
             raise ValueError(f"an allocation must be a mapping with keys {list(_DICT_KEYS)}, "
                              f"got {type(data).__name__}")
         missing = [k for k in _DICT_KEYS if k not in data]
-        extra = sorted(str(k) for k in data if k not in _DICT_KEYS)
+        extra = sorted(str(k) for k in data if k not in (*_DICT_KEYS, "chunk_bytes"))
         if missing:
             raise ValueError(f"allocation is missing {', '.join(map(repr, missing))}")
         if extra:
@@ -223,7 +262,10 @@ class Allocation:
             if not isinstance(value, (list, tuple)) or not all(
                     isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
                 raise ValueError(f"allocation {key!r} must be a list of integers, got {value!r:.80}")
-        return cls(*(data[k] for k in _DICT_KEYS))
+        chunk = data.get("chunk_bytes", 0)
+        if isinstance(chunk, bool) or not isinstance(chunk, int):
+            raise ValueError(f"allocation 'chunk_bytes' must be an integer, got {chunk!r:.80}")
+        return cls(*(data[k] for k in _DICT_KEYS), chunk)
 
 
 # --- repairs of Sec 5.3 that need no budget ---

@@ -36,14 +36,17 @@ from engine.schedules import updates_when_ready
 from planner import policy
 from planner.allocation import simple_allocation
 from planner.bounds import class_bounds, lower_bounds
-from planner.budget import make_budget
+from planner.budget import AUTO, POOL, make_budget
 from planner.errors import PlanError
 from planner.facts import GraphFacts
 from planner.simulate import simulate
 from planner.verify import verify
 from zoo.stats import PAPER
 
-PLANS = ("ideal", "odswap", "swapadvisor")    # swapadvisor unsearched: default order, simple allocation
+# (row, policy, allocator): swapadvisor unsearched (default order), on its default (auto: the
+# pool or va's chunks, the faster) and on the paper's size-class pool alone.
+PLANS = (("ideal", "ideal", POOL), ("odswap", "odswap", POOL), ("swapadvisor", "swapadvisor", AUTO),
+         ("swapadvisor, pool", "swapadvisor", POOL))
 EAGER = "swapadvisor, updates when ready"
 
 
@@ -70,11 +73,12 @@ def plan_rows(name: str, label: str, device_bytes: int, profile, say) -> tuple[l
     rows, ideal = [], None
     eager = GraphFacts(g, updates_when_ready(g))
     class_bound = {}        # per order: max(bound, class bounds of its simple allocation)
-    for plan_name, policy_name, plan_facts in [(n, n, facts) for n in PLANS] + [(EAGER, "swapadvisor", eager)]:
+    for plan_name, policy_name, allocator, plan_facts in ([(*row, facts) for row in PLANS]
+                                                          + [(EAGER, "swapadvisor", AUTO, eager)]):
         p = policy.get(policy_name)
         limit = budget if p.needs_budget else None
         try:
-            program = p.make(policy.PlanRequest(g, plan_facts, limit, profile, secs))
+            program = p.make(policy.PlanRequest(g, plan_facts, limit, profile, secs, allocator=allocator))
             verify(program, g, limit.device_bytes if limit else None)
         except PlanError as e:
             say(f"{label} {plan_name}: {e}")
@@ -85,9 +89,13 @@ def plan_rows(name: str, label: str, device_bytes: int, profile, say) -> tuple[l
         if limit is not None and id(plan_facts) not in class_bound:
             alloc = simple_allocation(plan_facts, budget, profile, secs)
             class_bound[id(plan_facts)] = max(q.bounds.bound, *class_bounds(plan_facts, alloc, profile, secs))
-        by_class = class_bound.get(id(plan_facts)) if limit is not None else None
+        # The class bound is the pool's: it does not bound a plan on va's chunks.
+        by_class = class_bound.get(id(plan_facts)) if limit is not None and not program.arena.virtual else None
         ideal = sim.total if p.unlimited else ideal
-        paper_frac = {"odswap": od_paper, "swapadvisor": sa_paper, EAGER: sa_paper}.get(plan_name, "1")
+        paper_frac = {"odswap": od_paper, "swapadvisor": sa_paper, "swapadvisor, pool": sa_paper,
+                      EAGER: sa_paper}.get(plan_name, "1")
+        if allocator == AUTO:
+            plan_name += " (va)" if program.arena.virtual else " (pool)"
         rows.append([label, plan_name, f"{sim.total:.3f}", f"{sim.total / q.bounds.bound:.2f}",
                      f"{sim.total / by_class:.2f}" if by_class else "-",
                      f"{ideal / sim.total:.3f}" if ideal else "n/a", paper_frac,
@@ -149,10 +157,12 @@ def main(argv=None) -> int:
     say(tabulate(rows, headers=["model", "plan", "seconds", "x bound", "x class bound", "frac ideal", "paper frac",
                                 "compute idle", "copy+compute", "both dirs", "held swap-ins", "wait on in"],
                  disable_numparse=True))
-    say("swapadvisor: unsearched (default order, simple allocation); 'updates when ready': the same on "
-        "that order and its own simple allocation. x bound: seconds over the bound of "
+    say("swapadvisor: unsearched (default order) on its default allocator, auto: the simple size-class "
+        "allocation (pool) or va's chunks (the chunked allocation, 2 MiB chunks), whichever simulates faster "
+        "(which, in brackets); 'pool': on the simple allocation alone (the paper's); 'updates when ready': "
+        "auto on that order. x bound: seconds over the bound of "
         "the plan's order under the budget it was planned for (ideal: none); x class bound: over the class "
-        "bound of that order and its simple allocation. copy+compute: time a "
+        "bound of that order and its simple allocation (plans on the pool only). copy+compute: time a "
         "byte-moving copy and a compute both run; both dirs: a swap-in and a swap-out both move bytes; "
         "held swap-ins: started when a write-back of their object finished; wait on in: compute idle "
         "gaps ended by a swap-in.")

@@ -33,7 +33,7 @@ from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
 from ga.fitness import Evaluator
 from planner import policy
 from planner.allocation import simple_allocation
-from planner.budget import make_budget
+from planner.budget import POOL, make_budget
 from planner.facts import GraphFacts
 from planner.policies.swapadvisor import OPTIONS as options
 
@@ -90,7 +90,7 @@ def main(argv=None):
             facts = GraphFacts(g)
             budget = make_budget(facts, device_bytes)
             alloc = simple_allocation(facts, budget, profile, secs)
-            evaluator = Evaluator(facts, profile, budget, searched, secs)
+            evaluator = Evaluator(facts, profile, budget, searched, secs, allocator=POOL)   # as the A/B's old planner
             evaluator.time(facts.order, alloc)          # compiles on first use (cached on disk after)
             new_s, t_new = best_of(args.repeats, lambda: evaluator.time(facts.order, alloc))
             program = evaluator.program(facts.order, alloc)

@@ -3,11 +3,13 @@
 A refactoring that must change no plan is checked against the digests committed in
 ``bench/results/program_hashes.json``: for each model (analytic V100 profile, 16 GiB,
 the paper's batches, the default order), the ideal Program and the Belady (swapadvisor)
-and LRU (odswap) Programs on the simple allocation.
+and LRU (odswap) Programs on the simple allocation, and swapadvisor on va's chunks (the
+chunked allocation; "swapadvisor-va").
 
 The digest covers what a Program means, not how it is stored: the schedule, the arena
 and its scratch, each initially resident tensor's byte range, and every instruction's
-stream, target, copy flag, dependencies and the byte ranges it touches.
+stream, target, copy flag, dependencies and the byte ranges it touches (virtual ranges, and
+the page table that maps them, for an arena with one).
 
     python -m bench.program_hashes            # print and compare with the committed digests
     python -m bench.program_hashes --write    # record them (only when a plan is meant to change)
@@ -15,6 +17,7 @@ stream, target, copy flag, dependencies and the byte ranges it touches.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -41,6 +44,8 @@ def program_digest(program) -> str:
                           where(i.obj) if i.obj >= 0 else None, [where(o) for o in i.objects]]
                          for i in program.instrs],
     }
+    if arena.virtual:
+        body["mappings"] = arena.mappings.tolist()
     return hashlib.sha256(json.dumps(body, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -58,6 +63,8 @@ def digests(models=MODELS) -> dict[str, dict[str, str]]:
         budget = make_budget(facts, BUDGET)
         request = policy.PlanRequest(g, facts, budget, profile, profile.node_seconds(g))
         out[name] = {p: program_digest(policy.get(p).make(request)) for p in ("ideal", "swapadvisor", "odswap")}
+        va = dataclasses.replace(request, allocator="va")
+        out[name]["swapadvisor-va"] = program_digest(policy.get("swapadvisor").make(va))
     return out
 
 

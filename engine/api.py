@@ -32,7 +32,7 @@ from engine.program import SWAP_IN, SWAP_OUT, Program
 from engine.training import ReferenceRunner, Trainer
 from engine.units import parse_bytes
 from planner import policy as _registry
-from planner.budget import POOL, Budget, make_budget, smallest_budget, smallest_that_plans
+from planner.budget import AUTO, POOL, Budget, make_budget, smallest_budget, smallest_that_plans
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest
 from planner.simulate import Timeline, simulate
@@ -106,18 +106,19 @@ def plan(graph: Graph, policy: str = "swapadvisor", *, memory: int | str | None 
     program = None
     if device is None:
         device = max(smallest_budget(facts, placed_by), int(DEFAULT_BUDGET_FRACTION * facts.peak_bytes))
-        if chosen.needs_budget and POOL not in placed_by:     # an online allocator's least is not known
+        if chosen.needs_budget and not {POOL, AUTO} & set(placed_by):   # an online allocator's least is not known
             budget, program = smallest_that_plans(
-                facts, device, placed_by, lambda b: chosen.make(PlanRequest(graph, facts, b, prof, secs)))
+                facts, device, placed_by,
+                lambda b: chosen.make(PlanRequest(graph, facts, b, prof, secs, allocator=placed_by[0])))
             device = budget.device_bytes
     budget = make_budget(facts, device, placed_by) if chosen.needs_budget else None
     if program is None:
-        request = PlanRequest(graph, facts, budget, prof, secs)
+        request = PlanRequest(graph, facts, budget, prof, secs, allocator=placed_by[0])
         if search_seconds and chosen.searches:
             from ga.search import SearchOptions, search
 
             result = search(facts, budget, prof, SearchOptions(seed=seed, time_limit_s=search_seconds, workers=1,
-                                                               progress=False), chosen)
+                                                               progress=False, allocator=placed_by[0]), chosen)
             request = result.request(graph, facts, budget, prof, secs)
         program = chosen.make(request)
     verify(program, graph, budget.device_bytes if budget else None)

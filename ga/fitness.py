@@ -25,16 +25,20 @@ class Evaluator:
     """Per-graph inputs of plan + simulate, computed once."""
 
     def __init__(self, facts: GraphFacts, profile: Profile, budget: Budget, policy: Policy | None = None,
-                 node_seconds: np.ndarray | None = None):
+                 node_seconds: np.ndarray | None = None, allocator: str | None = None, allocator_options=()):
+        """``allocator``: how the policy places tensors (PlanRequest.allocator; None: its default)."""
         self.facts, self.graph, self.profile, self.budget = facts, facts.graph, profile, budget
         self.policy = policy or searched()
         self.node_seconds = profile.node_seconds(self.graph) if node_seconds is None else node_seconds
+        self.allocator = allocator or self.policy.allocators[0]
+        self.allocator_options = dict(allocator_options)
 
     def request(self, schedule: Sequence[int], allocation: Allocation, options: tuple = ()) -> PlanRequest:
         """``options``: the individual's knob values, (name, value) pairs (the policy's defaults
         for the rest)."""
         return PlanRequest(self.graph, self.facts, self.budget, self.profile, self.node_seconds,
-                           np.asarray(schedule, dtype=np.int64).tolist(), allocation, policy_options=dict(options))
+                           np.asarray(schedule, dtype=np.int64).tolist(), allocation, self.allocator,
+                           self.allocator_options, policy_options=dict(options))
 
     def program(self, schedule: Sequence[int], allocation: Allocation, options: tuple = ()):
         """The planned Program (PlanError if the allocation cannot run the graph)."""

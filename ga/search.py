@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from tqdm import tqdm
@@ -109,6 +109,10 @@ class SearchOptions:
     progress: bool = True              # tqdm bar on stderr
     ideal: bool = True                 # also simulate the ideal (unlimited memory) program
     start_method: str | None = None    # multiprocessing: "fork" (default where available) or "spawn"
+    # How the policy places tensors (PlanRequest.allocator; None: its default, swapadvisor's
+    # "auto": the pool with the candidate's allocation or va's chunks, whichever is faster).
+    allocator: str | None = None
+    allocator_options: tuple = ()      # (name, value) pairs, e.g. (("chunk_bytes", 4 << 20),)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -154,12 +158,15 @@ class SearchResult:
     history: list[GenerationStats] = field(default_factory=list)
     population: list[Individual] = field(default_factory=list)
     best_options: dict = field(default_factory=dict)   # the best individual's knob values (policy_options)
+    allocator: str | None = None       # SearchOptions.allocator: how the policy placed tensors
+    allocator_options: tuple = ()
 
     def request(self, graph, facts: GraphFacts, budget: Budget, profile: Profile,
                 node_seconds: np.ndarray | None = None) -> PlanRequest:
         """The PlanRequest of the best individual: its schedule, allocation and knob values."""
-        return PlanRequest(graph, facts, budget, profile, node_seconds, self.best_schedule, self.best_allocation,
-                           policy_options=dict(self.best_options))
+        request = PlanRequest(graph, facts, budget, profile, node_seconds, self.best_schedule, self.best_allocation,
+                              policy_options=dict(self.best_options), allocator_options=dict(self.allocator_options))
+        return replace(request, allocator=self.allocator) if self.allocator else request
 
     def fraction_of_ideal(self) -> float | None:
         """Ideal time over best time: the throughput relative to ideal (Figure 6's bars)."""
@@ -175,9 +182,11 @@ class SearchResult:
 
 
 def make_breeder(ctx: GraphContext, facts: GraphFacts, profile: Profile, budget: Budget, policy: Policy,
-                 node_seconds: np.ndarray, variation: Variation, seed: int, simple: Allocation | None) -> Breeder:
+                 node_seconds: np.ndarray, variation: Variation, seed: int, simple: Allocation | None,
+                 allocator: str | None = None, allocator_options: tuple = ()) -> Breeder:
     """A worker's state: built once per process by the pool's initializer."""
-    return Breeder(ctx, Evaluator(facts, profile, budget, policy, node_seconds), variation, seed, simple)
+    evaluator = Evaluator(facts, profile, budget, policy, node_seconds, allocator, allocator_options)
+    return Breeder(ctx, evaluator, variation, seed, simple)
 
 
 def ideal_time(facts: GraphFacts, profile: Profile, node_seconds: np.ndarray) -> float:
@@ -223,7 +232,7 @@ class _Run:
                 "children": o.children, "seeded": o.seeded, "sigma": o.sigma, "elite": o.elites,
                 "temperature": o.temperature, "immigrants": o.immigrants, "locality": o.locality,
                 "knobs": sorted(self.knobs), "segment": o.segment,
-                "transfer": o.transfer}
+                "transfer": o.transfer, **({"allocator": o.allocator} if o.allocator else {})}
 
     def to_state(self, elapsed: float) -> dict:
         return {"identity": self.identity(), "generation": self.generation,
@@ -304,7 +313,8 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
     immigrants = min(round(opts.immigrants * per_generation), per_generation)
     crossovers = -(-(per_generation - immigrants) // variation.children_per_crossover)
     stopped = "generations"
-    args = (ctx, facts, profile, budget, policy, node_seconds, variation, opts.seed, simple)
+    args = (ctx, facts, profile, budget, policy, node_seconds, variation, opts.seed, simple, opts.allocator,
+            opts.allocator_options)
     # The bar counts search seconds toward the time limit when there is one (so its ETA is the
     # time left), else generations; the text gives generation, evaluations and the best so far.
     by_time = time_limit is not None
@@ -395,4 +405,5 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
     best = run.best
     return SearchResult(best.schedule.tolist(), best.allocation, best.time, run.initial_time,
                         run.initial_best, run.ideal, run.generation, run.evaluations, elapsed(), stopped,
-                        opts.mode, run.history, run.population, dict(best.options))
+                        opts.mode, run.history, run.population, dict(best.options), opts.allocator,
+                        tuple(opts.allocator_options))

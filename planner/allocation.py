@@ -15,8 +15,10 @@ import numpy as np
 from allocator import Allocation, aligned_bytes
 from engine.ir import Kind, PERSISTENT_KINDS
 from engine.profile import Profile
+from engine.units import format_bytes
 
 from .budget import Budget
+from .errors import OutOfRoom
 from .facts import GraphFacts, SizeDemand
 
 # A leaf stays in the working set between two reads when the compute between them is
@@ -251,6 +253,57 @@ def _one_more_for_the_largest(alloc: Allocation, need: np.ndarray, peak: np.ndar
         cnt[donor] -= give
         return alloc.with_counts(cnt)
     return alloc
+
+
+def chunked_allocation(facts: GraphFacts, budget: Budget, chunk_bytes: int, profile: Profile | None = None,
+                       node_seconds: np.ndarray | None = None) -> Allocation:
+    """SwapAdvisor's allocation over chunks (``Allocation.chunk_bytes``; allocator ``va``): the
+    sizes of at least a chunk share the chunk class, so the pool's bytes go wherever the plan
+    needs them at each step rather than to classes whose peaks come at different times; each
+    smaller size is a class of its own with its peak working set (``working_set``; at least
+    what one operator needs), or the same fraction f of it for all of them when the pool cannot
+    hold that beside the chunks the heaviest operator needs; every other byte of the pool is
+    chunks. A pool that holds every size's peak gets the unlimited allocation (nothing swaps).
+    OutOfRoom when even the least of both does not fit."""
+    d = facts.demand
+    pool = budget.pool_bytes
+    unlimited = unlimited_allocation(facts)
+    if unlimited.pool_bytes <= pool:
+        return unlimited
+    sizes = d.sizes
+    n_small = min(int(np.searchsorted(sizes, chunk_bytes)), len(sizes) - 1)   # the largest size is chunked
+    cls = np.minimum(np.arange(len(sizes)), n_small)
+    width = -(-sizes[n_small:] // chunk_bytes)
+    chunks_needed = int((d.per_node[:, n_small:].astype(np.int64) @ width).max(initial=1))
+    step_seconds, link = None, None
+    if profile is not None:
+        secs = profile.node_seconds(facts.graph) if node_seconds is None else np.asarray(node_seconds)
+        step_seconds, link = secs[np.asarray(facts.order, dtype=np.int64)], profile.link.h2d_bytes_per_s
+    live = working_set(facts, step_seconds, link, resident_state=True)[:n_small]
+    peak = np.maximum(live.max(axis=1, initial=0), d.minimum[:n_small])
+    need = np.maximum(d.minimum[:n_small], 1)
+
+    def allocation(f: float) -> Allocation:
+        small = np.maximum(need, np.ceil(f * peak - 1e-9).astype(np.int64))
+        probe = Allocation(sizes, cls, np.append(small, 1), chunk_bytes)
+        return probe.with_counts(np.append(small, max(1, (pool - probe.chunks_offset) // chunk_bytes)))
+
+    def fits(f: float) -> bool:
+        alloc = allocation(f)
+        return alloc.pool_bytes <= pool and alloc.cnt[-1] >= chunks_needed
+
+    if not fits(0.0):
+        raise OutOfRoom(f"a pool of {format_bytes(pool)} holds too few {format_bytes(chunk_bytes)} chunks for "
+                        f"the operator that needs the most ({chunks_needed}) beside the smaller tensors' objects: "
+                        f"give more memory or a smaller chunk")
+    lo, hi = 0.0, 1.0
+    if fits(hi):
+        lo = hi
+    else:
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return allocation(lo)
 
 
 def unlimited_allocation(facts: GraphFacts) -> Allocation:

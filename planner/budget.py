@@ -20,6 +20,9 @@ from .facts import GraphFacts
 from .errors import OutOfRoom, PlanError
 
 POOL = "pool"   # the size-class pool (allocator.SizeClassLayout) of swapadvisor, odswap, ideal
+# A policy's choice between the pool and another placement (swapadvisor: the pool or va's
+# chunks, whichever plans faster); it can always fall back to the pool.
+AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,8 @@ def smallest_budget(facts: GraphFacts, allocators=(POOL,)) -> int:
     online allocator (allocator.online) puts any tensor in any free bytes, so it needs the
     heaviest operator's inputs and outputs at once; its own rounding (best fit's blocks, va's
     chunks) may need more, which its policy reports when it places them."""
-    pool_need = facts.smallest_budget if POOL in allocators else None
-    online_need = facts.demand.heaviest_bytes + facts.scratch.bytes if set(allocators) - {POOL} else None
+    pool_need = facts.smallest_budget if set(allocators) & {POOL, AUTO} else None
+    online_need = facts.demand.heaviest_bytes + facts.scratch.bytes if set(allocators) - {POOL, AUTO} else None
     return min(n for n in (pool_need, online_need) if n is not None)
 
 

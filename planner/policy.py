@@ -22,7 +22,7 @@ from engine.ir import Graph
 from engine.profile import Profile
 from engine.program import Program
 
-from .budget import POOL, Budget
+from .budget import AUTO, POOL, Budget
 from .facts import GraphFacts
 
 
@@ -37,9 +37,10 @@ class AllocatorNotSupported(EngineError, ValueError):
 
 
 def allocator_names() -> list[str]:
-    """Every allocator a policy may be asked to use: the pool, then the online allocators."""
+    """Every allocator a policy may be asked to use: a policy's own choice (``auto``), the pool,
+    then the online allocators."""
     from allocator.online import online_names
-    return [POOL, *online_names()]
+    return [AUTO, POOL, *online_names()]
 
 
 def check_allocator(policy: "Policy", allocator: str) -> None:
@@ -62,8 +63,10 @@ class PlanRequest:
     node_seconds: np.ndarray | None = None  # the profile's op times, precomputed (optional)
     schedule: Sequence[int] | None = None
     allocation: object | None = None       # the search's allocation (allocator.Allocation)
-    # How tensors are placed: POOL (the size-class pool) or an online allocator's name
-    # (allocator.online: make_online_allocator(allocator, budget.pool_bytes, **allocator_options)).
+    # How tensors are placed: POOL (the size-class pool), an online allocator's name
+    # (allocator.online: make_online_allocator(allocator, budget.pool_bytes, **allocator_options)),
+    # or AUTO (swapadvisor: the pool or va's chunks, whichever plans faster).
+    # ``Policy.allocators[0]`` is a policy's own default.
     allocator: str = POOL
     allocator_options: Mapping[str, object] = field(default_factory=dict)   # e.g. {"chunk_bytes": ...}
     # The policy's own knobs, e.g. {"window": bytes or "auto"} (window) or

@@ -42,7 +42,7 @@ from typing import Sequence
 
 import numpy as np
 
-from allocator import SizeClassLayout
+from allocator import PlacedLayout, SizeClassLayout
 from engine.graph_io import fingerprint
 from engine.inplace import in_place_input, in_place_pairs
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
@@ -162,30 +162,55 @@ class _Schedule:
         self.object_class = np.asarray(layout.object_class, dtype=np.int64)
         counts = np.diff(self.class_first)
         self.headroom = np.ceil(opts.headroom * counts).astype(np.int64)
+        # The chunk class (allocations with chunk_bytes): a tensor of it takes width chunks.
+        chunk = layout.allocation.chunk_bytes
+        self.chunk_class = layout.allocation.num_classes - 1 if chunk else -1
+        self.width = np.ones(len(ga.nbytes), dtype=np.int64)
+        if chunk:
+            chunked = self.klass == self.chunk_class
+            self.width[chunked] = -(-ga.nbytes[chunked] // chunk)
+        self.slot_ptr = _ptr(self.width)
         # Bounds on what a pass emits: every swap-out evicts a tensor a compute or swap-in placed.
-        def total(ptr):
-            return int((ptr[self.schedule + 1] - ptr[self.schedule]).sum())
+        def total(ptr, flat=None):
+            if flat is None:
+                return int((ptr[self.schedule + 1] - ptr[self.schedule]).sum())
+            per_node = np.add.reduceat(np.append(flat, 0), ptr[:-1])[:len(ptr) - 1] * (np.diff(ptr) > 0)
+            return int(per_node[self.schedule].sum())
         n_in, n_uniq, n_out = total(ga.in_ptr), total(ga.uniq_ptr), total(ga.out_ptr)
         copies_out = n_out + n_uniq + 2 * len(ga.state_cur)     # evictions, then state written back
         self.n_instr_max = end + n_uniq + copies_out + 1
-        self.n_deps_max = n_in + 3 * n_out + 4 * n_uniq + copies_out + 1
         self.n_objs_max = n_in + n_out + 1
+        if chunk:   # a chunked tensor's copies and computes wait on each of its chunks
+            w_uniq, w_out = total(ga.uniq_ptr, self.width[ga.uniq_in]), total(ga.out_ptr, self.width[ga.outs])
+            self.n_deps_max = n_in + 3 * w_out + 4 * w_uniq + copies_out + 1
+            # Placements: one per swap-in, output and resident state; chunks: their widths.
+            self.n_pl_max = n_uniq + n_out + len(ga.state_cur) + 1
+            self.n_pl_chunks_max = w_uniq + w_out + int(self.width[ga.state_cur].sum()) + 1
+        else:
+            self.n_deps_max = n_in + 3 * n_out + 4 * n_uniq + copies_out + 1
+            self.n_pl_max = self.n_pl_chunks_max = 0
 
 
 def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, opts: PlanOptions,
-          resident: dict[int, int]):
-    """One pass (``planner.swap_scan.scan``); its ProgramArrays, where tensors ended and
-    which resident state strayed. PlanError where an operator cannot run."""
+          resident: dict[int, int | tuple]):
+    """One pass (``planner.swap_scan.scan``); its ProgramArrays, where tensors ended (the
+    object, or for the chunk class the placement, and the chunks it holds), and which resident
+    state strayed. ``resident``: state on the device at the start, by tensor: its object, or
+    for the chunk class its chunks (a tuple). PlanError where an operator cannot run."""
     res_t = np.fromiter(resident.keys(), dtype=np.int64, count=len(resident))
-    res_o = np.fromiter(resident.values(), dtype=np.int64, count=len(resident))
+    res_o = np.array([-1 if isinstance(o, tuple) else o for o in resident.values()], dtype=np.int64)
+    res_chunk_ptr = _ptr([len(o) if isinstance(o, tuple) else 0 for o in resident.values()])
+    res_chunks = np.array([c for o in resident.values() if isinstance(o, tuple) for c in o], dtype=np.int64)
     threshold = -1.0 if opts.threshold_s is None else float(opts.threshold_s)
-    (n, kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects, obj_of, strayed, err) = swap_scan.scan(
+    (n, kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects, obj_of, strayed, err,
+     held, pl_ptr, pl_chunks, n_pl) = swap_scan.scan(
         sc.schedule, ga.in_ptr, ga.ins, ga.uniq_ptr, ga.uniq_in, ga.out_ptr, ga.outs, ga.out_inplace,
         ga.declares_inplace, ga.nbytes, sc.klass, ga.kept, ga.stays, ga.host_at_start, ga.state_cur, ga.state_nxt,
         sc.read_ptr, sc.reads, sc.after_reads, sc.step_end, sc.use_time, sc.link,
         sc.class_first, sc.object_class, sc.headroom, opts.headroom > 0, float(opts.ahead_gap),
         opts.victim == "lru", threshold, res_t, res_o, sc.n_instr_max, sc.n_deps_max, sc.n_objs_max,
-        bool(opts.kept_ahead), bool(opts.newest_for_outputs))
+        bool(opts.kept_ahead), bool(opts.newest_for_outputs), sc.width, sc.slot_ptr, sc.chunk_class,
+        res_chunk_ptr, res_chunks, sc.n_pl_max, sc.n_pl_chunks_max)
     if err[0] != swap_scan.OK:
         node = g.nodes[int(sc.schedule[err[1]])]
         if err[0] == swap_scan.NEEDS_MORE_OBJECTS:
@@ -197,29 +222,39 @@ def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, opt
                         "neither resident nor on the host (planner bug)")
     arrays = ProgramArrays(kind[:n], target[:n], obj[:n], copy[:n], dep_ptr[:n + 1], deps[:dep_ptr[n]],
                            obj_ptr, objects[:obj_ptr[n]])
-    return arrays, obj_of, strayed
+
+    def where(t: int):
+        if obj_of[t] < 0:
+            return None
+        if sc.klass[t] == sc.chunk_class:
+            return tuple(held[sc.slot_ptr[t]:sc.slot_ptr[t + 1]].tolist())
+        return int(obj_of[t])
+
+    return arrays, where, strayed, (pl_ptr[:n_pl + 1], pl_chunks[:pl_ptr[n_pl]])
 
 
 def plan_arrays(g: Graph, schedule: Sequence[int], allocation, profile: Profile | None = None,
                 node_seconds: np.ndarray | None = None, options: PlanOptions = PlanOptions()):
     """The planned instructions as ProgramArrays, in the order the planner emits them (every
-    edge kept), with the layout and the initially resident state: (arrays, layout, resident).
-    ``plan`` turns them into a Program; the search times them without making one."""
+    edge kept), with the layout, the initially resident state (tensor -> object) and the
+    placements of the chunk class (``allocator.PlacedLayout``, None without one): (arrays, layout,
+    resident, placements). ``plan`` turns them into a Program; the search times them without
+    making one."""
     layout = SizeClassLayout.from_allocation(allocation)
     if profile is not None and node_seconds is None:
         node_seconds = profile.node_seconds(g)
     link = profile.link.h2d_bytes_per_s if profile is not None else None
     ga = GraphArrays.of(g)
     sc = _Schedule(g, ga, schedule, layout, node_seconds, link, options)
-    resident: dict[int, int] = {}
+    resident: dict[int, int | tuple] = {}
     first = True
     for _ in range(options.max_passes):
-        arrays, obj_of, strayed = _scan(g, ga, sc, layout, options, resident)
+        arrays, where, strayed, placed = _scan(g, ga, sc, layout, options, resident)
         if first:
             # State whose next value ended on the device becomes resident, where it ended.
             first = False
-            ended = obj_of[ga.state_nxt]
-            resident = dict(zip(ga.state_cur[ended >= 0].tolist(), ended[ended >= 0].tolist()))
+            ended = ((cur, where(nxt)) for cur, nxt in zip(ga.state_cur.tolist(), ga.state_nxt.tolist()))
+            resident = {cur: at for cur, at in ended if at is not None}
             if not resident:
                 break
         elif strayed.any():
@@ -229,7 +264,12 @@ def plan_arrays(g: Graph, schedule: Sequence[int], allocation, profile: Profile 
             break
     else:
         raise PlanError(f"the double pass did not settle in {options.max_passes} passes")
-    return arrays, layout, resident
+    if sc.chunk_class < 0:
+        return arrays, layout, resident, None
+    # The pass placed chunked residents first, in this order: placements 0, 1, ...
+    first_placement = iter(range(layout.num_objects, layout.num_objects + len(resident)))
+    resident = {t: next(first_placement) if isinstance(at, tuple) else at for t, at in resident.items()}
+    return arrays, layout, resident, PlacedLayout(layout, *placed)
 
 
 def final_arrays(g: Graph, schedule: Sequence[int], allocation, profile: Profile | None = None,
@@ -239,12 +279,20 @@ def final_arrays(g: Graph, schedule: Sequence[int], allocation, profile: Profile
     Program of, and what the search simulates directly."""
     if profile is not None and node_seconds is None:
         node_seconds = profile.node_seconds(g)
-    arrays, layout, resident = plan_arrays(g, schedule, allocation, profile, node_seconds, options)
+    arrays, layout, resident, placements = plan_arrays(g, schedule, allocation, profile, node_seconds, options)
     if options.order_copies and profile is not None:
         arrays = order_arrays(arrays, GraphArrays.of(g).tensor_bytes, node_seconds, profile)
     else:
         arrays = renumber_arrays(arrays, np.arange(len(arrays), dtype=np.int64))
-    return arrays, layout, resident
+    return arrays, layout, resident, placements
+
+
+def program_of(g: Graph, schedule: Sequence[int], final, scratch_bytes: int, policy: str = "swapadvisor") -> Program:
+    """The Program of ``final_arrays``' result for ``schedule``, with ``scratch_bytes`` of
+    operator scratch at the arena's end."""
+    arrays, layout, resident, placements = final
+    arena = Arena.of(layout if placements is None else placements, scratch_bytes)
+    return Program(g.name, list(schedule), arena, arrays.to_instrs(), dict(resident), policy, fingerprint(g))
 
 
 def plan(g: Graph, schedule: Sequence[int], allocation, scratch_bytes: int, profile: Profile | None = None,
@@ -255,8 +303,8 @@ def plan(g: Graph, schedule: Sequence[int], allocation, scratch_bytes: int, prof
     end (``GraphFacts.scratch`` or ``Budget.scratch_bytes``), the profile (optional; its op
     times, ``node_seconds`` if precomputed, and link set the recency threshold and how far
     ahead to evict, and order the copy streams).
-    Output: a Program that runs one iteration within the allocation's objects plus scratch.
+    Output: a Program that runs one iteration within the allocation's objects plus scratch
+    (for a chunked allocation, a virtual-addressing arena: ``allocator.PlacedLayout``).
     Raises PlanError when the allocation cannot hold some operator's tensors."""
-    arrays, layout, resident = final_arrays(g, schedule, allocation, profile, node_seconds, options)
-    return Program(g.name, list(schedule), Arena.of(layout, scratch_bytes), arrays.to_instrs(), dict(resident),
-                   policy, fingerprint(g))
+    final = final_arrays(g, schedule, allocation, profile, node_seconds, options)
+    return program_of(g, schedule, final, scratch_bytes, policy)

@@ -82,7 +82,8 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
          nbytes, klass, kept, stays, host_at_start, state_cur, state_nxt,
          read_ptr0, reads, after_reads, step_end, use_time, link,
          class_first, object_class, headroom, use_headroom, ahead_gap, lru, threshold_s,
-         resident_tensor, resident_obj, n_instr_max, n_deps_max, n_objs_max, kept_ahead, newest_for_outputs):
+         resident_tensor, resident_obj, n_instr_max, n_deps_max, n_objs_max, kept_ahead, newest_for_outputs,
+         width, slot_ptr, chunk_class, resident_chunk_ptr, resident_chunks, n_pl_max, n_pl_chunks_max):
     n_t = nbytes.shape[0]
     # Tensors kept to the end (next values, the loss) have the end as next use. Belady's keys
     # treat that as "never leaves ahead" unless kept_ahead: then key_end lies past every
@@ -95,6 +96,15 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     # ---- state
     tenant = np.full(n_obj, -1, dtype=np.int64)
     obj_of = np.full(n_t, -1, dtype=np.int64)
+    # A tensor of the chunk class sits in width[t] chunks (its objects, any of the class), held
+    # in held[slot_ptr[t]:slot_ptr[t] + width[t]], and the Program names it by a placement: the
+    # object n_obj + j, a virtual range mapped onto those chunks (pl_chunks[pl_ptr[j]:...]).
+    # A tensor of any other class sits in the one object obj_of[t] (_span treats both alike).
+    held = np.full(slot_ptr[n_t], -1, dtype=np.int64)
+    pl_ptr = np.zeros(n_pl_max + 1, dtype=np.int64)
+    pl_chunks = np.empty(n_pl_chunks_max, dtype=np.int64)
+    n_pl = np.zeros(1, dtype=np.int64)
+    places = (held, slot_ptr, width, klass, chunk_class, pl_ptr, pl_chunks, n_pl, n_obj)
     release = np.full((n_obj, 3), -1, dtype=np.int64)
     writer = np.full(n_t, -1, dtype=np.int64)
     host_writer = np.full(n_t, NOT_HOST, dtype=np.int64)
@@ -132,12 +142,19 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     taken = np.zeros(n_obj, dtype=np.bool_)
     for r in range(resident_tensor.shape[0]):
         t, o = resident_tensor[r], resident_obj[r]
-        tenant[o] = t
+        if klass[t] == chunk_class:        # back in the chunks where its next value ended
+            for j in range(resident_chunk_ptr[r + 1] - resident_chunk_ptr[r]):
+                held[slot_ptr[t] + j] = resident_chunks[resident_chunk_ptr[r] + j]
+            o = _new_placement(t, places)
         obj_of[t] = o
-        next_use_at[o] = use_time[next_read[t]]
-        _tree_set(o, _tree_key(t, next_read, use_time, key_end, pinned), tree)
+        arr, a, b = _span(t, obj_of, places)
+        for j in range(a, b):
+            c = arr[j]
+            tenant[c] = t
+            next_use_at[c] = use_time[next_read[t]]
+            _tree_set(c, _tree_key(t, next_read, use_time, key_end, pinned), tree)
+            taken[c] = True
         home_of[t] = o
-        taken[o] = True
     for t in range(n_t):
         if host_at_start[t] and home_of[t] < 0:
             host_writer[t] = -1
@@ -188,8 +205,14 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
         u0, u1 = uniq_ptr[nid], uniq_ptr[nid + 1]
         o0, o1 = out_ptr[nid], out_ptr[nid + 1]
         n_in, n_out = i1 - i0, o1 - o0
-        if n_in + 3 * n_out + 4 > cand.shape[0]:
-            cand = np.empty(2 * (n_in + 3 * n_out + 4), dtype=np.int64)
+        need = n_in + 3 * n_out + 4
+        if chunk_class >= 0:        # a chunked tensor's copy or compute waits on each of its chunks
+            for e in range(o0, o1):
+                need += 3 * (width[outs[e]] - 1)
+            for e in range(u0, u1):
+                need = max(need, 3 * width[uniq_in[e]] + 1)
+        if need > cand.shape[0]:
+            cand = np.empty(2 * need, dtype=np.int64)
         if n_in > in_objs.shape[0] or n_out > out_objs.shape[0]:
             in_objs = np.empty(2 * n_in + 2, dtype=np.int64)
             out_objs = np.empty(2 * n_out + 2, dtype=np.int64)
@@ -204,22 +227,34 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             if obj_of[t] < 0:
                 if host_writer[t] == NOT_HOST:
                     err[0], err[1], err[2] = NOT_ON_HOST, pos, t
-                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err
-                o = _pop_free(klass[t], pool, False)
+                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err, held, pl_ptr, pl_chunks, 0
+                if klass[t] == chunk_class:
+                    n = _take_chunks(t, pos, False, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
+                                     threshold_s, host_writer, writer, release, out, n, cand, err, tree, places)
+                    o = -1 if err[0] != OK else _new_placement(t, places)
+                else:
+                    o = _pop_free(klass[t], pool, False)
+                    if o < 0:
+                        o, n = _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link,
+                                        lru, threshold_s, host_writer, writer, release, out, n, cand, err, tree, False,
+                                        places)
                 if o < 0:
-                    o, n = _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
-                                    threshold_s, host_writer, writer, release, out, n, cand, err, tree, False)
-                if o < 0:
-                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err
-                cand[0] = host_writer[t]
-                cand[1], cand[2], cand[3] = release[o, 0], release[o, 1], release[o, 2]
-                n = _emit(out, n, SWAP_IN, t, o, True, cand, 4)
-                tenant[o] = t
+                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err, held, pl_ptr, pl_chunks, 0
                 obj_of[t] = o
-                next_use_at[o] = use_time[next_read[t]]
-                _tree_set(o, _tree_key(t, next_read, use_time, key_end, pinned), tree)
+                arr, a, b = _span(t, obj_of, places)
+                cand[0] = host_writer[t]
+                c = 1
+                for j in range(a, b):
+                    cand[c], cand[c + 1], cand[c + 2] = release[arr[j], 0], release[arr[j], 1], release[arr[j], 2]
+                    c += 3
+                n = _emit(out, n, SWAP_IN, t, o, True, cand, c)
+                for j in range(a, b):
+                    oj = arr[j]
+                    tenant[oj] = t
+                    next_use_at[oj] = use_time[next_read[t]]
+                    _tree_set(oj, _tree_key(t, next_read, use_time, key_end, pinned), tree)
+                    release[oj, 0], release[oj, 1], release[oj, 2] = -1, n - 1, -1
                 writer[t] = n - 1
-                release[o, 0], release[o, 1], release[o, 2] = -1, n - 1, -1
         for e in range(i0, i1):
             in_objs[e - i0] = obj_of[ins[e]]
         # -- inputs read for the last time here (in input order; freed in reverse below)
@@ -245,24 +280,36 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                     for d in range(n_dying):
                         if dying[d] == x:
                             at = d
-                    if times == 1 and at >= 0:
+                    if (times == 1 and at >= 0 and width[x] == width[t]
+                            and (klass[x] == chunk_class) == (klass[t] == chunk_class)):
                         src = j
                         for d in range(at, n_dying - 1):
                             dying[d] = dying[d + 1]
                         n_dying -= 1
             if src >= 0:
+                x = ins[i0 + src]
                 o = in_objs[src]
-                obj_of[tenant[o]] = -1
-                tenant[o] = -1
-                _tree_set(o, -np.inf, tree)
+                arr, a, b = _span(x, obj_of, places)
+                for j in range(a, b):
+                    tenant[arr[j]] = -1
+                    _tree_set(arr[j], -np.inf, tree)
+                for j in range(width[t] if klass[t] == chunk_class else 0):   # its chunks and placement
+                    held[slot_ptr[t] + j] = held[slot_ptr[x] + j]
+                obj_of[x] = -1
                 out_objs[k] = o
             else:
-                o = _pop_free(klass[t], pool, True)
+                if klass[t] == chunk_class:
+                    n = _take_chunks(t, pos, True, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
+                                     threshold_s, host_writer, writer, release, out, n, cand, err, tree, places)
+                    o = -1 if err[0] != OK else _new_placement(t, places)
+                else:
+                    o = _pop_free(klass[t], pool, True)
+                    if o < 0:
+                        o, n = _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link,
+                                        lru, threshold_s, host_writer, writer, release, out, n, cand, err, tree, True,
+                                        places)
                 if o < 0:
-                    o, n = _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
-                                    threshold_s, host_writer, writer, release, out, n, cand, err, tree, True)
-                if o < 0:
-                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err
+                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err, held, pl_ptr, pl_chunks, 0
                 out_objs[k] = o
         # -- the compute
         c = 0
@@ -270,9 +317,12 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             cand[c] = writer[ins[e]]
             c += 1
         for k in range(n_out):
-            o = out_objs[k]
-            cand[c], cand[c + 1], cand[c + 2] = release[o, 0], release[o, 1], release[o, 2]
-            c += 3
+            t = outs[o0 + k]
+            a, b = (slot_ptr[t], slot_ptr[t] + width[t]) if klass[t] == chunk_class else (0, 1)
+            for j in range(a, b):
+                o = held[j] if klass[t] == chunk_class else out_objs[k]
+                cand[c], cand[c + 1], cand[c + 2] = release[o, 0], release[o, 1], release[o, 2]
+                c += 3
         n = _emit(out, n, COMPUTE, nid, -1, True, cand, c)
         i = n - 1
         obj_count[i] = n_in + n_out
@@ -289,26 +339,31 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             next_read[t] = reads[r] if r < read_ptr0[t + 1] else after_reads[t]
             last_touch[t] = pos
             if obj_of[t] >= 0:
-                release[obj_of[t], COMPUTE] = i
-                next_use_at[obj_of[t]] = use_time[next_read[t]]
-                _tree_set(obj_of[t], _tree_key(t, next_read, use_time, key_end, pinned), tree)
+                arr, a, b = _span(t, obj_of, places)
+                for j in range(a, b):
+                    release[arr[j], COMPUTE] = i
+                    next_use_at[arr[j]] = use_time[next_read[t]]
+                    _tree_set(arr[j], _tree_key(t, next_read, use_time, key_end, pinned), tree)
         for k in range(n_out):
-            t, o = outs[o0 + k], out_objs[k]
-            tenant[o] = t
-            obj_of[t] = o
-            next_use_at[o] = use_time[next_read[t]]
-            _tree_set(o, _tree_key(t, next_read, use_time, key_end, pinned), tree)
+            t = outs[o0 + k]
+            obj_of[t] = out_objs[k]
+            arr, a, b = _span(t, obj_of, places)
+            for j in range(a, b):
+                o = arr[j]
+                tenant[o] = t
+                next_use_at[o] = use_time[next_read[t]]
+                _tree_set(o, _tree_key(t, next_read, use_time, key_end, pinned), tree)
+                release[o, 0], release[o, 1], release[o, 2] = i, -1, -1
             writer[t] = i
-            release[o, 0], release[o, 1], release[o, 2] = i, -1, -1
             last_touch[t] = pos
         for d in range(n_dying - 1, -1, -1):
             t = dying[d]
             if not stays[t]:
-                _free(obj_of[t], pool, tree)
+                _free(t, pool, tree, places)
         for k in range(n_out):
             t = outs[o0 + k]
             if read_ptr0[t + 1] == read_ptr0[t] and not kept[t]:
-                _free(obj_of[t], pool, tree)
+                _free(t, pool, tree, places)
         for e in range(i0, i1):
             busy[ins[e]] = False
         for e in range(o0, o1):
@@ -337,7 +392,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 if r < end and _too_soon(first, r, pos, now, use_time, nbytes, link, ahead_gap):
                     continue
                 n = _evict_ahead(pos, kq, headroom, pool, next_read, next_use_at, use_time, step_end, nbytes, link,
-                                 ahead_gap, key_end, host_writer, writer, release, out, n, cand, tree, pinned)
+                                 ahead_gap, key_end, host_writer, writer, release, out, n, cand, tree, pinned, places)
     # ---- state leaving: a next value not back in its home object is written to the host;
     # resident state whose next value strayed is reported
     strayed = np.zeros(state_cur.shape[0], dtype=np.bool_)
@@ -354,47 +409,128 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             host_writer[nxt] = n - 1
     obj_ptr = np.zeros(n + 1, dtype=np.int64)
     obj_ptr[1:] = np.cumsum(obj_count[:n])
-    return n, kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects, obj_of, strayed, err
+    return n, kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects, obj_of, strayed, err, held, pl_ptr, pl_chunks, n_pl[0]
 
 
 @numba.njit(cache=True, inline="always")
-def _free(o, pool, tree):
+def _span(t, obj_of, places):
+    """The objects resident tensor t sits in, as (array, first, end): its chunks for the chunk
+    class, else its one object (``obj_of[t]``)."""
+    held, slot_ptr, width, klass, chunk_class = places[0], places[1], places[2], places[3], places[4]
+    if klass[t] == chunk_class:
+        return held, slot_ptr[t], slot_ptr[t] + width[t]
+    return obj_of, t, t + 1
+
+
+@numba.njit(cache=True, inline="always")
+def _new_placement(t, places):
+    """Record t's chunks (held) as a new placement; its object id (past the layout's objects)."""
+    held, slot_ptr, width, pl_ptr, pl_chunks, n_pl, n_obj = (places[0], places[1], places[2], places[5],
+                                                              places[6], places[7], places[8])
+    j = n_pl[0]
+    base = pl_ptr[j]
+    for i in range(width[t]):
+        pl_chunks[base + i] = held[slot_ptr[t] + i]
+    pl_ptr[j + 1] = base + width[t]
+    n_pl[0] = j + 1
+    return n_obj + j
+
+
+@numba.njit(cache=True, inline="always")
+def _free(t, pool, tree, places):
+    """Give back the objects of t, which dies (clean: nothing to copy out)."""
     tenant, obj_of = pool[4], pool[5]
-    _push_free(o, tree[4][o], False, pool)
-    obj_of[tenant[o]] = -1
-    tenant[o] = -1
-    _tree_set(o, -np.inf, tree)
+    arr, a, b = _span(t, obj_of, places)
+    for j in range(a, b):
+        o = arr[j]
+        _push_free(o, tree[4][o], False, pool)
+        tenant[o] = -1
+        _tree_set(o, -np.inf, tree)
+    obj_of[t] = -1
 
 
 @numba.njit(cache=True, inline="always")
-def _evict(victim, pool, host_writer, writer, release, out, n, cand, tree):
-    """Take victim off the device, copying it out if its host copy is stale; (object, n)."""
+def _evict(victim, pool, host_writer, writer, release, out, n, cand, tree, places):
+    """Take victim off the device, copying it out if its host copy is stale; (object, n). Its
+    objects are not put back on a free ring (``_push_objects``)."""
     obj_of, tenant = pool[5], pool[4]
     o = obj_of[victim]
+    arr, a, b = _span(victim, obj_of, places)
     if host_writer[victim] == NOT_HOST:
         cand[0] = writer[victim]
         n = _emit(out, n, SWAP_OUT, victim, o, True, cand, 1)
         host_writer[victim] = n - 1
-        release[o, SWAP_OUT] = n - 1
-    obj_of[tenant[o]] = -1
-    tenant[o] = -1
-    _tree_set(o, -np.inf, tree)
+        for j in range(a, b):
+            release[arr[j], SWAP_OUT] = n - 1
+    for j in range(a, b):
+        tenant[arr[j]] = -1
+        _tree_set(arr[j], -np.inf, tree)
+    obj_of[victim] = -1
     return o, n
 
 
 @numba.njit(cache=True, inline="always")
+def _push_objects(t, o, k, dirty, pool, places):
+    """Put the objects evicted tensor t sat in (its chunks, or o) on class k's free ring; how many."""
+    held, slot_ptr, width, klass, chunk_class = places[0], places[1], places[2], places[3], places[4]
+    if klass[t] != chunk_class:
+        _push_free(o, k, dirty, pool)
+        return 1
+    for j in range(slot_ptr[t], slot_ptr[t] + width[t]):
+        _push_free(held[j], k, dirty, pool)
+    return width[t]
+
+
+@numba.njit(cache=True, inline="always")
+def _take_chunks(t, pos, for_output, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru, threshold_s,
+                 host_writer, writer, release, out, n, cand, err, tree, places):
+    """width[t] free chunks for t (into held), evicting residents of the chunk class (Belady, as
+    ``_acquire``) until enough are free; n, with err set when every resident is busy."""
+    held, slot_ptr, width, chunk_class = places[0], places[1], places[2], places[4]
+    base, w = slot_ptr[t], width[t]
+    got = 0
+    while True:
+        while got < w:
+            o = _pop_free(chunk_class, pool, for_output)
+            if o < 0:
+                break
+            held[base + got] = o
+            got += 1
+        if got == w:
+            return n
+        victim = _victim(t, chunk_class, pos, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
+                         threshold_s)
+        if victim < 0:
+            err[0], err[1], err[2] = NEEDS_MORE_OBJECTS, pos, chunk_class
+            return n
+        n_before = n
+        o, n = _evict(victim, pool, host_writer, writer, release, out, n, cand, tree, places)
+        _push_objects(victim, o, chunk_class, n > n_before, pool, places)
+
+
+@numba.njit(cache=True, inline="always")
 def _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru, threshold_s,
-             host_writer, writer, release, out, n, cand, err, tree, for_output):
+             host_writer, writer, release, out, n, cand, err, tree, for_output, places):
     """A free object of t's class (``_pop_free``), evicting a resident tensor if none is free;
     (object, n), object -1 with err set when every object of the class is busy."""
-    class_first, tenant = pool[3], pool[4]
     k = klass[t]
-    lo, hi = class_first[k], class_first[k + 1]
     o = _pop_free(k, pool, for_output)
     if o >= 0:
         return o, n
-    # Belady among those idle for at least the threshold (LRU for on-demand swapping);
-    # ties go to the lowest tensor id.
+    best = _victim(t, k, pos, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru, threshold_s)
+    if best < 0:
+        err[0], err[1], err[2] = NEEDS_MORE_OBJECTS, pos, k
+        return -1, n
+    return _evict(best, pool, host_writer, writer, release, out, n, cand, tree, places)
+
+
+@numba.njit(cache=True, inline="always")
+def _victim(t, k, pos, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru, threshold_s):
+    """The resident tensor of class k to evict to make room for t, or -1 when every one is busy:
+    Belady among those idle for at least the threshold (LRU for on-demand swapping); ties go to
+    the lowest tensor id."""
+    class_first, tenant = pool[3], pool[4]
+    lo, hi = class_first[k], class_first[k + 1]
     now = step_end[pos - 1] if pos > 0 else 0.0
     if lru:
         best, best_touch = -1, 0
@@ -429,15 +565,12 @@ def _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbyte
                     continue
             if best < 0 or far > best_far or x < best:
                 best, best_far = x, far
-    if best < 0:
-        err[0], err[1], err[2] = NEEDS_MORE_OBJECTS, pos, k
-        return -1, n
-    return _evict(best, pool, host_writer, writer, release, out, n, cand, tree)
+    return best
 
 
 @numba.njit(cache=True, inline="always")
 def _evict_ahead(pos, k, headroom, pool, next_read, next_use_at, use_time, step_end, nbytes, link, ahead_gap, end,
-                 host_writer, writer, release, out, n, cand, tree, pinned):
+                 host_writer, writer, release, out, n, cand, tree, pinned, places):
     """Keep class k's headroom free: of the ``want`` tenants used furthest ahead (ties: object
     order), evict those whose next use leaves time to swap them out and back, stopping at the
     first that comes back too soon. Tenants kept to the end (a state's next value, the loss)
@@ -465,9 +598,8 @@ def _evict_ahead(pos, k, headroom, pool, next_read, next_use_at, use_time, step_
         if r < end and _too_soon(t, r, pos, now, use_time, nbytes, link, ahead_gap):
             break
         n_before = n
-        o, n = _evict(t, pool, host_writer, writer, release, out, n, cand, tree)
-        _push_free(o, k, n > n_before, pool)      # dirty when a copy out was emitted
-        want -= 1
+        o, n = _evict(t, pool, host_writer, writer, release, out, n, cand, tree, places)
+        want -= _push_objects(t, o, k, n > n_before, pool, places)      # dirty when a copy out was emitted
     return n
 
 

@@ -130,8 +130,10 @@ def _policy_help() -> str:
 def _allocator_help() -> str:
     from allocator.online import SUMMARIES
     listed = "; ".join(f"{name}: {summary}" for name, summary in SUMMARIES.items())
-    return (f"how the policies place tensors (pool: the size-class pool of swapadvisor and odswap; {listed}); "
-            f"a policy that cannot use it is refused (default: each policy's own)")
+    return (f"how the policies place tensors (pool: the size-class pool of swapadvisor and odswap; {listed}; "
+            f"swapadvisor plans on va's chunks as on a pool whose tensors take as many chunks as they need; "
+            f"auto: swapadvisor's default, the pool or va, whichever simulates faster); a policy that cannot "
+            f"use it is refused (default: each policy's own)")
 
 
 def _backend_help() -> str:
@@ -181,8 +183,9 @@ def parser() -> argparse.ArgumentParser:
     memory.add_argument("--allocator", choices=policies_registry.allocator_names(), default=None,
                    help=_allocator_help())
     memory.add_argument("--chunk-mib", type=positive_float, default=None, metavar="MIB",
-                   help="with --allocator va: the physical chunk size in MiB (default 20, as nnabla and "
-                        "PyTorch; paper 001 used 40 MB; on CUDA at least the allocation granularity, 2)")
+                   help="with --allocator va (or auto): the physical chunk size in MiB (default 20 for the "
+                        "online policies, as nnabla and PyTorch, paper 001 used 40 MB; 2 for swapadvisor; on "
+                        "CUDA a multiple of the allocation granularity, 2)")
     memory.add_argument("--window", type=window, default=None, metavar="SIZE|auto",
                    help="with --policy window: paper 001's look-ahead window in bytes (e.g. 2GiB), or auto: the "
                         "fastest on the simulator among sizes from 1/64 to 2 times the pool and the whole sequence "

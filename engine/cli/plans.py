@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from planner.bounds import Bounds, lower_bounds
-from planner.budget import POOL, Budget, make_budget, smallest_budget, smallest_that_plans
+from planner.budget import AUTO, POOL, Budget, make_budget, smallest_budget, smallest_that_plans
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest, Policy, unlimited_program
 from planner.simulate import Timeline, simulate
@@ -113,7 +113,7 @@ def grow_default_budget(cfg: RunConfig, facts: GraphFacts, budget: Budget, profi
     made: dict[str, tuple[int, Program]] = {}
     for policy in cfg.planned:
         allocator, options = cfg.allocator_of(policy)
-        if not policy.needs_budget or policy is cfg.searching or allocator == POOL:
+        if not policy.needs_budget or policy is cfg.searching or allocator in (POOL, AUTO):
             continue
         secs = profile.node_seconds(facts.graph) if secs is None else secs
 
@@ -180,7 +180,8 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
     s = cfg.search
     opts = SearchOptions(population=s.population, seed=cfg.seed, workers=s.workers, ray_address=s.ray_address,
                          time_limit_s=s.seconds or None, max_generations=s.generations,
-                         checkpoint=s.checkpoint, resume=s.resume,
+                         checkpoint=s.checkpoint, resume=s.resume, allocator=request.allocator,
+                         allocator_options=tuple(request.allocator_options.items()),
                          progress=not cfg.quiet and sys.stderr.isatty())   # no bar in a piped log
     result = search(request.facts, request.budget, request.profile, opts, policy)
     os.makedirs(out_dir, exist_ok=True)

@@ -1,15 +1,34 @@
 """``swapadvisor``: the SwapAdvisor planner (Belady eviction with a recency threshold) on a
 schedule and allocation found by the genetic search, or, without a search, on the default
-order with the simple allocation."""
+order with the simple allocation.
+
+Where tensors live (``PlanRequest.allocator``):
+- ``pool``: the paper's size classes (``simple_allocation``, or the search's allocation);
+- ``va``: chunks through virtual addressing (paper 001's allocator): the sizes of at least a
+  chunk share one class of chunks, a tensor taking as many as it needs, any of them
+  (``chunked_allocation``); the search then chooses the schedule, not the allocation;
+- ``auto`` (the default): both, and the Program that simulates faster (the pool without a
+  profile to time them). Analytic V100, 16 GiB, default order: va is 1-10% faster on the
+  five Table 1 models (bench/results/plan_quality_*.txt), the pool on small graphs whose
+  tensors are far below a chunk.
+"""
 from __future__ import annotations
 
+import weakref
 from dataclasses import replace
 
-from ..allocation import simple_allocation
+from ..allocation import chunked_allocation, simple_allocation
+from ..budget import AUTO, POOL
+from ..errors import OutOfRoom
 from ..policy import Knob, PlanRequest, Policy, register
 from ..simulate import simulated_seconds
-from ..swap_planner import GraphArrays, PlanOptions, final_arrays, plan
+from ..swap_planner import GraphArrays, PlanOptions, final_arrays, program_of
 
+VA = "va"
+# The default chunk: the allocation granularity of CUDA's virtual memory on the GPUs we run
+# (V100, H100), so a plan's page table maps as it is; --chunk-mib sets another. Analytic V100,
+# 16 GiB: the five Table 1 models take 106.7 s at 2 MiB, 106.8 s at 4, 110.9 s at 8.
+CHUNK_BYTES = 2 << 20
 # Evict ahead to keep a quarter of each class free, next values included, and order the copy
 # streams by urgency (measured on the Table 1 models: bench/results/plan_quality_*.txt).
 OPTIONS = PlanOptions(headroom=0.25, order_copies=True, kept_ahead=True)
@@ -18,34 +37,74 @@ OPTIONS = PlanOptions(headroom=0.25, order_copies=True, kept_ahead=True)
 # order; Inception-4 3% faster at 0.5 with updates when ready; 0.25 elsewhere).
 HEADROOM = Knob((0.0, 0.125, 0.25, 0.375, 0.5), OPTIONS.headroom)
 
+# The chunked allocation of a graph's facts, by budget and chunk: the search asks for it once
+# per candidate, and it depends on neither the schedule nor the search's allocation.
+_CHUNKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
 
 def _options(request: PlanRequest) -> PlanOptions:
     h = request.policy_options.get("headroom", OPTIONS.headroom)
     return OPTIONS if h == OPTIONS.headroom else replace(OPTIONS, headroom=float(h))
 
 
-def _order_and_allocation(request: PlanRequest):
-    facts = request.facts
-    order = facts.order if request.schedule is None else request.schedule
-    alloc = request.allocation
-    if alloc is None:
-        alloc = simple_allocation(facts, request.budget, request.profile, request.node_seconds)
-    return order, alloc
+def _chunked(request: PlanRequest):
+    chunk = int(request.allocator_options.get("chunk_bytes") or CHUNK_BYTES)
+    key = (request.budget.pool_bytes, chunk)
+    cache = _CHUNKED.setdefault(request.facts, {})
+    if key not in cache:
+        try:
+            cache[key] = chunked_allocation(request.facts, request.budget, chunk, request.profile,
+                                            request.node_seconds)
+        except OutOfRoom as e:
+            cache[key] = e
+    if isinstance(cache[key], OutOfRoom):
+        raise cache[key]
+    return cache[key]
+
+
+def _allocations(request: PlanRequest) -> list:
+    """The allocations to plan on: the pool's, the chunked one, or both (``auto``; the chunked
+    one only where the budget holds it). A given allocation (the search's) is used for its kind."""
+    given = request.allocation
+    out = []
+    if request.allocator in (POOL, AUTO):
+        pool = given is not None and not given.chunk_bytes
+        out.append(given if pool else simple_allocation(request.facts, request.budget, request.profile,
+                                                        request.node_seconds))
+    if request.allocator in (VA, AUTO):
+        try:
+            out.append(given if given is not None and given.chunk_bytes else _chunked(request))
+        except OutOfRoom:
+            if request.allocator == VA:
+                raise
+    return out
+
+
+def _timed(request: PlanRequest):
+    """(seconds, final arrays) of the fastest allocation's plan; seconds None when there is
+    one allocation to plan on or no profile to time them."""
+    g, secs, profile = request.graph, request.op_seconds, request.profile
+    order = request.facts.order if request.schedule is None else request.schedule
+    best = None
+    allocations = _allocations(request)
+    for alloc in allocations if profile is not None or len(allocations) == 1 else allocations[:1]:
+        final = final_arrays(g, order, alloc, profile, secs, _options(request))
+        t = None if profile is None else simulated_seconds(final[0], GraphArrays.of(g).tensor_bytes, secs, profile)
+        if best is None or t < best[0]:
+            best = (t, final)
+    return order, best
 
 
 def make(request: PlanRequest):
-    order, alloc = _order_and_allocation(request)
-    return plan(request.graph, list(order), alloc, request.budget.scratch_bytes, request.profile,
-                request.node_seconds, _options(request), policy=POLICY.name)
+    order, (_, final) = _timed(request)
+    return program_of(request.graph, order, final, request.budget.scratch_bytes, POLICY.name)
 
 
 def seconds(request: PlanRequest) -> float:
     """The simulated time of ``make(request)``'s Program, planned and simulated on arrays."""
-    order, alloc = _order_and_allocation(request)
-    g, secs = request.graph, request.op_seconds
-    arrays, _, _ = final_arrays(g, order, alloc, request.profile, secs, _options(request))
-    return simulated_seconds(arrays, GraphArrays.of(g).tensor_bytes, secs, request.profile)
+    return _timed(request)[1][0]
 
 
 POLICY = register(Policy("swapadvisor", "SwapAdvisor: Belady swapping on a searched schedule and allocation",
-                         make, searches=True, seconds=seconds, knobs={"headroom": HEADROOM}))
+                         make, searches=True, seconds=seconds, knobs={"headroom": HEADROOM},
+                         allocators=(AUTO, POOL, VA)))

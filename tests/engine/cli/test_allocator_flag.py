@@ -13,8 +13,9 @@ SMALL = ["--model", "small-cnn", "--quiet", "--backend", "cpu", "--profile", "v1
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--policy", "swapadvisor", "--allocator", "va"], "policy 'swapadvisor' cannot use allocator 'va' "
-                                                       r"\(it uses pool\)"),
+    (["--policy", "odswap", "--allocator", "va"], r"policy 'odswap' cannot use allocator 'va' \(it uses pool\)"),
+    (["--policy", "window", "--allocator", "auto"], "policy 'window' cannot use allocator 'auto'"),
+    (["--policy", "swapadvisor", "--allocator", "pool", "--chunk-mib", "2"], "not --allocator pool"),
     (["--policy", "window,odswap", "--allocator", "bestfit"], "policy 'odswap' cannot use allocator 'bestfit'"),
     (["--policy", "window", "--chunk-mib", "2"], "--chunk-mib sizes the chunks of --allocator va"),
     (["--policy", "window", "--allocator", "bestfit", "--chunk-mib", "2"], "not --allocator bestfit"),
@@ -30,7 +31,7 @@ def test_an_allocator_a_policy_cannot_use_is_one_line_and_status_2(argv, message
 
 def test_help_lists_the_allocators():
     text = parser().format_help()
-    assert "--allocator {pool,bestfit,va}" in text and "--chunk-mib" in text
+    assert "--allocator {auto,pool,bestfit,va}" in text and "--chunk-mib" in text
 
 
 @pytest.mark.parametrize("allocator", [["va", "--chunk-mib", "0.0625"], ["bestfit"]])

@@ -1,0 +1,150 @@
+"""SwapAdvisor over chunks (allocator ``va``: ``Allocation.chunk_bytes``): tensors of at least a
+chunk take as many chunks as they need, any of them, through a page table. The planner must
+keep the pool's plans as they were, place wide tensors on chunks that are not adjacent, make
+Programs the verifier accepts and rejects when broken, and train bit for bit under the
+sanitizer at five budgets; ``auto`` keeps the faster of the pool and the chunks."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import zoo
+from allocator import Allocation, PlacedLayout, SizeClassLayout
+from engine.backends.cpu import CpuBackend
+from engine.executor import ProgramExecutor
+from engine.training import Trainer
+from planner.allocation import chunked_allocation, unlimited_allocation
+from planner.budget import make_budget
+from planner.errors import OutOfRoom
+from planner.facts import GraphFacts
+from planner.policies import swapadvisor
+from planner.policy import PlanRequest
+from planner.simulate import simulate
+from planner.verify import VerificationError, verify
+
+from tests.planner.test_end_to_end import ITERATIONS, LINK, PROFILE
+
+CHUNK = 4096        # a page: the tiny models' tensors are a few KiB
+
+
+def request(g, facts, device_bytes, allocator="va", profile=PROFILE):
+    budget = make_budget(facts, device_bytes)
+    return PlanRequest(g, facts, budget, profile, None if profile is None else profile.node_seconds(g),
+                       allocator=allocator, allocator_options={"chunk_bytes": CHUNK})
+
+
+def budgets(facts):
+    """Five budgets at which the chunked allocation plans, from near the least up to the unlimited pool."""
+    full = unlimited_allocation(facts).pool_bytes + facts.scratch.bytes
+    out = []
+    for b in np.geomspace(facts.smallest_budget, full, 9):
+        try:
+            chunked_allocation(facts, make_budget(facts, int(b)), CHUNK)
+        except OutOfRoom:
+            continue
+        out.append(int(b))
+    return out[:2] + out[-3:] if len(out) > 5 else out
+
+
+def test_a_chunked_allocation_pads_its_chunks_to_a_chunk_boundary():
+    alloc = Allocation([100, 5000, 9000], [0, 1, 1], [3, 4], chunk_bytes=CHUNK)
+    assert alloc.class_slot_bytes.tolist() == [256, CHUNK]
+    assert alloc.chunks_offset == CHUNK and alloc.pool_bytes == 5 * CHUNK
+    layout = SizeClassLayout.from_allocation(alloc)
+    assert layout.object_offset.tolist() == [0, 256, 512] + [CHUNK * k for k in (1, 2, 3, 4)]
+    assert layout.arena_bytes == alloc.pool_bytes
+    assert Allocation.from_dict(alloc.to_dict()) == alloc
+    assert alloc != Allocation([100, 5000, 9000], [0, 1, 1], [3, 4])
+    with pytest.raises(ValueError, match="multiple of 4096"):
+        Allocation([100], [0], [1], chunk_bytes=1000)
+
+
+def test_a_placement_is_a_virtual_range_over_its_chunks_in_turn():
+    base = SizeClassLayout.from_allocation(Allocation([100, 9000], [0, 1], [2, 4], chunk_bytes=CHUNK))
+    # placement 0 on chunk objects 5 then 3 (not adjacent, backwards); placement 1 on 4
+    placed = PlacedLayout(base, np.array([0, 2, 3]), np.array([5, 3, 4]))
+    assert placed.object_bytes.tolist()[-2:] == [2 * CHUNK, CHUNK]
+    p0 = base.num_objects
+    from engine.program import Arena
+    arena = Arena.of(placed, 0)
+    assert arena.physical_extents(p0) == [(int(base.object_offset[5]), CHUNK), (int(base.object_offset[3]), CHUNK)]
+    assert arena.physical_extents(p0 + 1) == [(int(base.object_offset[4]), CHUNK)]
+    assert arena.physical_extents(0) == [(0, 256)]          # the pool maps one to one
+
+
+@pytest.fixture(scope="module", params=["wresnet", "inception", "brnn"])
+def model(request):
+    g = zoo.tiny(request.param)
+    ref = Trainer(g, seed=0)
+    losses = [ref.step() for _ in range(ITERATIONS)]
+    return request.param, g, GraphFacts(g), ref.state, losses
+
+
+def test_wide_tensors_sit_in_chunks_that_are_not_adjacent(model):
+    name, g, facts, _, _ = model
+    program = swapadvisor.make(request(g, facts, budgets(facts)[0]))
+    verify(program, g, budgets(facts)[0])
+    arena = program.arena
+    assert arena.virtual
+    scattered = [o for o in range(arena.num_objects) if len(arena.physical_extents(o)) > 1]
+    assert scattered, f"{name}: every placement is physically contiguous: the chunks are not exercised"
+
+
+def test_chunked_plans_train_bit_identically_at_five_budgets(model):
+    name, g, facts, ref_state, ref_losses = model
+    tried = budgets(facts)
+    assert len(tried) == 5, f"{name}: the chunked allocation plans at {len(tried)} budgets only"
+    for i, budget in enumerate(tried):
+        program = swapadvisor.make(request(g, facts, budget))
+        verify(program, g, budget)
+        backend = CpuBackend(LINK, sanitize=True, seed=i, jitter_s=2e-4)
+        try:
+            tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
+            losses = [tr.step() for _ in range(ITERATIONS)]
+            state = tr.state
+        finally:
+            backend.close()
+        bad = [g.tensors[t].name for t, a in ref_state.items() if not np.array_equal(a, state[t])]
+        assert not bad, f"{name} at {budget} bytes: {bad[:3]} differ"
+        assert losses == ref_losses, f"{name} at {budget} bytes: losses {losses} != {ref_losses}"
+
+
+def test_the_verifier_rejects_two_live_placements_on_one_chunk(model):
+    name, g, facts, _, _ = model
+    budget = budgets(facts)[0]
+    program = swapadvisor.make(request(g, facts, budget))
+    arena = program.arena
+    rows = arena.mappings.copy()
+    placed = rows[rows[:, 0] >= rows[0, 2]]          # rows past the pool's one-to-one row
+    assert len(placed) > 1
+    # Point every placement row at the physical chunk of the first: some of them are live together.
+    rows[rows[:, 0] >= rows[0, 2], 1] = placed[0, 1]
+    rows[rows[:, 0] >= rows[0, 2], 2] = np.minimum(rows[rows[:, 0] >= rows[0, 2], 2], CHUNK)
+    broken = dataclasses.replace(program, arena=dataclasses.replace(arena, mappings=rows))
+    with pytest.raises(VerificationError):
+        verify(broken, g, budget)
+
+
+def test_auto_keeps_the_faster_of_the_pool_and_the_chunks(model):
+    name, g, facts, _, _ = model
+    budget = budgets(facts)[1]
+    times = {}
+    for allocator in ("pool", "va", "auto"):
+        program = swapadvisor.make(request(g, facts, budget, allocator))
+        times[allocator] = simulate(program, g, PROFILE).total
+        assert swapadvisor.seconds(request(g, facts, budget, allocator)) == pytest.approx(times[allocator])
+    assert times["auto"] == min(times["pool"], times["va"]), (name, times)
+
+
+def test_without_a_profile_auto_plans_on_the_pool(model):
+    name, g, facts, _, _ = model
+    budget = budgets(facts)[1]
+    program = swapadvisor.make(request(g, facts, budget, "auto", profile=None))
+    assert not program.arena.virtual
+
+
+def test_too_few_chunks_for_the_heaviest_operator_is_one_line():
+    g = zoo.tiny("wresnet")
+    facts = GraphFacts(g)
+    with pytest.raises(OutOfRoom, match="too few .* chunks"):
+        chunked_allocation(facts, make_budget(facts, facts.smallest_budget), 64 * CHUNK)
