@@ -127,4 +127,4 @@ class PlacedLayout:
         return self.base.arena_bytes
 
     def describe(self) -> dict:
-        return {**self.base.describe(), "placements": int(self.ptr.size - 1)}
+        return {**self.base.describe(), "name": "size_classes_on_chunks", "placements": int(self.ptr.size - 1)}

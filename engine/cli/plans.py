@@ -224,7 +224,8 @@ def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Pr
             program = policy.make(request)
         verify(program, g, limit.device_bytes if limit else None)
         sim = simulate(program, g, profile, secs)
-        print(f"plan   {policy.name:12s} {len(program.instrs)} instructions, verified, simulated "
+        placed = program.arena.allocator.get("name", "?")
+        print(f"plan   {policy.name:12s} {len(program.instrs)} instructions ({placed}), verified, simulated "
               f"{sim.total:.4f} s/iter ({time.perf_counter() - t0:.2f} s to plan)", flush=True)
         programs[policy.name] = (program, sim)
     return programs

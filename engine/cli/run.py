@@ -240,7 +240,7 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
     run.quality = assess_plans(cfg, facts, budget, profile, run.programs) if budget else {}
     report.update(search=search or None)
     if search and search["stopped"] == "no search":
-        print(f"search none ({search['policy']} planned in the default order with the simple allocation; "
+        print(f"search none ({search['policy']} planned in the default order with its default allocation; "
               "--search-seconds to search)")
     if cfg.simulate_only:
         rows = policy_rows(run)
