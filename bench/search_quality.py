@@ -154,6 +154,8 @@ def study_profile(g: Graph) -> Profile:
     return Profile("study", Link(rate, rate, rate * 20 / 12, latency_s=0.0), rates)
 
 
+# The study's search space is the paper's (a schedule and a size-class allocation, which the
+# optimum enumerates), so every plan in it is on the pool, not swapadvisor's default auto.
 def study_setup(g: Graph) -> tuple[GraphFacts, Budget, Profile]:
     facts = GraphFacts(g)
     smallest, peak = facts.smallest_budget, facts.peak_bytes
