@@ -215,8 +215,9 @@ def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, opt
         node = g.nodes[int(sc.schedule[err[1]])]
         if err[0] == swap_scan.NEEDS_MORE_OBJECTS:
             k = int(err[2])
-            need = sum(1 for x in set(node.inputs) | set(node.outputs) if sc.klass[x] == k)
-            raise PlanError(f"operator '{node.name}' ({node.op}) needs {need} objects of size class {k} "
+            need = sum(int(sc.width[x]) for x in set(node.inputs) | set(node.outputs) if sc.klass[x] == k)
+            what = "chunks (the chunk class)" if k == sc.chunk_class else f"objects of size class {k}"
+            raise PlanError(f"operator '{node.name}' ({node.op}) needs {need} {what} "
                             f"at once; the allocation has {len(layout.objects_of_class(k))}")
         raise PlanError(f"operator '{node.name}' reads '{g.tensors[int(err[2])].name}', which is "
                         "neither resident nor on the host (planner bug)")
