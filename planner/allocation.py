@@ -268,8 +268,8 @@ def chunked_allocation(facts: GraphFacts, budget: Budget, chunk_bytes: int, prof
     smaller size is a class of its own with its peak working set (``working_set``; at least
     what one operator needs), or the same fraction f of it for all of them when the pool cannot
     hold that beside the chunks the heaviest operator needs, or when it would take more than
-    SMALL_REGION of the pool; every other byte of the pool is chunks. A pool that holds every size's peak gets the unlimited allocation (nothing swaps).
-    OutOfRoom when even the least of both does not fit."""
+    SMALL_REGION of the pool; every other byte of the pool is chunks. A pool that holds every
+    size's peak gets the unlimited allocation (nothing swaps). OutOfRoom when even the least of both does not fit."""
     d = facts.demand
     pool = budget.pool_bytes
     unlimited = unlimited_allocation(facts)

@@ -146,14 +146,10 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             for j in range(resident_chunk_ptr[r + 1] - resident_chunk_ptr[r]):
                 held[slot_ptr[t] + j] = resident_chunks[resident_chunk_ptr[r] + j]
             o = _new_placement(t, places)
-        obj_of[t] = o
-        arr, a, b = _span(t, obj_of, places)
+        arr, a, b = _settle(t, o, tenant, obj_of, places, next_use_at, use_time[next_read[t]],
+                            _tree_key(t, next_read, use_time, key_end, pinned), tree)
         for j in range(a, b):
-            c = arr[j]
-            tenant[c] = t
-            next_use_at[c] = use_time[next_read[t]]
-            _tree_set(c, _tree_key(t, next_read, use_time, key_end, pinned), tree)
-            taken[c] = True
+            taken[arr[j]] = True
         home_of[t] = o
     for t in range(n_t):
         if host_at_start[t] and home_of[t] < 0:
@@ -227,21 +223,15 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             if obj_of[t] < 0:
                 if host_writer[t] == NOT_HOST:
                     err[0], err[1], err[2] = NOT_ON_HOST, pos, t
-                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err, held, pl_ptr, pl_chunks, 0
-                if klass[t] == chunk_class:
-                    n = _take_chunks(t, pos, False, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
-                                     threshold_s, host_writer, writer, release, out, n, cand, err, tree, places)
-                    o = -1 if err[0] != OK else _new_placement(t, places)
-                else:
-                    o = _pop_free(klass[t], pool, False)
-                    if o < 0:
-                        o, n = _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link,
-                                        lru, threshold_s, host_writer, writer, release, out, n, cand, err, tree, False,
-                                        places)
+                    return (n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err,
+                            held, pl_ptr, pl_chunks, 0)
+                o, n = _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
+                                threshold_s, host_writer, writer, release, out, n, cand, err, tree, False, places)
                 if o < 0:
-                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err, held, pl_ptr, pl_chunks, 0
-                obj_of[t] = o
-                arr, a, b = _span(t, obj_of, places)
+                    return (n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err,
+                            held, pl_ptr, pl_chunks, 0)
+                arr, a, b = _settle(t, o, tenant, obj_of, places, next_use_at, use_time[next_read[t]],
+                                    _tree_key(t, next_read, use_time, key_end, pinned), tree)
                 cand[0] = host_writer[t]
                 c = 1
                 for j in range(a, b):
@@ -249,11 +239,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                     c += 3
                 n = _emit(out, n, SWAP_IN, t, o, True, cand, c)
                 for j in range(a, b):
-                    oj = arr[j]
-                    tenant[oj] = t
-                    next_use_at[oj] = use_time[next_read[t]]
-                    _tree_set(oj, _tree_key(t, next_read, use_time, key_end, pinned), tree)
-                    release[oj, 0], release[oj, 1], release[oj, 2] = -1, n - 1, -1
+                    release[arr[j], 0], release[arr[j], 1], release[arr[j], 2] = -1, n - 1, -1
                 writer[t] = n - 1
         for e in range(i0, i1):
             in_objs[e - i0] = obj_of[ins[e]]
@@ -298,18 +284,11 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 obj_of[x] = -1
                 out_objs[k] = o
             else:
-                if klass[t] == chunk_class:
-                    n = _take_chunks(t, pos, True, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
-                                     threshold_s, host_writer, writer, release, out, n, cand, err, tree, places)
-                    o = -1 if err[0] != OK else _new_placement(t, places)
-                else:
-                    o = _pop_free(klass[t], pool, True)
-                    if o < 0:
-                        o, n = _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link,
-                                        lru, threshold_s, host_writer, writer, release, out, n, cand, err, tree, True,
-                                        places)
+                o, n = _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
+                                threshold_s, host_writer, writer, release, out, n, cand, err, tree, True, places)
                 if o < 0:
-                    return n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err, held, pl_ptr, pl_chunks, 0
+                    return (n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err,
+                            held, pl_ptr, pl_chunks, 0)
                 out_objs[k] = o
         # -- the compute
         c = 0
@@ -346,14 +325,10 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                     _tree_set(arr[j], _tree_key(t, next_read, use_time, key_end, pinned), tree)
         for k in range(n_out):
             t = outs[o0 + k]
-            obj_of[t] = out_objs[k]
-            arr, a, b = _span(t, obj_of, places)
+            arr, a, b = _settle(t, out_objs[k], tenant, obj_of, places, next_use_at, use_time[next_read[t]],
+                                _tree_key(t, next_read, use_time, key_end, pinned), tree)
             for j in range(a, b):
-                o = arr[j]
-                tenant[o] = t
-                next_use_at[o] = use_time[next_read[t]]
-                _tree_set(o, _tree_key(t, next_read, use_time, key_end, pinned), tree)
-                release[o, 0], release[o, 1], release[o, 2] = i, -1, -1
+                release[arr[j], 0], release[arr[j], 1], release[arr[j], 2] = i, -1, -1
             writer[t] = i
             last_touch[t] = pos
         for d in range(n_dying - 1, -1, -1):
@@ -409,7 +384,8 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             host_writer[nxt] = n - 1
     obj_ptr = np.zeros(n + 1, dtype=np.int64)
     obj_ptr[1:] = np.cumsum(obj_count[:n])
-    return n, kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects, obj_of, strayed, err, held, pl_ptr, pl_chunks, n_pl[0]
+    return (n, kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects, obj_of, strayed, err,
+            held, pl_ptr, pl_chunks, n_pl[0])
 
 
 @numba.njit(cache=True, inline="always")
@@ -420,6 +396,19 @@ def _span(t, obj_of, places):
     if klass[t] == chunk_class:
         return held, slot_ptr[t], slot_ptr[t] + width[t]
     return obj_of, t, t + 1
+
+
+@numba.njit(cache=True, inline="always")
+def _settle(t, o, tenant, obj_of, places, next_use_at, next_use, key, tree):
+    """Make t the tenant of object o (for the chunk class: placement o, on the chunks it holds),
+    with its next use and Belady key; the span of its objects (``_span``)."""
+    obj_of[t] = o
+    arr, a, b = _span(t, obj_of, places)
+    for j in range(a, b):
+        tenant[arr[j]] = t
+        next_use_at[arr[j]] = next_use
+        _tree_set(arr[j], key, tree)
+    return arr, a, b
 
 
 @numba.njit(cache=True, inline="always")
@@ -512,8 +501,13 @@ def _take_chunks(t, pos, for_output, pool, busy, last_touch, step_end, next_use_
 def _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru, threshold_s,
              host_writer, writer, release, out, n, cand, err, tree, for_output, places):
     """A free object of t's class (``_pop_free``), evicting a resident tensor if none is free;
-    (object, n), object -1 with err set when every object of the class is busy."""
+    (object, n), object -1 with err set when every object of the class is busy. For the chunk
+    class, the placement of the chunks it takes (``_take_chunks``)."""
     k = klass[t]
+    if k == places[4]:
+        n = _take_chunks(t, pos, for_output, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
+                         threshold_s, host_writer, writer, release, out, n, cand, err, tree, places)
+        return (-1 if err[0] != OK else _new_placement(t, places)), n
     o = _pop_free(k, pool, for_output)
     if o >= 0:
         return o, n

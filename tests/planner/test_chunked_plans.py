@@ -10,8 +10,6 @@ import pytest
 
 import zoo
 from allocator import Allocation, PlacedLayout, SizeClassLayout
-from engine.backends.cpu import CpuBackend
-from engine.executor import ProgramExecutor
 from engine.training import Trainer
 from planner.allocation import chunked_allocation, unlimited_allocation
 from planner.budget import make_budget
@@ -22,7 +20,7 @@ from planner.policy import PlanRequest
 from planner.simulate import simulate
 from planner.verify import VerificationError, verify
 
-from tests.planner.test_end_to_end import ITERATIONS, LINK, PROFILE
+from tests.planner.test_end_to_end import ITERATIONS, PROFILE, assert_trains_as_unlimited
 
 CHUNK = 4096        # a page: the tiny models' tensors are a few KiB
 
@@ -97,16 +95,7 @@ def test_chunked_plans_train_bit_identically_at_five_budgets(model):
     for i, budget in enumerate(tried):
         program = swapadvisor.make(request(g, facts, budget))
         verify(program, g, budget)
-        backend = CpuBackend(LINK, sanitize=True, seed=i, jitter_s=2e-4)
-        try:
-            tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
-            losses = [tr.step() for _ in range(ITERATIONS)]
-            state = tr.state
-        finally:
-            backend.close()
-        bad = [g.tensors[t].name for t, a in ref_state.items() if not np.array_equal(a, state[t])]
-        assert not bad, f"{name} at {budget} bytes: {bad[:3]} differ"
-        assert losses == ref_losses, f"{name} at {budget} bytes: losses {losses} != {ref_losses}"
+        assert_trains_as_unlimited(g, program, i, ref_state, ref_losses, f"{name} at {budget} bytes")
 
 
 def test_the_verifier_rejects_two_live_placements_on_one_chunk(model):

@@ -51,13 +51,19 @@ def test_bit_identical_at_every_budget(model, policy, profile):
     for i, budget in enumerate(budgets(g)):
         program = plan_with(policy, g, budget, profile)
         verify(program, g, budget)
-        backend = CpuBackend(LINK, sanitize=True, seed=i, jitter_s=2e-4)
-        try:
-            tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
-            losses = [tr.step() for _ in range(ITERATIONS)]
-            state = tr.state
-        finally:
-            backend.close()
-        bad = [g.tensors[t].name for t, a in ref_state.items() if not np.array_equal(a, state[t])]
-        assert not bad, f"{name} {policy} at {budget} bytes: {bad[:3]} differ"
-        assert losses == ref_losses, f"{name} {policy} at {budget} bytes: losses {losses} != {ref_losses}"
+        assert_trains_as_unlimited(g, program, i, ref_state, ref_losses, f"{name} {policy} at {budget} bytes")
+
+
+def assert_trains_as_unlimited(g, program, seed, ref_state, ref_losses, what):
+    """ITERATIONS steps of ``program`` on the sanitizing, jittering CPU backend give the
+    unlimited run's parameters and losses, bit for bit."""
+    backend = CpuBackend(LINK, sanitize=True, seed=seed, jitter_s=2e-4)
+    try:
+        tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
+        losses = [tr.step() for _ in range(ITERATIONS)]
+        state = tr.state
+    finally:
+        backend.close()
+    bad = [g.tensors[t].name for t, a in ref_state.items() if not np.array_equal(a, state[t])]
+    assert not bad, f"{what}: {bad[:3]} differ"
+    assert losses == ref_losses, f"{what}: losses {losses} != {ref_losses}"
