@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from ..allocation import chunked_allocation, simple_allocation
 from ..budget import AUTO, POOL
-from ..errors import OutOfRoom
+from ..errors import OutOfRoom, PlanError
 from ..policy import Knob, PlanRequest, Policy, register
 from ..simulate import simulated_seconds
 from ..swap_planner import GraphArrays, PlanOptions, final_arrays, program_of
@@ -87,8 +87,13 @@ def _timed(request: PlanRequest):
     order = request.facts.order if request.schedule is None else request.schedule
     best = None
     allocations = _allocations(request)
-    for alloc in allocations if profile is not None or len(allocations) == 1 else allocations[:1]:
-        final = final_arrays(g, order, alloc, profile, secs, _options(request))
+    for k, alloc in enumerate(allocations if profile is not None or len(allocations) == 1 else allocations[:1]):
+        try:
+            final = final_arrays(g, order, alloc, profile, secs, _options(request))
+        except PlanError:
+            if k == 0 or request.allocator != AUTO:
+                raise
+            continue        # auto: chunks that do not plan (the double pass may not settle) leave the pool's
         t = None if profile is None else simulated_seconds(final[0], GraphArrays.of(g).tensor_bytes, secs, profile)
         if best is None or t < best[0]:
             best = (t, final)
