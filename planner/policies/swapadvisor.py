@@ -81,8 +81,8 @@ def _allocations(request: PlanRequest) -> list:
 
 
 def _timed(request: PlanRequest):
-    """(seconds, final arrays) of the fastest allocation's plan; seconds None when there is
-    one allocation to plan on or no profile to time them."""
+    """(order, (seconds, final arrays)) of the fastest allocation's plan; without a profile to
+    time them, the first allocation's plan (the pool's under auto) and seconds None."""
     g, secs, profile = request.graph, request.op_seconds, request.profile
     order = request.facts.order if request.schedule is None else request.schedule
     best = None
