@@ -112,7 +112,7 @@ class PlacedLayout:
         # a run of chunks physically next to each other as one row.
         virt = (starts[np.repeat(np.arange(width.size), width)]
                 + chunk * (np.arange(int(width.sum())) - np.repeat(self.ptr[:-1], width)))
-        phys = self.base.object_offset[self.chunks] if self.chunks.size else np.zeros(0, dtype=np.int64)
+        phys = self.base.object_offset[self.chunks]
         rows = [(0, 0, self.base.arena_bytes)] if self.base.arena_bytes else []
         for v, p in zip(virt.tolist(), phys.tolist()):
             last = rows[-1] if rows else None

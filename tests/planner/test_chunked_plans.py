@@ -10,6 +10,7 @@ import pytest
 
 import zoo
 from allocator import Allocation, PlacedLayout, SizeClassLayout
+from engine.program import Arena
 from engine.training import Trainer
 from planner.allocation import chunked_allocation, unlimited_allocation
 from planner.budget import make_budget
@@ -63,7 +64,6 @@ def test_a_placement_is_a_virtual_range_over_its_chunks_in_turn():
     placed = PlacedLayout(base, np.array([0, 2, 3]), np.array([5, 3, 4]))
     assert placed.object_bytes.tolist()[-2:] == [2 * CHUNK, CHUNK]
     p0 = base.num_objects
-    from engine.program import Arena
     arena = Arena.of(placed, 0)
     assert arena.physical_extents(p0) == [(int(base.object_offset[5]), CHUNK), (int(base.object_offset[3]), CHUNK)]
     assert arena.physical_extents(p0 + 1) == [(int(base.object_offset[4]), CHUNK)]
@@ -103,14 +103,18 @@ def test_the_verifier_rejects_two_live_placements_on_one_chunk(model):
     budget = budgets(facts)[0]
     program = swapadvisor.make(request(g, facts, budget))
     arena = program.arena
-    rows = arena.mappings.copy()
-    placed = rows[rows[:, 0] >= rows[0, 2]]          # rows past the pool's one-to-one row
-    assert len(placed) > 1
-    # Point every placement row at the physical chunk of the first: some of them are live together.
-    rows[rows[:, 0] >= rows[0, 2], 1] = placed[0, 1]
-    rows[rows[:, 0] >= rows[0, 2], 2] = np.minimum(rows[rows[:, 0] >= rows[0, 2], 2], CHUNK)
-    broken = dataclasses.replace(program, arena=dataclasses.replace(arena, mappings=rows))
-    with pytest.raises(VerificationError):
+    pool = int(arena.mappings[0, 2])                # the first row maps the pool one to one
+    placements = range(int(np.searchsorted(arena.object_offset, pool)), arena.num_objects)
+    # Every placement's k-th chunk moved onto the widest placement's k-th chunk: each range still
+    # maps every byte once, but placements live at the same time now share physical bytes.
+    widest = max(placements, key=lambda o: arena.object_bytes[o])
+    target = [p for start, n in arena.physical_extents(widest) for p in range(start, start + n, CHUNK)]
+    rows = [arena.mappings[0].tolist()]
+    for o in placements:
+        rows += [(int(arena.object_offset[o]) + k * CHUNK, target[k], CHUNK)
+                 for k in range(int(arena.object_bytes[o]) // CHUNK)]
+    broken = dataclasses.replace(program, arena=dataclasses.replace(arena, mappings=np.array(rows)))
+    with pytest.raises(VerificationError, match="shares bytes with object"):
         verify(broken, g, budget)
 
 
