@@ -15,6 +15,7 @@ arena back to back, so every offset is a multiple of ALIGNMENT, no two objects o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -108,19 +109,25 @@ class PlacedLayout:
         object.__setattr__(self, "object_offset", _frozen(np.concatenate((self.base.object_offset, starts))))
         object.__setattr__(self, "object_bytes", _frozen(np.concatenate((self.base.object_bytes, width * chunk))))
         object.__setattr__(self, "virtual_bytes", int(self.base.arena_bytes + chunk * int(width.sum())))
-        # Rows (virtual, physical, bytes): the pool one to one, then each placement's chunks,
-        # a run of chunks physically next to each other as one row.
-        virt = (starts[np.repeat(np.arange(width.size), width)]
+
+    @cached_property
+    def mappings(self) -> np.ndarray:
+        """Rows (virtual, physical, bytes): the pool one to one, then each placement's chunks,
+        a run of chunks next to each other both virtually and physically as one row. Made when
+        first asked (a Program's arena), not for every candidate the search only times."""
+        chunk = self.base.allocation.chunk_bytes
+        width = np.diff(self.ptr)
+        virt = (self.object_offset[self.base.num_objects + np.repeat(np.arange(width.size), width)]
                 + chunk * (np.arange(int(width.sum())) - np.repeat(self.ptr[:-1], width)))
         phys = self.base.object_offset[self.chunks]
-        rows = [(0, 0, self.base.arena_bytes)] if self.base.arena_bytes else []
-        for v, p in zip(virt.tolist(), phys.tolist()):
-            last = rows[-1] if rows else None
-            if last and last[0] + last[2] == v and last[1] + last[2] == p and last[0] >= self.base.arena_bytes:
-                rows[-1] = (last[0], last[1], last[2] + chunk)
-            else:
-                rows.append((v, p, chunk))
-        object.__setattr__(self, "mappings", _frozen(np.asarray(rows, dtype=np.int64).reshape(-1, 3)))
+        run_starts = np.ones(virt.size, dtype=bool)
+        run_starts[1:] = (np.diff(virt) != chunk) | (np.diff(phys) != chunk)
+        starts = np.flatnonzero(run_starts)
+        run_bytes = chunk * np.diff(np.append(starts, virt.size))
+        rows = np.stack((virt[starts], phys[starts], run_bytes), axis=1)
+        if self.base.arena_bytes:
+            rows = np.concatenate(([[0, 0, self.base.arena_bytes]], rows))
+        return _frozen(rows.reshape(-1, 3))
 
     @property
     def arena_bytes(self) -> int:

@@ -58,7 +58,9 @@ def _emit(out, n, kd, tg, ob, cp, cand, n_cand):
     target[n] = tg
     obj[n] = ob
     copy[n] = cp
-    for a in range(1, n_cand):          # insertion sort: a handful of candidates
+    if n_cand > 32:                     # a chunked tensor's: three per chunk
+        cand[:n_cand].sort()
+    for a in range(1, n_cand if n_cand <= 32 else 0):      # insertion sort: a handful of candidates
         x = cand[a]
         b = a - 1
         while b >= 0 and cand[b] > x:
@@ -75,6 +77,19 @@ def _emit(out, n, kd, tg, ob, cp, cand, n_cand):
             last = x
     dep_ptr[n + 1] = e
     return n + 1
+
+
+@numba.njit(cache=True, inline="always")
+def _releases(cand, c, release, o):
+    """Append object o's three releases to the candidates cand[:c]; the new count. Skips none
+    (-1) and repeats of the last one, so that a chunked tensor's chunks, mostly released by
+    the same instructions, add a few candidates rather than three per chunk."""
+    for s in range(3):
+        x = release[o, s]
+        if x >= 0 and (c == 0 or cand[c - 1] != x):
+            cand[c] = x
+            c += 1
+    return c
 
 
 @numba.njit(cache=True)
@@ -104,7 +119,11 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     pl_ptr = np.zeros(n_pl_max + 1, dtype=np.int64)
     pl_chunks = np.empty(n_pl_chunks_max, dtype=np.int64)
     n_pl = np.zeros(1, dtype=np.int64)
-    places = (held, slot_ptr, width, klass, chunk_class, pl_ptr, pl_chunks, n_pl, n_obj)
+    # A chunked tensor's Belady key sits in the max-tree at its lowest chunk only (the others
+    # hold -inf): one update per event instead of one per chunk, and the tree's ties (the lower
+    # object) fall as they would with the key on every chunk.
+    key_chunk = np.full(n_t, -1, dtype=np.int64)
+    places = (held, slot_ptr, width, klass, chunk_class, pl_ptr, pl_chunks, n_pl, n_obj, key_chunk)
     release = np.full((n_obj, 3), -1, dtype=np.int64)
     writer = np.full(n_t, -1, dtype=np.int64)
     host_writer = np.full(n_t, NOT_HOST, dtype=np.int64)
@@ -235,8 +254,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 cand[0] = host_writer[t]
                 c = 1
                 for j in range(a, b):
-                    cand[c], cand[c + 1], cand[c + 2] = release[arr[j], 0], release[arr[j], 1], release[arr[j], 2]
-                    c += 3
+                    c = _releases(cand, c, release, arr[j])
                 n = _emit(out, n, SWAP_IN, t, o, True, cand, c)
                 for j in range(a, b):
                     release[arr[j], 0], release[arr[j], 1], release[arr[j], 2] = -1, n - 1, -1
@@ -278,7 +296,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 arr, a, b = _span(x, obj_of, places)
                 for j in range(a, b):
                     tenant[arr[j]] = -1
-                    _tree_set(arr[j], -np.inf, tree)
+                _tree_set(_key_object(x, obj_of, places), -np.inf, tree)
                 for j in range(width[t] if klass[t] == chunk_class else 0):   # its chunks and placement
                     held[slot_ptr[t] + j] = held[slot_ptr[x] + j]
                 obj_of[x] = -1
@@ -300,8 +318,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             a, b = (slot_ptr[t], slot_ptr[t] + width[t]) if klass[t] == chunk_class else (0, 1)
             for j in range(a, b):
                 o = held[j] if klass[t] == chunk_class else out_objs[k]
-                cand[c], cand[c + 1], cand[c + 2] = release[o, 0], release[o, 1], release[o, 2]
-                c += 3
+                c = _releases(cand, c, release, o)
         n = _emit(out, n, COMPUTE, nid, -1, True, cand, c)
         i = n - 1
         obj_count[i] = n_in + n_out
@@ -322,7 +339,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 for j in range(a, b):
                     release[arr[j], COMPUTE] = i
                     next_use_at[arr[j]] = use_time[next_read[t]]
-                    _tree_set(arr[j], _tree_key(t, next_read, use_time, key_end, pinned), tree)
+                _tree_set(_key_object(t, obj_of, places), _tree_key(t, next_read, use_time, key_end, pinned), tree)
         for k in range(n_out):
             t = outs[o0 + k]
             arr, a, b = _settle(t, out_objs[k], tenant, obj_of, places, next_use_at, use_time[next_read[t]],
@@ -404,11 +421,21 @@ def _settle(t, o, tenant, obj_of, places, next_use_at, next_use, key, tree):
     with its next use and Belady key; the span of its objects (``_span``)."""
     obj_of[t] = o
     arr, a, b = _span(t, obj_of, places)
+    lowest = arr[a]
     for j in range(a, b):
         tenant[arr[j]] = t
         next_use_at[arr[j]] = next_use
-        _tree_set(arr[j], key, tree)
+        lowest = min(lowest, arr[j])
+    places[9][t] = lowest
+    _tree_set(lowest, key, tree)
     return arr, a, b
+
+
+@numba.njit(cache=True, inline="always")
+def _key_object(t, obj_of, places):
+    """The object that holds resident t's key in its class's max-tree: its object, or for the
+    chunk class its lowest chunk (set by ``_settle``)."""
+    return places[9][t] if places[3][t] == places[4] else obj_of[t]
 
 
 @numba.njit(cache=True, inline="always")
@@ -429,12 +456,12 @@ def _new_placement(t, places):
 def _free(t, pool, tree, places):
     """Give back the objects of t, which dies (clean: nothing to copy out)."""
     tenant, obj_of = pool[4], pool[5]
+    _tree_set(_key_object(t, obj_of, places), -np.inf, tree)
     arr, a, b = _span(t, obj_of, places)
     for j in range(a, b):
         o = arr[j]
         _push_free(o, tree[4][o], False, pool)
         tenant[o] = -1
-        _tree_set(o, -np.inf, tree)
     obj_of[t] = -1
 
 
@@ -453,7 +480,7 @@ def _evict(victim, pool, host_writer, writer, release, out, n, cand, tree, place
             release[arr[j], SWAP_OUT] = n - 1
     for j in range(a, b):
         tenant[arr[j]] = -1
-        _tree_set(arr[j], -np.inf, tree)
+    _tree_set(_key_object(victim, obj_of, places), -np.inf, tree)
     obj_of[victim] = -1
     return o, n
 
