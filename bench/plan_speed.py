@@ -6,9 +6,15 @@ allocation (16 GiB, analytic V100 profile) and the simulator: ``ga.fitness.Evalu
 
 With ``--against REV`` (a git revision), the planner package as it was at REV runs beside
 today's in the same process, alternating, and the table gives both and their ratio; it also
-checks the results are identical (the Program's digest and the simulated time).
+checks the results are identical (the Program's digest and the simulated time). Where REV's
+planner has ``final_arrays`` (the search's path since the planner was compiled), its side is
+timed on that path too (plan to arrays + simulate), else as plan + simulate of a Program.
 
-    python -m bench.plan_speed [--repeats 3] [--models ...] [--against REV] [--save]
+With ``--allocator va`` the candidate is planned on the chunked allocation (virtual-addressing
+chunks, ``planner.allocation.chunked_allocation``, 2 MiB) instead of the simple one: what the
+search's default ``auto`` times beside the pool for every candidate.
+
+    python -m bench.plan_speed [--repeats 3] [--models ...] [--allocator pool|va] [--against REV] [--save]
 """
 from __future__ import annotations
 
@@ -32,10 +38,10 @@ from engine.profile import analytic_profile
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
 from ga.fitness import Evaluator
 from planner import policy
-from planner.allocation import simple_allocation
+from planner.allocation import chunked_allocation, simple_allocation
 from planner.budget import POOL, make_budget
 from planner.facts import GraphFacts
-from planner.policies.swapadvisor import OPTIONS as options
+from planner.policies.swapadvisor import CHUNK_BYTES, OPTIONS as options, VA
 
 MODELS = {   # the paper's Table 1 configurations (zoo/stats.py uses the same)
     "wresnet-152-10": 64, "inception-4": 64, "nasnet-25": 64, "rnn-8-8k": 256, "brnn-4-8k": 128,
@@ -75,6 +81,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--budget-gib", type=float, default=16)
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--allocator", choices=(POOL, VA), default=POOL,
+                    help="plan on the simple size-class allocation (pool) or on 2 MiB chunks (va)")
     ap.add_argument("--against", metavar="REV", help="also time the planner package as it was at this git revision")
     ap.add_argument("--save", action="store_true", help="write the table to bench/results/plan_speed[_ab]_<date>.txt")
     args = ap.parse_args(argv)
@@ -89,8 +97,11 @@ def main(argv=None):
             secs = profile.node_seconds(g)
             facts = GraphFacts(g)
             budget = make_budget(facts, device_bytes)
-            alloc = simple_allocation(facts, budget, profile, secs)
-            evaluator = Evaluator(facts, profile, budget, searched, secs, allocator=POOL)   # as the A/B's old planner
+            if args.allocator == VA:
+                alloc = chunked_allocation(facts, budget, CHUNK_BYTES, profile, secs)
+            else:
+                alloc = simple_allocation(facts, budget, profile, secs)
+            evaluator = Evaluator(facts, profile, budget, searched, secs, allocator=args.allocator)
             evaluator.time(facts.order, alloc)          # compiles on first use (cached on disk after)
             new_s, t_new = best_of(args.repeats, lambda: evaluator.time(facts.order, alloc))
             program = evaluator.program(facts.order, alloc)
@@ -103,10 +114,19 @@ def main(argv=None):
                 old_options = old_planner.PlanOptions(**{k: v for k, v in dataclasses.asdict(options).items()
                                                          if k in known})
 
-                def old_candidate():
+                def old_program_and_time():
                     p = old_planner.plan(g, facts.order, alloc, budget.scratch_bytes, profile, secs, old_options)
                     return p, old_simulate.simulate(p, g, profile, secs).total
-                old_s, (old_program, t_old) = best_of(args.repeats, old_candidate)
+
+                def old_arrays_time():
+                    final = old_planner.final_arrays(g, facts.order, alloc, profile, secs, old_options)
+                    return old_simulate.simulated_seconds(final[0], old_planner.GraphArrays.of(g).tensor_bytes,
+                                                          secs, profile)
+                if hasattr(old_planner, "final_arrays"):
+                    old_s, _ = best_of(args.repeats, old_arrays_time)
+                    old_program, t_old = old_program_and_time()
+                else:
+                    old_s, (old_program, t_old) = best_of(args.repeats, old_program_and_time)
                 same = program_digest(old_program) == program_digest(program) and t_old == t_new
                 row[5:5] = [f"{old_s:.3f}"]
                 row += [f"{old_s / new_s:.1f}x", "identical" if same else "DIFFERENT"]
@@ -123,8 +143,10 @@ def main(argv=None):
         head = (f"# python -m bench.plan_speed {' '.join(argv if argv is not None else sys.argv[1:])}   "
                 f"({time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores: {cpu}; one BLAS thread; CPU seconds of "
                 f"one candidate (plan + simulate, the search's Evaluator.time), best of {args.repeats}; "
-                f"analytic V100 profile, {args.budget_gib:g} GiB, default order, simple allocation)\n")
-        path = save_results("plan_speed_ab" if old is not None else "plan_speed", head + table + "\n")
+                f"analytic V100 profile, {args.budget_gib:g} GiB, default order, "
+                f"{'2 MiB chunks' if args.allocator == VA else 'simple allocation'})\n")
+        name = "plan_speed" + ("_ab" if old is not None else "") + ("_va" if args.allocator == VA else "")
+        path = save_results(name, head + table + "\n")
         print(f"saved to {path}")
 
 
