@@ -12,7 +12,11 @@ when the host copy is stale).
 Speed (the search runs this for every candidate): helpers take their arrays as tuples (out,
 pool, tree) so numba inlines them (a call with dozens of array arguments costs more than the
 work), and evicting ahead asks a per-class max-tree for the furthest tenant instead of
-scanning the class after every operator.
+scanning the class after every operator. The chunk class has thousands of objects and
+tensors that take hundreds of them, so work per chunk is kept to plain array writes: a
+chunked tensor's key sits in the max-tree at its lowest chunk only, an instruction's
+candidate dependencies skip repeats (a tensor's chunks were mostly released by the same
+instructions), and long candidate lists are sorted by numpy, not by insertion.
 
 The helpers (free rings, max-tree) stay in this file although it is long: numba's cache
 (cache=True) is invalidated by a change to the caching function's own file only, so a helper
