@@ -70,6 +70,17 @@ def test_a_placement_is_a_virtual_range_over_its_chunks_in_turn():
     assert arena.physical_extents(0) == [(0, 256)]          # the pool maps one to one
 
 
+def test_the_page_table_has_a_row_per_run_of_chunks_adjacent_both_virtually_and_physically():
+    base = SizeClassLayout.from_allocation(Allocation([100, 9000], [0, 1], [2, 5], chunk_bytes=CHUNK))
+    pool, off = base.arena_bytes, base.object_offset
+    # chunks are objects 2..6. Placements 0 and 1 on chunks 2, 3 | 4: one run across the two
+    # placements; placement 2 on 6 then 5: a row each
+    placed = PlacedLayout(base, np.array([0, 2, 3, 5]), np.array([2, 3, 4, 6, 5]))
+    assert placed.mappings.tolist() == [[0, 0, pool], [pool, off[2], 3 * CHUNK],
+                                        [pool + 3 * CHUNK, off[6], CHUNK], [pool + 4 * CHUNK, off[5], CHUNK]]
+    assert PlacedLayout(base, np.array([0]), np.array([], dtype=np.int64)).mappings.tolist() == [[0, 0, pool]]
+
+
 @pytest.fixture(scope="module", params=["wresnet", "inception", "brnn"])
 def model(request):
     g = zoo.tiny(request.param)
