@@ -15,8 +15,10 @@ work), and evicting ahead asks a per-class max-tree for the furthest tenant inst
 scanning the class after every operator. The chunk class has thousands of objects and
 tensors that take hundreds of them, so work per chunk is kept to plain array writes: a
 chunked tensor's key sits in the max-tree at its lowest chunk only, an instruction's
-candidate dependencies skip repeats (a tensor's chunks were mostly released by the same
-instructions), and long candidate lists are sorted by numpy, not by insertion.
+candidate dependencies skip those it has already (a tensor's chunks were released by a few
+instructions), long candidate lists are sorted by numpy, not by insertion, and the free rings
+take and give a tensor's chunks in one call (numba counts references to every array a
+helper unpacks from a tuple, on each call: per chunk, that cost more than the work).
 
 The helpers (free rings, max-tree) stay in this file although it is long: numba's cache
 (cache=True) is invalidated by a change to the caching function's own file only, so a helper
@@ -62,7 +64,7 @@ def _emit(out, n, kd, tg, ob, cp, cand, n_cand):
     target[n] = tg
     obj[n] = ob
     copy[n] = cp
-    if n_cand > 32:                     # a chunked tensor's: three per chunk
+    if n_cand > 32:                     # a chunked tensor's releases
         cand[:n_cand].sort()
     for a in range(1, n_cand if n_cand <= 32 else 0):      # insertion sort: a handful of candidates
         x = cand[a]
@@ -84,13 +86,15 @@ def _emit(out, n, kd, tg, ob, cp, cand, n_cand):
 
 
 @numba.njit(cache=True, inline="always")
-def _releases(cand, c, release, o):
-    """Append object o's three releases to the candidates cand[:c]; the new count. Skips none
-    (-1) and repeats of the last one, so that a chunked tensor's chunks, mostly released by
-    the same instructions, add a few candidates rather than three per chunk."""
+def _releases(cand, c, release, o, seen, n):
+    """Append object o's three releases to the candidates cand[:c] of instruction n; the new
+    count. Skips none (-1) and those already candidates of n (``seen[x] == n``), so that a
+    chunked tensor's chunks, released by a few instructions, add a few candidates rather than
+    three per chunk."""
     for s in range(3):
         x = release[o, s]
-        if x >= 0 and (c == 0 or cand[c - 1] != x):
+        if x >= 0 and seen[x] != n:
+            seen[x] = n
             cand[c] = x
             c += 1
     return c
@@ -197,6 +201,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     dep_ptr = np.zeros(n_instr_max + 1, dtype=np.int64)
     deps = np.empty(n_deps_max, dtype=np.int64)
     obj_count = np.zeros(n_instr_max, dtype=np.int64)   # a compute's objects; 0 for copies
+    seen = np.full(n_instr_max, -1, dtype=np.int64)     # seen[x] == n: x is already a candidate of n
     objects = np.empty(n_objs_max, dtype=np.int64)
     n_objects = 0
     n = 0
@@ -208,7 +213,9 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     size2 = np.zeros(n_cls, dtype=np.int64)
     freed_at = np.zeros(n_obj, dtype=np.int64)      # order in which objects were freed (0: at the start)
     clock = np.ones(1, dtype=np.int64)
-    pool = (ring, head, size, class_first, tenant, obj_of, ring2, head2, size2, freed_at, clock, newest_for_outputs)
+    one = np.empty(1, dtype=np.int64)       # a single object for _pop_free and _push_free
+    pool = (ring, head, size, class_first, tenant, obj_of, ring2, head2, size2, freed_at, clock, newest_for_outputs,
+            one)
     cand = np.empty(64, dtype=np.int64)
     err = np.zeros(3, dtype=np.int64)      # code, step, class
     no_strays = np.zeros(0, dtype=np.bool_)
@@ -258,7 +265,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
                 cand[0] = host_writer[t]
                 c = 1
                 for j in range(a, b):
-                    c = _releases(cand, c, release, arr[j])
+                    c = _releases(cand, c, release, arr[j], seen, n)
                 n = _emit(out, n, SWAP_IN, t, o, True, cand, c)
                 for j in range(a, b):
                     release[arr[j], 0], release[arr[j], 1], release[arr[j], 2] = -1, n - 1, -1
@@ -322,7 +329,7 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
             a, b = (slot_ptr[t], slot_ptr[t] + width[t]) if klass[t] == chunk_class else (0, 1)
             for j in range(a, b):
                 o = held[j] if klass[t] == chunk_class else out_objs[k]
-                c = _releases(cand, c, release, o)
+                c = _releases(cand, c, release, o, seen, n)
         n = _emit(out, n, COMPUTE, nid, -1, True, cand, c)
         i = n - 1
         obj_count[i] = n_in + n_out
@@ -462,10 +469,9 @@ def _free(t, pool, tree, places):
     tenant, obj_of = pool[4], pool[5]
     _tree_set(_key_object(t, obj_of, places), -np.inf, tree)
     arr, a, b = _span(t, obj_of, places)
+    _push_free_from(arr, a, b, tree[4][arr[a]], False, pool)
     for j in range(a, b):
-        o = arr[j]
-        _push_free(o, tree[4][o], False, pool)
-        tenant[o] = -1
+        tenant[arr[j]] = -1
     obj_of[t] = -1
 
 
@@ -496,8 +502,7 @@ def _push_objects(t, o, k, dirty, pool, places):
     if klass[t] != chunk_class:
         _push_free(o, k, dirty, pool)
         return 1
-    for j in range(slot_ptr[t], slot_ptr[t] + width[t]):
-        _push_free(held[j], k, dirty, pool)
+    _push_free_from(held, slot_ptr[t], slot_ptr[t] + width[t], k, dirty, pool)
     return width[t]
 
 
@@ -510,12 +515,7 @@ def _take_chunks(t, pos, for_output, pool, busy, last_touch, step_end, next_use_
     base, w = slot_ptr[t], width[t]
     got = 0
     while True:
-        while got < w:
-            o = _pop_free(chunk_class, pool, for_output)
-            if o < 0:
-                break
-            held[base + got] = o
-            got += 1
+        got += _pop_free_into(chunk_class, pool, for_output, held, base + got, w - got)
         if got == w:
             return n
         victim = _victim(t, chunk_class, pos, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
@@ -658,20 +658,41 @@ def _tree_set(o, value, tree):
 
 @numba.njit(cache=True, inline="always")
 def _push_free(o, k, dirty, pool):
-    """Put object o of class k at the back of its class's free ring: the dirty one when the
-    copy out of its last tenant is still to finish, else the clean one."""
+    """Put object o of class k at the back of its class's free ring (``_push_free_from``)."""
+    one = pool[12]
+    one[0] = o
+    _push_free_from(one, 0, 1, k, dirty, pool)
+
+
+@numba.njit(cache=True, inline="always")
+def _push_free_from(src, a, b, k, dirty, pool):
+    """Put objects src[a:b] of class k, in turn, at the back of its class's free ring: the dirty
+    one when the copy out of their last tenant is still to finish, else the clean one. (One
+    call for a chunked tensor's chunks: numba counts references to the pool's arrays each
+    time a helper unpacks them, which per chunk cost more than the work.)"""
     class_first, freed_at, clock = pool[3], pool[9], pool[10]
     ring, head, size = (pool[6], pool[7], pool[8]) if dirty else (pool[0], pool[1], pool[2])
     lo = class_first[k]
-    ring[lo + (head[k] + size[k]) % (class_first[k + 1] - lo)] = o
-    size[k] += 1
-    freed_at[o] = clock[0]
-    clock[0] += 1
+    cap = class_first[k + 1] - lo
+    for j in range(a, b):
+        o = src[j]
+        ring[lo + (head[k] + size[k]) % cap] = o
+        size[k] += 1
+        freed_at[o] = clock[0]
+        clock[0] += 1
 
 
 @numba.njit(cache=True, inline="always")
 def _pop_free(k, pool, for_output):
-    """A free object of class k, or -1. For a swap-in, the one freed earliest (the copy into it
+    """A free object of class k, or -1 (``_pop_free_into``)."""
+    one = pool[12]
+    return one[0] if _pop_free_into(k, pool, for_output, one, 0, 1) else -1
+
+
+@numba.njit(cache=True, inline="always")
+def _pop_free_into(k, pool, for_output, dest, at, count):
+    """Up to ``count`` free objects of class k into dest[at:], one after another; how many
+    (fewer when the class runs out). For a swap-in, the one freed earliest (the copy into it
     can start soonest). For a compute's output (with ``newest_for_outputs``), the one a compute
     freed last: its release lies earlier on the compute stream, so the output waits for
     nothing, and the objects freed long ago stay free for swap-ins to start early; a dirty one
@@ -680,20 +701,22 @@ def _pop_free(k, pool, for_output):
     ring2, head2, size2, freed_at, newest = pool[6], pool[7], pool[8], pool[9], pool[11]
     lo = class_first[k]
     cap = class_first[k + 1] - lo
-    if size[k] == 0 and size2[k] == 0:
-        return -1
-    if for_output and newest and size[k] > 0:
-        size[k] -= 1
-        return ring[lo + (head[k] + size[k]) % cap]
-    if size[k] > 0 and (size2[k] == 0 or freed_at[ring[lo + head[k]]] < freed_at[ring2[lo + head2[k]]]):
-        o = ring[lo + head[k]]
-        head[k] = (head[k] + 1) % cap
-        size[k] -= 1
-    else:
-        o = ring2[lo + head2[k]]
-        head2[k] = (head2[k] + 1) % cap
-        size2[k] -= 1
-    return o
+    got = 0
+    while got < count and (size[k] > 0 or size2[k] > 0):
+        if for_output and newest and size[k] > 0:
+            size[k] -= 1
+            o = ring[lo + (head[k] + size[k]) % cap]
+        elif size[k] > 0 and (size2[k] == 0 or freed_at[ring[lo + head[k]]] < freed_at[ring2[lo + head2[k]]]):
+            o = ring[lo + head[k]]
+            head[k] = (head[k] + 1) % cap
+            size[k] -= 1
+        else:
+            o = ring2[lo + head2[k]]
+            head2[k] = (head2[k] + 1) % cap
+            size2[k] -= 1
+        dest[at + got] = o
+        got += 1
+    return got
 
 
 @numba.njit(cache=True, inline="always")
