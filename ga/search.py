@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 from tqdm import tqdm
@@ -26,7 +26,7 @@ from tqdm import tqdm
 from allocator import Allocation
 from engine.profile import Profile
 from planner.allocation import simple_allocation
-from planner.budget import Budget
+from planner.budget import POOL, Budget
 from planner.errors import PlanError
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest, Policy, searched, unlimited_program
@@ -158,15 +158,17 @@ class SearchResult:
     history: list[GenerationStats] = field(default_factory=list)
     population: list[Individual] = field(default_factory=list)
     best_options: dict = field(default_factory=dict)   # the best individual's knob values (policy_options)
-    allocator: str | None = None       # SearchOptions.allocator: how the policy placed tensors
+    # How the policy placed tensors while the search timed candidates (SearchOptions.allocator,
+    # or the policy's default when that is None), and its options.
+    allocator: str = POOL
     allocator_options: tuple = ()
 
     def request(self, graph, facts: GraphFacts, budget: Budget, profile: Profile,
                 node_seconds: np.ndarray | None = None) -> PlanRequest:
-        """The PlanRequest of the best individual: its schedule, allocation and knob values."""
-        request = PlanRequest(graph, facts, budget, profile, node_seconds, self.best_schedule, self.best_allocation,
-                              policy_options=dict(self.best_options), allocator_options=dict(self.allocator_options))
-        return replace(request, allocator=self.allocator) if self.allocator else request
+        """The PlanRequest of the best individual: its schedule, allocation, knob values and the
+        allocator it was timed on."""
+        return PlanRequest(graph, facts, budget, profile, node_seconds, self.best_schedule, self.best_allocation,
+                           self.allocator, dict(self.allocator_options), policy_options=dict(self.best_options))
 
     def fraction_of_ideal(self) -> float | None:
         """Ideal time over best time: the throughput relative to ideal (Figure 6's bars)."""
@@ -405,5 +407,5 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
     best = run.best
     return SearchResult(best.schedule.tolist(), best.allocation, best.time, run.initial_time,
                         run.initial_best, run.ideal, run.generation, run.evaluations, elapsed(), stopped,
-                        opts.mode, run.history, run.population, dict(best.options), opts.allocator,
-                        tuple(opts.allocator_options))
+                        opts.mode, run.history, run.population, dict(best.options),
+                        opts.allocator or policy.allocators[0], tuple(opts.allocator_options))

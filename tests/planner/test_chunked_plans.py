@@ -11,6 +11,7 @@ import pytest
 import zoo
 from allocator import Allocation, PlacedLayout, SizeClassLayout
 from engine.program import Arena
+from ga.search import SearchOptions, search
 from engine.training import Trainer
 from planner.allocation import chunked_allocation, unlimited_allocation
 from planner.budget import make_budget
@@ -152,3 +153,17 @@ def test_too_few_chunks_for_the_heaviest_operator_is_one_line():
     facts = GraphFacts(g)
     with pytest.raises(OutOfRoom, match="too few .* chunks"):
         chunked_allocation(facts, make_budget(facts, facts.smallest_budget), 64 * CHUNK)
+
+
+def test_a_search_on_auto_returns_a_request_that_plans_where_its_best_was_timed():
+    """The search times candidates on swapadvisor's default (auto: pool or va, the faster); the
+    request of its best must plan on that same choice, not on the pool alone."""
+    g = zoo.tiny("wresnet")
+    facts = GraphFacts(g)
+    budget = make_budget(facts, budgets(facts)[1])
+    opts = SearchOptions(population=4, max_generations=0, workers=1, progress=False, ideal=False,
+                         allocator_options=(("chunk_bytes", CHUNK),))
+    result = search(facts, budget, PROFILE, opts)
+    program = swapadvisor.make(result.request(g, facts, budget, PROFILE))
+    assert program.arena.virtual                 # on this graph and budget va is the faster
+    assert simulate(program, g, PROFILE).total == result.best_time
