@@ -115,16 +115,15 @@ class PlacedLayout:
         """Rows (virtual, physical, bytes): the pool one to one, then each placement's chunks,
         a run of chunks next to each other both virtually and physically as one row. Made when
         first asked (a Program's arena), not for every candidate the search only times."""
+        # Placements lie back to back past the pool, so chunk i of ``chunks`` is virtually at
+        # arena_bytes + i * chunk, and a run ends only where the physical chunks stop following.
         chunk = self.base.allocation.chunk_bytes
-        width = np.diff(self.ptr)
-        virt = (self.object_offset[self.base.num_objects + np.repeat(np.arange(width.size), width)]
-                + chunk * (np.arange(int(width.sum())) - np.repeat(self.ptr[:-1], width)))
         phys = self.base.object_offset[self.chunks]
-        run_starts = np.ones(virt.size, dtype=bool)
-        run_starts[1:] = (np.diff(virt) != chunk) | (np.diff(phys) != chunk)
+        run_starts = np.ones(phys.size, dtype=bool)
+        run_starts[1:] = np.diff(phys) != chunk
         starts = np.flatnonzero(run_starts)
-        run_bytes = chunk * np.diff(np.append(starts, virt.size))
-        rows = np.stack((virt[starts], phys[starts], run_bytes), axis=1)
+        run_bytes = chunk * np.diff(np.append(starts, phys.size))
+        rows = np.stack((self.base.arena_bytes + chunk * starts, phys[starts], run_bytes), axis=1)
         if self.base.arena_bytes:
             rows = np.concatenate(([[0, 0, self.base.arena_bytes]], rows))
         return _frozen(rows.reshape(-1, 3))

@@ -169,14 +169,16 @@ class Allocation:
     @property
     def chunks_offset(self) -> int:
         """Where a chunked allocation's chunks start: its other objects, rounded up to a chunk."""
-        small = int(self.cnt[:-1] @ self.class_slot_bytes[:-1])
+        return self._chunks_offset(self.cnt)
+
+    def _chunks_offset(self, cnt: np.ndarray) -> int:
+        small = int(cnt[:-1] @ self.class_slot_bytes[:-1])
         return -(-small // self.chunk_bytes) * self.chunk_bytes
 
     def _pool_bytes(self, cnt: np.ndarray) -> int:
         if not self.chunk_bytes:
             return int(cnt @ self.class_slot_bytes)
-        small = int(cnt[:-1] @ self.class_slot_bytes[:-1])
-        return -(-small // self.chunk_bytes) * self.chunk_bytes + int(cnt[-1]) * self.chunk_bytes
+        return self._chunks_offset(cnt) + int(cnt[-1]) * self.chunk_bytes
 
     def is_valid(self, budget_bytes: int) -> bool:
         """Whether the pool fits in `budget_bytes` (structure is valid by construction)."""

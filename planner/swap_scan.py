@@ -66,13 +66,14 @@ def _emit(out, n, kd, tg, ob, cp, cand, n_cand):
     copy[n] = cp
     if n_cand > 32:                     # a chunked tensor's releases
         cand[:n_cand].sort()
-    for a in range(1, n_cand if n_cand <= 32 else 0):      # insertion sort: a handful of candidates
-        x = cand[a]
-        b = a - 1
-        while b >= 0 and cand[b] > x:
-            cand[b + 1] = cand[b]
-            b -= 1
-        cand[b + 1] = x
+    else:                               # insertion sort: a handful of candidates
+        for a in range(1, n_cand):
+            x = cand[a]
+            b = a - 1
+            while b >= 0 and cand[b] > x:
+                cand[b + 1] = cand[b]
+                b -= 1
+            cand[b + 1] = x
     e = dep_ptr[n]
     last = -1
     for a in range(n_cand):

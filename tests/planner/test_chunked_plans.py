@@ -137,7 +137,7 @@ def test_auto_keeps_the_faster_of_the_pool_and_the_chunks(model):
     for allocator in ("pool", "va", "auto"):
         program = swapadvisor.make(request(g, facts, budget, allocator))
         times[allocator] = simulate(program, g, PROFILE).total
-        assert swapadvisor.seconds(request(g, facts, budget, allocator)) == pytest.approx(times[allocator])
+        assert swapadvisor.seconds(request(g, facts, budget, allocator)) == times[allocator]   # the search's fitness
     assert times["auto"] == min(times["pool"], times["va"]), (name, times)
 
 
