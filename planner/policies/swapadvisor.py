@@ -87,7 +87,7 @@ def _timed(request: PlanRequest):
     order = request.facts.order if request.schedule is None else request.schedule
     best = None
     allocations = _allocations(request)
-    for k, alloc in enumerate(allocations if profile is not None or len(allocations) == 1 else allocations[:1]):
+    for k, alloc in enumerate(allocations if profile is not None else allocations[:1]):
         try:
             final = final_arrays(g, order, alloc, profile, secs, _options(request))
         except PlanError:
