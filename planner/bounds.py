@@ -39,7 +39,7 @@ import numpy as np
 
 from allocator import SizeClassLayout
 from engine.ir import PERSISTENT_KINDS, Graph, Kind
-from engine.liveness import live_bytes_per_step
+from engine.liveness import Lifetimes, live_bytes_per_step
 from engine.profile import Profile
 
 from .budget import Budget
@@ -86,8 +86,26 @@ def tensor_classes(g: Graph) -> np.ndarray:
     return cls
 
 
+def bound_lifetimes(facts: GraphFacts) -> Lifetimes:
+    """The order's lifetimes as the bounds count them: state that is its own next value (a
+    forward-only graph's weights) ends at its last read, not at the iteration's end. Past that
+    read it may be off the device at no cost within the iteration (its host copy is current);
+    charging its swap-in after a later step would overcharge a plan that evicts it there and
+    does not keep it across iterations (the persistent bound counts what must come back)."""
+    g, lt = facts.graph, facts.lifetimes
+    same = np.array([cur for cur, nxt in g.state_pairs if cur == nxt], dtype=np.int64)
+    if not len(same):
+        return lt
+    last_read = np.zeros(len(g.tensors), dtype=np.int64)
+    steps, tensors = touched(g, facts.order)
+    np.maximum.at(last_read, tensors, steps)
+    end = lt.end.copy()
+    end[same] = last_read[same]
+    return Lifetimes(lt.start, end, lt.inplace_of)
+
+
 def step_bytes(facts: GraphFacts) -> StepBytes:
-    g, order, lt = facts.graph, facts.order, facts.lifetimes
+    g, order, lt = facts.graph, facts.order, bound_lifetimes(facts)
     n_steps = len(order)
     nbytes = np.array([t.nbytes for t in g.tensors], dtype=np.int64)
     cls = tensor_classes(g)
@@ -168,7 +186,7 @@ def class_bounds(facts: GraphFacts, allocation, profile: Profile,
     pooled excess of ``lower_bounds`` in its split formulas. Their distance from the pooled
     bounds is what the allocation's classes cost; a plan's distance from them, what the
     planner does not hide."""
-    g, lt = facts.graph, facts.lifetimes
+    g, lt = facts.graph, bound_lifetimes(facts)
     # Each tensor over its own steps, so that it keeps its own kind (a parameter's next value,
     # written over it, is a next value); an output written in place over its input starts a
     # step later, as the two share one object at the step that writes it.
