@@ -36,6 +36,8 @@ from engine.blas_threads import one_blas_thread
 from engine.cli.infer import (executor_run, forward_graph, plan_inference, same_outputs,
                               unlimited_outputs)
 from engine.profile import analytic_profile
+from planner.bounds import lower_bounds
+from planner.budget import make_budget
 from planner.facts import GraphFacts
 from planner.simulate import simulate
 
@@ -46,6 +48,7 @@ PAPER = {1: (0.024, 0.022, 0.018, 0.017, 0.017),
          16: (None, 0.077, 0.044, 0.040, 0.040),
          64: (None, None, None, 0.238, 0.123)}
 PAPER_FULL_BATCH1 = 0.017
+PAPER_LINK_GBPS = 12.0      # the paper's PCIe link, one way (our analytic v100 profile's)
 
 
 def cell(seconds, full) -> str:
@@ -67,64 +70,109 @@ def dispatch_profile(base):
     return replace(base, dispatch_s=base.dispatch_s + per_op), per_op
 
 
-def simulated_rows(profile, calibrated, search_seconds: float) -> tuple[list, list]:
-    """Rows on ``profile`` (planned and searched there), and the same Programs on ``calibrated``."""
-    rows, again = [], []
+def simulated_rows(profile, calibrated, search_seconds: float) -> tuple[list, list, list]:
+    """Rows on ``profile`` (planned and searched there), the same Programs on ``calibrated``, and
+    each budget's lower bound on ``profile`` (``planner.bounds``, for the Program's order)."""
+    rows, again, bounds = [], [], []
     for batch in BATCHES:
         g = forward_graph("resnet-152", batch)
         secs = calibrated.node_seconds(g)
         plans = [plan_inference(g, None, profile=profile).plan]
         plans += [plan_inference(g, mib * 2**20, profile=profile, search_seconds=search_seconds).plan
                   for mib in BUDGETS_MIB]
+        least = [plans[0].seconds] + [
+            lower_bounds(GraphFacts(g, p.program.schedule), make_budget(GraphFacts(g), mib * 2**20), profile).bound
+            if p else None for p, mib in zip(plans[1:], BUDGETS_MIB)]
         for out, seconds in ((rows, [p.seconds if p else None for p in plans]),
-                             (again, [simulate(p.program, g, calibrated, secs).total if p else None for p in plans])):
+                             (again, [simulate(p.program, g, calibrated, secs).total if p else None for p in plans]),
+                             (bounds, least)):
             out.append([batch, f"{seconds[0]:.4f}"] + [cell(s, seconds[0]) for s in seconds[1:]])
         print(tabulate([rows[-1]]), file=sys.stderr, flush=True)
-    return rows, again
+    return rows, again, bounds
 
 
 def measured_rows(size: int, batches: int, search_seconds: float) -> list:
     """CPU backend: budgets as fractions of the 224x224 model's unlimited peak."""
     placement = choose("cpu")
-    rows = []
-    for batch in BATCHES:
-        fractions = [mib * 2**20 / GraphFacts(forward_graph("resnet-152", batch)).peak_bytes for mib in BUDGETS_MIB]
-        g = forward_graph("resnet-152", batch, size)
-        facts = GraphFacts(g)
-        ideal = plan_inference(g, None).plan.program
-        profile = placement.kind.measure_profile(placement, g, ideal, 0, None)
-        reference = unlimited_outputs(g, placement, batches + 1)
-        programs = [ideal]
-        for f in fractions:
-            pi = plan_inference(g, int(f * facts.peak_bytes), profile=profile, search_seconds=search_seconds)
-            programs.append(pi.plan.program if pi.plan else None)
-        # Side by side: every budget's batch i runs before any batch i + 1, so the shared
-        # machine's slow moments fall on all of them alike; the first batch warms up.
-        runs, backends = {}, []
-        try:
-            for i, program in enumerate(programs):
-                if program is not None:
-                    runs[i], be = executor_run(g, program, placement)
-                    backends.append(be)
-            outs = {i: [] for i in runs}
-            for _ in range(batches + 1):
-                for i, run in runs.items():
-                    outs[i].append(run.batch())
-        finally:
-            for be in backends:
-                be.close()
-        times = [statistics.median(runs[i].seconds[1:]) if i in runs else None for i in range(len(programs))]
-        same = [same_outputs(outs[i], reference) if i in runs else None for i in range(len(programs))]
-        full = times[0]
-        row = [batch, f"{full:.3f}"]
-        for i, f in enumerate(fractions, start=1):
-            text = f"{f:.2f}: " + ("N/A" if times[i] is None else
-                                   f"{times[i]:.3f} ({times[i] / full:.2f}x){'' if same[i] else ' DIFFERS'}")
-            row.append(text)
-        row.append("yes" if all(s is not False for s in same) else "NO")
-        rows.append(row)
-        print(tabulate([row]), file=sys.stderr, flush=True)
-    return rows
+    return [measured_row(placement, batch, size, batches, search_seconds) for batch in BATCHES]
+
+
+def measured_row(placement, batch: int, size: int, batches: int, search_seconds: float) -> list:
+    """One batch size's row on ``placement``: the full-memory time, then each budget's (as the
+    paper's budget's fraction of the 224x224 model's unlimited peak) with its overhead, and
+    whether every budget's outputs equal the unlimited run's bit for bit."""
+    fractions = [mib * 2**20 / GraphFacts(forward_graph("resnet-152", batch)).peak_bytes for mib in BUDGETS_MIB]
+    g = forward_graph("resnet-152", batch, size)
+    facts = GraphFacts(g)
+    ideal = plan_inference(g, None).plan.program
+    profile = placement.kind.measure_profile(placement, g, ideal, 0, None)
+    reference = unlimited_outputs(g, placement, batches + 1)
+    programs = [ideal]
+    for f in fractions:
+        pi = plan_inference(g, int(f * facts.peak_bytes), profile=profile, search_seconds=search_seconds)
+        programs.append(pi.plan.program if pi.plan else None)
+    times = run_side_by_side(g, programs, placement, batches)
+    same = {i: same_outputs(outs, reference) for i, (_, outs) in times.items()}
+    full = times[0][0]
+    row = [batch, f"{full:.3f}"]
+    for i, f in enumerate(fractions, start=1):
+        text = f"{f:.2f}: " + ("N/A" if i not in times else
+                               f"{times[i][0]:.3f} ({times[i][0] / full:.2f}x){'' if same[i] else ' DIFFERS'}")
+        row.append(text)
+    row.append("yes" if all(same.values()) else "NO")
+    print(tabulate([row]), file=sys.stderr, flush=True)
+    return row
+
+
+def run_side_by_side(g, programs, placement, batches: int) -> dict:
+    """{index: (median seconds per batch, outputs of every batch)} of each Program that is not
+    None, ``batches`` + 1 batches each. Every Program's batch i runs before any batch i + 1, so
+    the shared machine's slow moments fall on all of them alike; the first batch warms up."""
+    runs, backends = {}, []
+    try:
+        for i, program in enumerate(programs):
+            if program is not None:
+                runs[i], be = executor_run(g, program, placement)
+                backends.append(be)
+        outs = {i: [] for i in runs}
+        for _ in range(batches + 1):
+            for i, run in runs.items():
+                outs[i].append(run.batch())
+    finally:
+        for be in backends:
+            be.close()
+    return {i: (statistics.median(run.seconds[1:]), outs[i]) for i, run in runs.items()}
+
+
+def paper_scaled_link_gbps(batches: int) -> tuple[float, float]:
+    """(link GB/s, full-memory seconds): the paper's 12 GB/s link slowed by the factor by which this
+    machine's full-memory batch 1 (224x224, the paper's input) is slower than the paper's 0.017 s,
+    so that copies take the same share of a batch as on the paper's V100."""
+    placement = choose("cpu")
+    g = forward_graph("resnet-152", 1)
+    full = run_side_by_side(g, [plan_inference(g, None).plan.program], placement, batches)[0][0]
+    return PAPER_LINK_GBPS * PAPER_FULL_BATCH1 / full, full
+
+
+def scaled_table(args, budgets) -> list[str]:
+    gbps, full = paper_scaled_link_gbps(args.cpu_batches)
+    row = measured_row(choose("cpu", link_gbps=gbps), 1, 224, args.cpu_batches, args.cpu_search_seconds)
+    return [f"Ours, measured on the CPU backend at the paper's balance: batch 1 at the paper's 224x224 input and "
+            f"budgets, the emulated link slowed by the factor by which this machine's full-memory batch is slower "
+            f"than the paper's V100 ({full:.3f} s, measured first, against {PAPER_FULL_BATCH1} s: "
+            f"{PAPER_LINK_GBPS:g} GB/s becomes {gbps:.3f} GB/s), so that copies take the share of a batch they "
+            f"took on the paper's machine; one BLAS thread, median of {args.cpu_batches} batches after a warm-up, "
+            "the budgets' batches interleaved, the machine shared with other jobs:",
+            tabulate([row], headers=["batch", "full", *budgets, "outputs = unlimited"], disable_numparse=True), ""]
+
+
+def measured_table(args, budgets) -> list[str]:
+    rows = measured_rows(args.cpu_size, args.cpu_batches, args.cpu_search_seconds)
+    return [f"Ours, measured on the CPU backend ({cpu_name()}, emulated 2 GB/s link, one BLAS thread, "
+            f"{args.cpu_size}x{args.cpu_size} images; median of {args.cpu_batches} batches after a warm-up, "
+            "the budgets' batches interleaved; the machine was shared with other jobs). Each budget is the "
+            "paper's as a fraction of the 224x224 model's unlimited peak, applied to this model's peak:",
+            tabulate(rows, headers=["batch", "full", *budgets, "outputs = unlimited"], disable_numparse=True), ""]
 
 
 def main(argv=None) -> None:
@@ -134,7 +182,9 @@ def main(argv=None) -> None:
     ap.add_argument("--cpu-size", type=int, default=64, help="image side for the CPU backend's runs (at 32, batch 1 leaves batch norm one value per channel)")
     ap.add_argument("--cpu-batches", type=int, default=3, help="timed batches per CPU cell (after one warm-up)")
     ap.add_argument("--no-cpu", action="store_true", help="only the simulated tables")
-    ap.add_argument("--only-cpu", action="store_true", help="only the measured table")
+    ap.add_argument("--only-cpu", action="store_true", help="only the measured tables")
+    ap.add_argument("--no-scaled", action="store_true", help="skip the CPU batch-1 row at the paper's balance")
+    ap.add_argument("--only-scaled", action="store_true", help="of the CPU tables, only that row")
     ap.add_argument("--save", action="store_true", help="write bench/results/table2_<date>.txt")
     args = ap.parse_args(argv)
     budgets = [f"{m} MiB" for m in BUDGETS_MIB]
@@ -146,25 +196,24 @@ def main(argv=None) -> None:
     paper = [[b, f"{PAPER[b][-1]:.3f}"] + [paper_cell(b, i) for i in range(len(BUDGETS_MIB))] for b in BATCHES]
     out += ["Paper (V100, MXNet; full memory taken as the 640 MB cell):",
             tabulate(paper, headers=["batch", "full", *budgets], disable_numparse=True), ""]
-    v100 = analytic_profile("v100")
-    calibrated, per_op = dispatch_profile(v100)
-    rows, again = simulated_rows(v100, calibrated, args.search_seconds) if not args.only_cpu else ([], [])
-    out += ["Ours, simulated on the analytic V100 profile (12 GB/s link), 224x224:",
-            tabulate(rows, headers=["batch", "full", *budgets], disable_numparse=True), ""]
-    rows = again
-    out += [f"The same Programs simulated on v100+dispatch ({per_op * 1e6:.1f} us per operator, so that batch 1 at full memory "
-            f"takes the paper's {PAPER_FULL_BATCH1} s; a sensitivity check, not a measurement):",
-            tabulate(rows, headers=["batch", "full", *budgets], disable_numparse=True), ""]
+    if not args.only_cpu:
+        v100 = analytic_profile("v100")
+        calibrated, per_op = dispatch_profile(v100)
+        rows, again, bounds = simulated_rows(v100, calibrated, args.search_seconds)
+        out += ["Ours, simulated on the analytic V100 profile (12 GB/s link), 224x224:",
+                tabulate(rows, headers=["batch", "full", *budgets], disable_numparse=True), "",
+                "Lower bounds on the same profile (planner.bounds, for each Program's order and budget: no plan "
+                "is faster):",
+                tabulate(bounds, headers=["batch", "full", *budgets], disable_numparse=True), "",
+                f"The same Programs simulated on v100+dispatch ({per_op * 1e6:.1f} us per operator, so that batch 1 "
+                f"at full memory takes the paper's {PAPER_FULL_BATCH1} s; a sensitivity check, not a measurement):",
+                tabulate(again, headers=["batch", "full", *budgets], disable_numparse=True), ""]
     if not args.no_cpu:
         with one_blas_thread():
-            rows = measured_rows(args.cpu_size, args.cpu_batches, args.cpu_search_seconds)
-        out += [f"Ours, measured on the CPU backend ({cpu_name()}, emulated 2 GB/s link, one BLAS thread, "
-                f"{args.cpu_size}x{args.cpu_size} images; median of {args.cpu_batches} batches after a warm-up, "
-                "the budgets' batches interleaved; "
-                "the machine was shared with other jobs). Each budget is the paper's as a fraction of the "
-                "224x224 model's unlimited peak, applied to this model's peak:",
-                tabulate(rows, headers=["batch", "full", *budgets, "outputs = unlimited"], disable_numparse=True),
-                ""]
+            if not args.no_scaled:
+                out += scaled_table(args, budgets)
+            if not args.only_scaled:
+                out += measured_table(args, budgets)
     text = "\n".join(out)
     print(text)
     if args.save:
