@@ -5,20 +5,26 @@ after --search-seconds of its genetic search per cell (0: default order and the 
 allocation) with the weights as persistent state (engine.ir), verified, and:
 
 - simulated on the analytic V100 profile (224x224 images, the paper's setting), each cell's
-  overhead against the unlimited-memory (ideal) plan, the paper's cells beside ours;
-- the same Programs simulated on "v100+dispatch": the V100 profile with a per-operator dispatch cost set so
-  that the unlimited batch-1 time equals the paper's measured 0.017 s (the analytic
-  profile knows no kernel latency, so its batch-1 compute is 3.5x the paper's speed and
-  every swapping overhead looks 3.5x larger than on the paper's GPU); a sensitivity
-  column, not a measurement;
-- measured on the CPU backend (emulated link, one BLAS thread) on smaller images, at the
-  same budgets as fractions of the unlimited peak of the 224x224 model, with a profile
-  measured on this machine; every batch's outputs compared bit for bit with the
-  unlimited-memory numpy reference.
+  overhead against the unlimited-memory (ideal) plan, the paper's cells beside ours, and each
+  cell's lower bound (``planner.bounds``: no plan of that order under that budget is faster);
+- the same Programs simulated on "v100+dispatch": the V100 profile with a per-operator dispatch
+  cost set so that the unlimited batch-1 time equals the paper's measured 0.017 s (the analytic
+  profile knows no kernel latency, so its batch-1 compute is 3.5x the paper's speed and every
+  swapping overhead looks 3.5x larger than on the paper's GPU); a sensitivity check, not a
+  measurement;
+- measured on the CPU backend (emulated link, one BLAS thread), with a profile measured on this
+  machine (each cell also gives its Program's time simulated on that profile, "sim"), every
+  batch's outputs compared bit for bit with the unlimited-memory numpy reference:
+  - batch 1 at the paper's balance: the paper's 224x224 input and budgets, the emulated link
+    slowed by the factor by which this machine's full-memory batch is slower than the paper's
+    V100 (0.017 s), so that copies take the share of a batch they took there;
+  - every batch on smaller images (--cpu-size) over the default 2 GB/s link, at the same
+    budgets as fractions of the unlimited peak of the 224x224 model.
 
 "N/A" where the budget is below the smallest that runs.
 
-    python -m bench.table2 [--search-seconds 20] [--cpu-size 32] [--cpu-batches 3] [--no-cpu] [--save]
+    python -m bench.table2 [--search-seconds 20] [--cpu-size 64] [--cpu-batches 3] [--no-cpu | --only-cpu]
+                           [--no-scaled | --only-scaled] [--save]
 """
 from __future__ import annotations
 
@@ -107,17 +113,17 @@ def measured_row(placement, batch: int, size: int, batches: int, search_seconds:
     ideal = plan_inference(g, None).plan.program
     profile = placement.kind.measure_profile(placement, g, ideal, 0, None)
     reference = unlimited_outputs(g, placement, batches + 1)
-    programs = [ideal]
-    for f in fractions:
-        pi = plan_inference(g, int(f * facts.peak_bytes), profile=profile, search_seconds=search_seconds)
-        programs.append(pi.plan.program if pi.plan else None)
-    times = run_side_by_side(g, programs, placement, batches)
+    plans = [plan_inference(g, None, profile=profile)]
+    plans += [plan_inference(g, int(f * facts.peak_bytes), profile=profile, search_seconds=search_seconds)
+              for f in fractions]
+    times = run_side_by_side(g, [p.plan.program if p.plan else None for p in plans], placement, batches)
     same = {i: same_outputs(outs, reference) for i, (_, outs) in times.items()}
     full = times[0][0]
-    row = [batch, f"{full:.3f}"]
+    row = [batch, f"{full:.3f} (sim {plans[0].seconds:.3f})"]
     for i, f in enumerate(fractions, start=1):
         text = f"{f:.2f}: " + ("N/A" if i not in times else
-                               f"{times[i][0]:.3f} ({times[i][0] / full:.2f}x){'' if same[i] else ' DIFFERS'}")
+                               f"{times[i][0]:.3f} ({times[i][0] / full:.2f}x; sim {plans[i].seconds:.3f})"
+                               f"{'' if same[i] else ' DIFFERS'}")
         row.append(text)
     row.append("yes" if all(same.values()) else "NO")
     print(tabulate([row]), file=sys.stderr, flush=True)
