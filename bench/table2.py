@@ -82,12 +82,13 @@ def simulated_rows(profile, calibrated, search_seconds: float) -> tuple[list, li
     rows, again, bounds = [], [], []
     for batch in BATCHES:
         g = forward_graph("resnet-152", batch)
+        facts = GraphFacts(g)
         secs = calibrated.node_seconds(g)
         plans = [plan_inference(g, None, profile=profile).plan]
         plans += [plan_inference(g, mib * 2**20, profile=profile, search_seconds=search_seconds).plan
                   for mib in BUDGETS_MIB]
         least = [plans[0].seconds] + [
-            lower_bounds(GraphFacts(g, p.program.schedule), make_budget(GraphFacts(g), mib * 2**20), profile).bound
+            lower_bounds(GraphFacts(g, p.program.schedule), make_budget(facts, mib * 2**20), profile).bound
             if p else None for p, mib in zip(plans[1:], BUDGETS_MIB)]
         for out, seconds in ((rows, [p.seconds if p else None for p in plans]),
                              (again, [simulate(p.program, g, calibrated, secs).total if p else None for p in plans]),

@@ -4,7 +4,7 @@ under that budget can be faster, whatever its allocation, eviction choices or co
 - compute: the compute stream runs every operator once (the profile's time plus the dispatch
   cost the simulator charges per instruction).
 - peak: at step s, ``E(s) = live(s) - pool`` bytes must be off the device, taken from tensors
-  step s does not touch. A byte of a leaf (its host copy is current) or of a state's next
+  step s does not touch (a weight nothing updates is live until its last read: ``bound_lifetimes``). A byte of a leaf (its host copy is current) or of a state's next
   value costs at least one copy, a byte of an activation or gradient two (out, then back
   in); every byte crosses the link at most at its fastest aggregate rate.
 - persistent (order-independent): at most ``pool`` bytes of state stay resident between
