@@ -62,3 +62,14 @@ def test_main_prints_one_line_on_bad_model(capsys):
     assert infer.main(["--model", "wresnet-152-10", "--simulate-only"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "forward-only" in err[0]
+
+
+def test_simulate_only_reports_each_budget_against_its_lower_bound(capsys):
+    """One line per budget with its distance from the lower bound: never under it (the bounds
+    hold for forward-only plans too)."""
+    import re
+
+    assert infer.main(["--model", "resnet-26", "--size", "64", "--memory", "25%,50%,100%", "--simulate-only"]) == 0
+    out = capsys.readouterr().out
+    ratios = [float(x) for x in re.findall(r"(\d+\.\d+)x its lower bound", out)]
+    assert len(ratios) == 3 and all(r >= 1.0 for r in ratios), out
