@@ -31,6 +31,9 @@ SMALL_SLOT = 2**20
 # The smallest sizes, as many as take at most this share of the pool at their peaks, get every
 # object their peaks need (_small_class_floor).
 SMALL_SHARE = 0.01
+# Sizes whose copy is mostly the link's latency (at most latency x bandwidth bytes) get every
+# object their peaks need while they take at most this share of the pool (_small_class_floor).
+LATENCY_SHARE = 0.05
 # The chunked allocation's classes below a chunk take at most this share of the pool (beyond
 # what one operator needs): with large chunks, sizes just below one can have peaks that would
 # leave the chunks little (BRNN-4-8K, analytic V100, 16 GiB, 8 MiB chunks: 7.9 GiB below a
@@ -165,7 +168,8 @@ def simple_allocation(facts: GraphFacts, budget: Budget, profile: Profile | None
     holds every size's peak gets the unlimited allocation. Weights of a forward-only graph
     count as resident across iterations (``working_set(resident_state=True)``). ``profile``
     (op times, ``node_seconds`` if precomputed, and link) decides which leaves stay in the
-    working set between reads; without one, only reads in consecutive steps."""
+    working set between reads (without one, only reads in consecutive steps) and which small
+    sizes cost mostly latency to copy (``_small_class_floor``)."""
     d = facts.demand
     pool = budget.pool_bytes
     unlimited = unlimited_allocation(facts)
@@ -180,7 +184,8 @@ def simple_allocation(facts: GraphFacts, budget: Budget, profile: Profile | None
     # State nothing updates (a forward-only graph's weights) counts as staying resident.
     peak = np.maximum(_class_peaks(d, working_set(facts, step_seconds, link, resident_state=True)), need)
 
-    floor = np.maximum(need, _small_class_floor(d, slot, pool))
+    latency_bytes = profile.link.latency_s * profile.link.h2d_bytes_per_s if profile is not None else 0.0
+    floor = np.maximum(need, _small_class_floor(d, slot, pool, latency_bytes))
     if _cheapest_runs(slot, floor, None)[0] > pool:   # near the smallest budget: no room for those peaks
         floor = need
 
@@ -204,16 +209,21 @@ def simple_allocation(facts: GraphFacts, budget: Budget, profile: Profile | None
     return _one_more_for_the_largest(grown, need, peak, runs)
 
 
-def _small_class_floor(d: SizeDemand, slot: np.ndarray, pool: int) -> np.ndarray:
+def _small_class_floor(d: SizeDemand, slot: np.ndarray, pool: int, latency_bytes: float = 0.0) -> np.ndarray:
     """floor[i, j]: for a class of sizes i..j among the smallest sizes, the sum of its sizes'
     peaks in the unlimited run (0 for other classes). The smallest sizes are those that, all at
-    their peaks, take at most SMALL_SHARE of the pool. Small tensors (a batch norm's
+    their peaks, take at most SMALL_SHARE of the pool, or LATENCY_SHARE while each slot is at
+    most ``latency_bytes`` (the link's latency times its rate: such a copy is mostly latency, so
+    streaming one costs far more than its bytes; ResNet-152 inference, batch 1, 64 MiB, analytic
+    V100: 289 batch-norm parameters in 63 objects of 4 KiB, 677 swap-ins and 24.7 ms a batch,
+    then 141 and 19.0 ms). Small tensors (a batch norm's
     statistics, biases, small activations) cost the pool next to nothing, but at the uniform
     fraction their classes have few objects, and the swap-in of one waits for an object while
     compute waits for it (Inception-4, analytic V100, 16 GiB: 0.19 s of the in-stream's idle
     time after the loss, in two classes of 20 KB objects, before this floor)."""
     s = len(d.sizes)
-    is_small = np.cumsum(slot * d.peak) <= SMALL_SHARE * pool
+    taken = np.cumsum(slot * d.peak)
+    is_small = (taken <= SMALL_SHARE * pool) | ((slot <= latency_bytes) & (taken <= LATENCY_SHARE * pool))
     cum = np.concatenate(([0], np.cumsum(d.peak)))
     floor = cum[None, 1:] - cum[:s, None]
     return np.where(np.triu(np.ones((s, s), dtype=bool)) & is_small[None, :], floor, 0).astype(np.int64)

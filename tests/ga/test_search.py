@@ -117,7 +117,7 @@ def test_ablations_fix_one_half(mode):
     g = facts.graph
     r = search(facts, budget, PROFILE, quick(mode=mode, max_generations=2))
     assert r.mode == mode and r.evaluations == 8 + 2 * 8
-    simple = simple_allocation(facts, budget)
+    simple = simple_allocation(facts, budget, PROFILE)     # the search's: its profile's link included
     for ind in r.population:
         if mode == "schedule":
             assert ind.allocation == simple
@@ -211,7 +211,7 @@ def test_default_order_and_simple_allocation_are_individual_zero():
     r = search(facts, budget, PROFILE, quick(max_generations=0))
     assert r.generations == 0 and r.evaluations == 8
     assert r.initial_time is not None
-    simple = simple_allocation(facts, budget)
+    simple = simple_allocation(facts, budget, PROFILE)
     ev = search_module.Evaluator(facts, PROFILE, budget)
     assert r.initial_time == ev.time(np.arange(len(g.nodes)), simple)
     assert r.ideal_time == search_module.ideal_time(facts, PROFILE, PROFILE.node_seconds(g))
