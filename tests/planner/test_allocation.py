@@ -157,10 +157,11 @@ def test_the_largest_class_takes_one_object_from_the_class_with_most_to_spare():
 
 
 def test_tensors_whose_copies_are_mostly_latency_stay_resident(monkeypatch):
-    """ResNet-50 inference at 0.2 of its peak: its ~200 batch-norm parameters (at most 8 KiB, a
-    copy of them mostly the link's 10 us latency) once streamed every batch, since the 1% of the
-    pool the smallest sizes were given held few of them; up to LATENCY_SHARE of the pool they now
-    get every object, and the batch is faster."""
+    """ResNet-50 inference at 0.2 of its peak: its weights under latency x rate (120 KB on the
+    V100 link; batch-norm parameters of at most 8 KiB most of them) once took ~200 swap-ins a
+    batch, each mostly the link's 10 us latency, since the 1% of the pool the smallest sizes were
+    given held few of them; up to LATENCY_SHARE of the pool they now get every object, and the
+    batch is faster."""
     import planner.allocation as allocation
     from engine.profile import analytic_profile
     from engine.program import SWAP_IN
