@@ -4,7 +4,7 @@ For each model and budget: plan (SwapAdvisor planner, default order, simple
 allocation; with ``--allocator va`` the chunked allocation, its Programs run through
 a page table of real virtual memory), verify, simulate with a profile measured on
 this machine, then execute and time iterations. Prints the ratio (the target is within 15%) and, to
-say where an error sits, each stream's busy time measured in the last iteration over simulated.
+say where an error sits, each stream's busy time measured in one more iteration over simulated.
 
     python -m bench.sim_vs_measured [--iterations 5] [--link-gbps 0.5] [--allocator va --chunk-kib 64]
 """
@@ -39,18 +39,19 @@ MODELS = {
 
 
 def measure(g, program, link, iterations):
-    """(median seconds per iteration, each stream's busy seconds in the last iteration: compute,
-    swap-in, swap-out, as the backend timed its kernels and copies)."""
+    """(median seconds per iteration, each stream's busy seconds in one more iteration: compute,
+    swap-in, swap-out, as the backend timed its kernels and copies; that timing stays out of
+    the median)."""
     backend = CpuBackend(link)
     try:
         tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
         tr.step()
         times = []
-        for i in range(iterations):
-            if i == iterations - 1:
-                backend.timings = []
+        for _ in range(iterations):
             tr.step()
             times.append(tr.step_seconds)
+        backend.timings = []
+        tr.step()
         busy = [sum(t1 - t0 for s, _, t0, t1 in backend.timings if s == k) for k in (COMPUTE, SWAP_IN, SWAP_OUT)]
         return statistics.median(times), busy
     finally:

@@ -41,8 +41,8 @@ from engine.backend_registry import choose
 from engine.blas_threads import one_blas_thread
 from engine.cli.infer import (executor_run, forward_graph, plan_inference, same_outputs,
                               unlimited_outputs)
+from engine.cli.plans import plan_bounds
 from engine.profile import analytic_profile
-from planner.bounds import lower_bounds
 from planner.budget import make_budget
 from planner.facts import GraphFacts
 from planner.simulate import simulate
@@ -88,7 +88,7 @@ def simulated_rows(profile, calibrated, search_seconds: float) -> tuple[list, li
         plans += [plan_inference(g, mib * 2**20, profile=profile, search_seconds=search_seconds).plan
                   for mib in BUDGETS_MIB]
         least = [plans[0].seconds] + [
-            lower_bounds(GraphFacts(g, p.program.schedule), make_budget(facts, mib * 2**20), profile).bound
+            plan_bounds(p.program, facts, make_budget(facts, mib * 2**20), profile).bound
             if p else None for p, mib in zip(plans[1:], BUDGETS_MIB)]
         for out, seconds in ((rows, [p.seconds if p else None for p in plans]),
                              (again, [simulate(p.program, g, calibrated, secs).total if p else None for p in plans]),

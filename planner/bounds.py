@@ -86,18 +86,19 @@ def tensor_classes(g: Graph) -> np.ndarray:
     return cls
 
 
-def bound_lifetimes(facts: GraphFacts) -> Lifetimes:
+def bound_lifetimes(facts: GraphFacts, touch: tuple[np.ndarray, np.ndarray] | None = None) -> Lifetimes:
     """The order's lifetimes as the bounds count them: state that is its own next value (a
     forward-only graph's weights) ends at its last read, not at the iteration's end. Past that
     read it may be off the device at no cost within the iteration (its host copy is current);
     charging its swap-in after a later step would overcharge a plan that evicts it there and
-    does not keep it across iterations (the persistent bound counts what must come back)."""
+    does not keep it across iterations (the persistent bound counts what must come back).
+    ``touch``: ``touched(graph, order)``, if already computed."""
     g, lt = facts.graph, facts.lifetimes
     same = np.array([cur for cur, nxt in g.state_pairs if cur == nxt], dtype=np.int64)
     if not len(same):
         return lt
     last_read = np.zeros(len(g.tensors), dtype=np.int64)
-    steps, tensors = touched(g, facts.order)
+    steps, tensors = touched(g, facts.order) if touch is None else touch
     np.maximum.at(last_read, tensors, steps)
     end = lt.end.copy()
     end[same] = last_read[same]
@@ -105,7 +106,9 @@ def bound_lifetimes(facts: GraphFacts) -> Lifetimes:
 
 
 def step_bytes(facts: GraphFacts) -> StepBytes:
-    g, order, lt = facts.graph, facts.order, bound_lifetimes(facts)
+    g, order = facts.graph, facts.order
+    touch_step, touch_tensor = touched(g, order)
+    lt = bound_lifetimes(facts, (touch_step, touch_tensor))
     n_steps = len(order)
     nbytes = np.array([t.nbytes for t in g.tensors], dtype=np.int64)
     cls = tensor_classes(g)
@@ -115,7 +118,6 @@ def step_bytes(facts: GraphFacts) -> StepBytes:
     np.add.at(diff, (cls, lt.start), nbytes)
     np.add.at(diff, (cls, lt.end + 1), -nbytes)
     untouched = np.cumsum(diff[:, :-1], axis=1)
-    touch_step, touch_tensor = touched(g, order)
     np.subtract.at(untouched, (cls[touch_tensor], touch_step), nbytes[touch_tensor])
     return StepBytes(live_bytes_per_step(g, order, lt), untouched)
 

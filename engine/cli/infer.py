@@ -33,7 +33,7 @@ from ..ir import PERSISTENT_KINDS, Graph
 from ..training import ReferenceRunner, Trainer
 from ..units import format_bytes, parse_bytes
 from .flags import UsageError, _DefaultsShown, _Parser, positive_float, positive_int, seed
-from .plans import batch_of, model_graph, plan_quality
+from .plans import batch_of, model_graph, plan_bounds
 
 PROG = "engine.infer"
 
@@ -203,7 +203,7 @@ def run(args) -> int:
         if pi.plan is None:
             print(f"  {format_bytes(b):>10}: N/A ({pi.why})")
             continue
-        bound = plan_quality(pi.plan.program, pi.plan.timeline, facts, pi.plan.budget, profile).bounds.bound
+        bound = plan_bounds(pi.plan.program, facts, pi.plan.budget, profile).bound
         line = (f"  {format_bytes(b):>10}: {pi.seconds:.4f} s/batch simulated ({pi.seconds / full.seconds:.2f}x "
                 f"unlimited, {pi.seconds / bound:.2f}x its lower bound), {format_bytes(pi.plan.h2d_bytes)} in, "
                 f"{format_bytes(pi.plan.d2h_bytes)} out")

@@ -239,13 +239,19 @@ class PlanQuality:
     stalls: Stalls
 
 
+def plan_bounds(program: Program, facts: GraphFacts, budget: Budget | None, profile: Profile,
+                node_seconds=None) -> Bounds:
+    """The lower bounds of ``program``: ``facts`` are of the graph in some order; the bounds are
+    taken in the Program's own order (a search may have chosen another)."""
+    ordered = facts if list(program.schedule) == facts.order else GraphFacts(facts.graph, program.schedule)
+    return lower_bounds(ordered, budget, profile, node_seconds)
+
+
 def plan_quality(program: Program, sim: Timeline, facts: GraphFacts, budget: Budget | None, profile: Profile,
                  node_seconds=None) -> PlanQuality:
-    """``facts`` are of the graph in some order; the bound is taken in the Program's own order
-    (a search may have chosen another)."""
-    g = facts.graph
-    ordered = facts if list(program.schedule) == facts.order else GraphFacts(g, program.schedule)
-    return PlanQuality(lower_bounds(ordered, budget, profile, node_seconds), stall_report(program, g, sim))
+    """``plan_bounds`` and where the simulated iteration stalls."""
+    return PlanQuality(plan_bounds(program, facts, budget, profile, node_seconds),
+                       stall_report(program, facts.graph, sim))
 
 
 def assess_plans(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Profile, programs: dict) -> dict:
