@@ -220,8 +220,7 @@ class _Schedule:
         return in_place
 
 
-def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, opts: PlanOptions,
-          resident: dict[int, int | tuple]):
+def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, resident: dict[int, int | tuple]):
     """One pass (``planner.swap_scan.scan``); its ProgramArrays, where tensors ended (the
     object, or for the chunk class the placement, and the chunks it holds), and which resident
     state strayed. ``resident``: state on the device at the start, by tensor: its object, or
@@ -280,7 +279,7 @@ def plan_arrays(g: Graph, schedule: Sequence[int], allocation, profile: Profile 
     resident: dict[int, int | tuple] = {}
     first = True
     for _ in range(options.max_passes):
-        arrays, where, strayed, placed = _scan(g, ga, sc, layout, options, resident)
+        arrays, where, strayed, placed = _scan(g, ga, sc, layout, resident)
         if first:
             # State whose next value ended on the device becomes resident, where it ended.
             first = False

@@ -137,6 +137,20 @@ def evicts_first(key, t, best_key, best):
 
 
 @numba.njit(cache=True)
+def first_to_leave(tensors, keys):
+    """Of ``tensors`` (with their ``keys``), the one ``evicts_first`` picks; -1 for none. For
+    policies that choose victims outside the pass (``planner.policies.window``)."""
+    best = -1
+    if tensors.shape[0] == 0:
+        return best
+    best_key = keys[0]
+    for i in range(tensors.shape[0]):
+        if evicts_first(keys[i], tensors[i], best_key, best):
+            best, best_key = tensors[i], keys[i]
+    return best
+
+
+@numba.njit(cache=True)
 def scan(graph, order, layout, rules, residents, capacity):
     """One pass over ``order.schedule``: a PassResult (its fault code OK, or why it stopped)."""
     st = _start(graph, order, layout, rules, residents, capacity)
