@@ -20,6 +20,8 @@ from engine.ir import Graph
 from engine.liveness import Lifetimes, lifetimes, live_bytes_per_step
 from ops import registry as op_registry
 
+from . import allocation
+
 
 @dataclass(frozen=True)
 class OperatorScratch:
@@ -105,8 +107,7 @@ class GraphFacts:
 
     @cached_property
     def minimal_allocation(self) -> Allocation:
-        from .allocation import minimal_allocation
-        return minimal_allocation(self.demand)
+        return allocation.minimal_allocation(self.demand)
 
     @property
     def smallest_budget(self) -> int:
