@@ -230,8 +230,10 @@ def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, res
         np.array([-1 if isinstance(o, tuple) else o for o in resident.values()], dtype=np.int64),
         _ptr([len(o) if isinstance(o, tuple) else 0 for o in resident.values()]),
         np.array([c for o in resident.values() if isinstance(o, tuple) for c in o], dtype=np.int64))
-    r = swap_scan.scan(ga.pass_graph, sc.order, sc.layout, sc.rules, residents, sc.capacity)
-    code, step, subject = (int(x) for x in r.fault)
+    st = swap_scan.new_state(ga.pass_graph, sc.order, sc.layout, sc.rules, sc.capacity)
+    swap_scan.scan(st, residents)
+    out = st.out
+    code, step, subject = (int(x) for x in out.fault)
     if code == swap_scan.BUFFER_FULL:
         name = swap_scan.CAPACITY_NAMES[subject]
         raise RuntimeError(f"planner bug: the swap pass's {name} buffer (capacity {getattr(sc.capacity, name)}) is full")
@@ -247,10 +249,10 @@ def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, res
                                "place, but the swap pass finds it still needed")
         raise PlanError(f"operator '{node.name}' reads '{g.tensors[subject].name}', which is "
                         "neither resident nor on the host (planner bug)")
-    n, held = r.n_instrs, r.held
-    arrays = ProgramArrays(r.kind[:n], r.target[:n], r.obj[:n], r.copy[:n], r.dep_ptr[:n + 1],
-                           r.deps[:r.dep_ptr[n]], r.obj_ptr, r.objects[:r.obj_ptr[n]])
-    obj_of = r.obj_of
+    n, held, obj_of = int(out.count[0]), st.chunks.held, st.res.obj_of
+    obj_ptr = _ptr(out.obj_count[:n])
+    arrays = ProgramArrays(out.kind[:n], out.target[:n], out.obj[:n], out.copy[:n], out.dep_ptr[:n + 1],
+                           out.deps[:out.dep_ptr[n]], obj_ptr, out.objects[:obj_ptr[n]])
 
     def where(t: int):
         if obj_of[t] < 0:
@@ -259,8 +261,8 @@ def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, res
             return tuple(held[sc.slot_ptr[t]:sc.slot_ptr[t + 1]].tolist())
         return int(obj_of[t])
 
-    n_pl = r.n_placements
-    return arrays, where, r.strayed, (r.placement_ptr[:n_pl + 1], r.placement_chunks[:r.placement_ptr[n_pl]])
+    pl_ptr, n_pl = st.chunks.placement_ptr, int(st.chunks.n_placements[0])
+    return arrays, where, st.res.strayed, (pl_ptr[:n_pl + 1], st.chunks.placement_chunks[:pl_ptr[n_pl]])
 
 
 def plan_arrays(g: Graph, schedule: Sequence[int], allocation, profile: Profile | None = None,

@@ -2,15 +2,15 @@
 
 ``planner.swap_planner`` holds the rules in prose, prepares this pass's inputs and drives the
 passes; this module is the loop itself. It walks the schedule keeping which tensor sits in
-which object, and emits instructions into preallocated buffers whose capacities the driver
-computes (every swap-out evicts a tensor a compute or swap-in placed); a write past one is
-refused as a BUFFER_FULL fault naming the buffer, never made.
+which object, and emits instructions into buffers whose capacities the driver computes (every
+swap-out evicts a tensor a compute or swap-in placed); a write past one is refused as a
+BUFFER_FULL fault naming the buffer, never made.
 
 Everything travels in named records (namedtuples, which numba compiles as tuples): the inputs
-``PassGraph``, ``PassOrder``, ``PassLayout``, ``PassRules``, ``Residents`` and ``Capacity``;
-the pass's own state ``State``, made of ``Residency`` (who sits in which object), ``TensorState``,
-``FreeRings``, ``MaxTree``, ``Chunks``, ``Instrs`` (the output) and ``StepScratch``; the result
-``PassResult``. Counters that helpers advance are one-element arrays (``Instrs.count``).
+``PassGraph``, ``PassOrder``, ``PassLayout``, ``PassRules``, ``Residents`` and ``Capacity``; the
+pass's state ``State`` (``new_state``), made of ``Residency`` (who sits in which object),
+``TensorState``, ``FreeRings``, ``MaxTree``, ``Chunks``, ``Instrs`` (the output) and
+``StepScratch``. Counters that helpers advance are one-element arrays (``Instrs.count``).
 Names follow the planner's vocabulary: tenant (the tensor in an object), release (per object
 and stream, the instruction after which the object may be written), writer (the instruction
 that made a tensor resident), host writer (the swap-out that wrote its host copy; -1 for a host
@@ -20,14 +20,15 @@ The pass decides nothing the rest of the planner also decides: which output is w
 which input comes in as data (``PassOrder.in_place``, from ``engine.inplace.InPlace``), and
 which resident tensor leaves first is ``evicts_first``, which the window policy shares.
 
-Speed (the search runs this for every candidate): helpers are inlined (``inline="always"``),
-and evicting ahead asks a per-class max-tree for the furthest tenant instead of scanning the
-class after every operator. The chunk class has thousands of objects and tensors that take
-hundreds of them, so work per chunk is kept to plain array writes: a chunked tensor's key sits
-in the max-tree at its lowest chunk only, an instruction's candidate dependencies skip those it
-has already (a tensor's chunks were released by a few instructions), long candidate lists are
-sorted by numpy, not by insertion, and the free rings take and give a tensor's chunks in one
-call.
+Speed (the search runs this for every candidate): the pass allocates nothing (``new_state``
+allocates every buffer in Python) and is compiled without numba's reference counting, so
+records pass between its inlined helpers for free (with counting, each helper call counted
+every array of the records it was given); evicting ahead asks a per-class max-tree for the
+furthest tenant instead of scanning the class after every operator. The chunk class has
+thousands of objects and tensors that take hundreds of them, so work per chunk is kept to plain
+array writes: a chunked tensor's key sits in the max-tree at its lowest chunk only, an
+instruction's candidate dependencies skip those it has already (a tensor's chunks were released
+by a few instructions), and the free rings take and give a tensor's chunks in one call.
 
 The helpers stay in this file although it is long: numba's cache (cache=True) is invalidated by
 a change to the caching function's own file only, so a helper inlined from another module could
@@ -84,7 +85,7 @@ Capacity = namedtuple("Capacity", ["instrs", "deps", "objects", "placements", "p
 CAPACITY_NAMES = Capacity._fields
 
 # ---- the pass's state
-Residency = namedtuple("Residency", ["tenant", "obj_of", "next_use_at", "release", "home_of"])
+Residency = namedtuple("Residency", ["tenant", "obj_of", "next_use_at", "release", "home_of", "strayed"])
 TensorState = namedtuple("TensorState", ["busy", "last_touch", "read_no", "next_read", "writer", "host_writer",
                                          "pinned"])
 # Free objects of each class, FIFO rings (the earliest freed first): clean ones, and dirty ones
@@ -103,9 +104,6 @@ StepScratch = namedtuple("StepScratch", ["cand", "in_objs", "out_objs", "dying",
 State = namedtuple("State", ["graph", "order", "layout", "rules", "res", "tensors", "free", "tree", "chunks", "out",
                              "scratch", "key_end"])
 
-PassResult = namedtuple("PassResult", ["n_instrs", "kind", "target", "obj", "copy", "dep_ptr", "deps", "obj_ptr",
-                                       "objects", "obj_of", "strayed", "fault", "held", "placement_ptr",
-                                       "placement_chunks", "n_placements"])
 
 
 @numba.njit(cache=True)
@@ -150,105 +148,62 @@ def first_to_leave(tensors, keys):
     return best
 
 
-@numba.njit(cache=True)
-def scan(graph, order, layout, rules, residents, capacity):
-    """One pass over ``order.schedule``: a PassResult (its fault code OK, or why it stopped)."""
-    st = _start(graph, order, layout, rules, residents, capacity)
-    for pos in range(order.schedule.shape[0]):
-        _step(st, pos)
-        if st.out.fault[FAULT_CODE] != OK:
-            return _result(st, np.zeros(0, dtype=np.bool_))
-    return _result(st, _leave_state(st))
-
-
-@numba.njit(cache=True)
-def _start(graph, order, layout, rules, residents, capacity):
-    """The pass's state before step 0: resident state in its objects, the rest free."""
+def new_state(graph, order, layout, rules, capacity):
+    """The pass's state before step 0, every buffer allocated (the pass allocates nothing):
+    nothing resident yet, every tensor's host copy stale. ``scan`` places the residents."""
     n_t = graph.nbytes.shape[0]
     n_obj = layout.object_class.shape[0]
     class_first = layout.class_first
     n_cls = class_first.shape[0] - 1
-    n_steps = order.schedule.shape[0]
     # Tensors kept to the end (next values, the loss) have the end as next use. Belady's keys
     # treat that as "never leaves ahead" unless kept_ahead: then key_end lies past every
     # next-use slot (steps, the end, never, next iteration's first reads), nothing matches it,
     # and they leave ahead like any tensor used at the end's time.
-    key_end = n_steps + (graph.state_cur.shape[0] + 3 if rules.kept_ahead else 0)
-    # When each object's tenant is next used (use_time of its next read), kept current while
-    # the object is occupied (stale once vacated: readers check tenant first): Belady's key.
-    res = Residency(np.full(n_obj, -1, dtype=np.int64), np.full(n_t, -1, dtype=np.int64), np.zeros(n_obj),
-                    np.full((n_obj, 3), -1, dtype=np.int64), np.full(n_t, -1, dtype=np.int64))
-    next_read = np.empty(n_t, dtype=np.int64)
-    for t in range(n_t):
-        r0, r1 = order.read_ptr[t], order.read_ptr[t + 1]
-        next_read[t] = order.reads[r0] if r1 > r0 else order.after_reads[t]
-    tensors = TensorState(np.zeros(n_t, dtype=np.bool_), np.full(n_t, -1, dtype=np.int64),
-                          np.zeros(n_t, dtype=np.int64), next_read, np.full(n_t, -1, dtype=np.int64),
-                          np.full(n_t, NOT_HOST, dtype=np.int64),
+    key_end = len(order.schedule) + (len(graph.state_cur) + 3 if rules.kept_ahead else 0)
+    i64 = np.int64
+    # next_use_at: when each object's tenant is next used (use_time of its next read), kept
+    # current while the object is occupied (stale once vacated: readers check tenant first).
+    res = Residency(np.full(n_obj, -1, dtype=i64), np.full(n_t, -1, dtype=i64), np.zeros(n_obj),
+                    np.full((n_obj, 3), -1, dtype=i64), np.full(n_t, -1, dtype=i64),
+                    np.zeros(len(graph.state_cur), dtype=np.bool_))
+    tensors = TensorState(np.zeros(n_t, dtype=np.bool_), np.full(n_t, -1, dtype=i64), np.zeros(n_t, dtype=i64),
+                          np.empty(n_t, dtype=i64), np.full(n_t, -1, dtype=i64), np.full(n_t, NOT_HOST, dtype=i64),
                           graph.kept & graph.host_at_start)    # pinned: state nothing updates, never evicted ahead
-    free = FreeRings(np.empty(n_obj, dtype=np.int64), np.zeros(n_cls, dtype=np.int64), np.zeros(n_cls, dtype=np.int64),
-                     np.empty(n_obj, dtype=np.int64), np.zeros(n_cls, dtype=np.int64), np.zeros(n_cls, dtype=np.int64),
-                     np.zeros(n_obj, dtype=np.int64), np.ones(1, dtype=np.int64), np.empty(1, dtype=np.int64))
+    free = FreeRings(np.empty(n_obj, dtype=i64), np.zeros(n_cls, dtype=i64), np.zeros(n_cls, dtype=i64),
+                     np.empty(n_obj, dtype=i64), np.zeros(n_cls, dtype=i64), np.zeros(n_cls, dtype=i64),
+                     np.zeros(n_obj, dtype=i64), np.ones(1, dtype=i64), np.empty(1, dtype=i64))
     # Per class, a max-tree over its objects of next_use_at (-inf when empty or holding a tensor
     # kept to the end): the furthest tenant in O(1), which evicting ahead asks after every
     # operator. Built only when evicting ahead.
-    tree_size = np.ones(n_cls, dtype=np.int64)
-    for k in range(n_cls):
-        while tree_size[k] < class_first[k + 1] - class_first[k]:
-            tree_size[k] *= 2
-    tree_base = np.zeros(n_cls, dtype=np.int64)
-    for k in range(1, n_cls):
-        tree_base[k] = tree_base[k - 1] + 2 * tree_size[k - 1]
-    n_tree = tree_base[n_cls - 1] + 2 * tree_size[n_cls - 1] if n_cls > 0 and rules.evict_ahead else 0
-    tree = MaxTree(np.full(n_tree, -np.inf), np.full(n_tree, -1, dtype=np.int64), tree_base, tree_size)
-    for k in range(n_cls if n_tree else 0):
-        for o in range(class_first[k], class_first[k + 1]):
-            tree.obj[tree_base[k] + tree_size[k] + o - class_first[k]] = o
-        for i in range(tree_size[k] - 1, 0, -1):
-            tree.obj[tree_base[k] + i] = tree.obj[tree_base[k] + 2 * i]
-    chunks = Chunks(np.full(layout.slot_ptr[n_t], -1, dtype=np.int64), np.full(n_t, -1, dtype=np.int64),
-                    np.zeros(capacity.placements + 1, dtype=np.int64),
-                    np.empty(capacity.placement_chunks, dtype=np.int64), np.zeros(1, dtype=np.int64), n_obj)
-    out = Instrs(np.zeros(1, dtype=np.int64), np.empty(capacity.instrs, dtype=np.int8),
-                 np.empty(capacity.instrs, dtype=np.int64), np.empty(capacity.instrs, dtype=np.int64),
-                 np.empty(capacity.instrs, dtype=np.bool_), np.zeros(capacity.instrs + 1, dtype=np.int64),
-                 np.empty(capacity.deps, dtype=np.int64),
-                 np.zeros(capacity.instrs, dtype=np.int64),     # obj_count: a compute's objects; 0 for copies
-                 np.empty(capacity.objects, dtype=np.int64), np.zeros(1, dtype=np.int64),
-                 np.full(capacity.instrs, -1, dtype=np.int64),  # seen[x] == n: x is already a candidate of n
-                 np.zeros(3, dtype=np.int64))
-    st = State(graph, order, layout, rules, res, tensors, free, tree, chunks, out, _scratch(graph, order, layout),
-               key_end)
-    taken = np.zeros(n_obj, dtype=np.bool_)
-    for r in range(residents.tensor.shape[0]):
-        t, o = residents.tensor[r], residents.obj[r]
-        if layout.klass[t] == layout.chunk_class:        # back in the chunks where its next value ended
-            for j in range(residents.chunk_ptr[r + 1] - residents.chunk_ptr[r]):
-                chunks.held[layout.slot_ptr[t] + j] = residents.chunks[residents.chunk_ptr[r] + j]
-            o = _new_placement(st, t)
-        arr, a, b = _settle(st, t, o)
-        for j in range(a, b):
-            taken[arr[j]] = True
-        res.home_of[t] = o
-    for t in range(n_t):
-        if graph.host_at_start[t] and res.home_of[t] < 0:
-            tensors.host_writer[t] = -1
-    for q in range(graph.state_cur.shape[0]):
-        if graph.state_cur[q] == graph.state_nxt[q]:    # state nothing updates: its host copy stays current
-            tensors.host_writer[graph.state_cur[q]] = -1
-    for k in range(n_cls):
-        for o in range(class_first[k], class_first[k + 1]):
-            if not taken[o]:
-                free.clean[class_first[k] + free.clean_size[k]] = o
-                free.clean_size[k] += 1
-    return st
+    counts = np.diff(class_first)
+    tree_size = np.ones(n_cls, dtype=i64)
+    big = counts > 1
+    tree_size[big] = 1 << np.ceil(np.log2(counts[big])).astype(i64)
+    tree_base = np.zeros(n_cls, dtype=i64)
+    tree_base[1:] = np.cumsum(2 * tree_size)[:-1]
+    n_tree = int(tree_base[-1] + 2 * tree_size[-1]) if n_cls > 0 and rules.evict_ahead else 0
+    tree = MaxTree(np.full(n_tree, -np.inf), np.full(n_tree, -1, dtype=i64), tree_base, tree_size)
+    chunks = Chunks(np.full(layout.slot_ptr[n_t], -1, dtype=i64), np.full(n_t, -1, dtype=i64),
+                    np.zeros(capacity.placements + 1, dtype=i64), np.empty(capacity.placement_chunks, dtype=i64),
+                    np.zeros(1, dtype=i64), n_obj)
+    out = Instrs(np.zeros(1, dtype=i64), np.empty(capacity.instrs, dtype=np.int8),
+                 np.empty(capacity.instrs, dtype=i64), np.empty(capacity.instrs, dtype=i64),
+                 np.empty(capacity.instrs, dtype=np.bool_), np.zeros(capacity.instrs + 1, dtype=i64),
+                 np.empty(capacity.deps, dtype=i64),
+                 np.zeros(capacity.instrs, dtype=i64),          # obj_count: a compute's objects; 0 for copies
+                 np.empty(capacity.objects, dtype=i64), np.zeros(1, dtype=i64),
+                 np.full(capacity.instrs, -1, dtype=i64),       # seen[x] == n: x is already a candidate of n
+                 np.zeros(3, dtype=i64))
+    need, most_in, most_out = _step_needs(graph, order, layout)
+    scratch = StepScratch(np.empty(need, dtype=i64), np.empty(most_in, dtype=i64), np.empty(most_out, dtype=i64),
+                          np.empty(most_in, dtype=i64), np.empty(n_cls, dtype=i64), np.full(n_cls, -1, dtype=i64))
+    return State(graph, order, layout, rules, res, tensors, free, tree, chunks, out, scratch, key_end)
 
 
 @numba.njit(cache=True)
-def _scratch(graph, order, layout):
-    """Per-step scratch sized for the largest step: candidate dependencies (a chunked tensor's
-    copy or compute waits on each of its chunks), objects of inputs and outputs, dying inputs,
-    the classes a step touches."""
+def _step_needs(graph, order, layout):
+    """The largest step's needs: candidate dependencies (a chunked tensor's copy or compute
+    waits on each of its chunks), inputs, outputs."""
     need, most_in, most_out = 64, 64, 64
     for pos in range(order.schedule.shape[0]):
         nid = order.schedule[pos]
@@ -261,10 +216,58 @@ def _scratch(graph, order, layout):
             for e in range(graph.uniq_ptr[nid], graph.uniq_ptr[nid + 1]):
                 here = max(here, 3 * layout.width[graph.uniq_in[e]] + 1)
         need, most_in, most_out = max(need, here), max(most_in, n_in), max(most_out, n_out)
-    n_cls = layout.class_first.shape[0] - 1
-    return StepScratch(np.empty(need, dtype=np.int64), np.empty(most_in, dtype=np.int64),
-                       np.empty(most_out, dtype=np.int64), np.empty(most_in, dtype=np.int64),
-                       np.empty(n_cls, dtype=np.int64), np.full(n_cls, -1, dtype=np.int64))
+    return need, most_in, most_out
+
+
+# The pass runs without numba's reference counting (_nrt=False): it allocates nothing (its
+# buffers come from ``new_state``), so records pass between its helpers for free.
+@numba.njit(cache=True, _nrt=False)
+def scan(st, residents):
+    """One pass over the schedule on ``st`` (``new_state``), with ``residents`` on the device at
+    the start. Its fault code (``Instrs.fault``) says OK or why it stopped; what it emitted is in
+    ``st.out``, where tensors ended in ``st.res`` and ``st.chunks``."""
+    _place_residents(st, residents)
+    for pos in range(st.order.schedule.shape[0]):
+        _step(st, pos)
+        if st.out.fault[FAULT_CODE] != OK:
+            return
+    _leave_state(st)
+
+
+@numba.njit(cache=True, inline="always")
+def _place_residents(st, residents):
+    """Resident state into its objects; every other object on its class's free ring; host copies
+    given at the start marked current; each tensor's first read; the max-trees' leaves."""
+    g, layout, res, tensors, free, tree = st.graph, st.layout, st.res, st.tensors, st.free, st.tree
+    class_first = layout.class_first
+    for k in range(class_first.shape[0] - 1 if tree.val.shape[0] else 0):
+        base, size = tree.base[k], tree.size[k]
+        for o in range(class_first[k], class_first[k + 1]):
+            tree.obj[base + size + o - class_first[k]] = o
+        for i in range(size - 1, 0, -1):
+            tree.obj[base + i] = tree.obj[base + 2 * i]
+    for t in range(g.nbytes.shape[0]):
+        r0, r1 = st.order.read_ptr[t], st.order.read_ptr[t + 1]
+        tensors.next_read[t] = st.order.reads[r0] if r1 > r0 else st.order.after_reads[t]
+    for r in range(residents.tensor.shape[0]):
+        t, o = residents.tensor[r], residents.obj[r]
+        if layout.klass[t] == layout.chunk_class:        # back in the chunks where its next value ended
+            for j in range(residents.chunk_ptr[r + 1] - residents.chunk_ptr[r]):
+                st.chunks.held[layout.slot_ptr[t] + j] = residents.chunks[residents.chunk_ptr[r] + j]
+            o = _new_placement(st, t)
+        _settle(st, t, o)
+        res.home_of[t] = o
+    for t in range(g.nbytes.shape[0]):
+        if g.host_at_start[t] and res.home_of[t] < 0:
+            tensors.host_writer[t] = -1
+    for q in range(g.state_cur.shape[0]):
+        if g.state_cur[q] == g.state_nxt[q]:    # state nothing updates: its host copy stays current
+            tensors.host_writer[g.state_cur[q]] = -1
+    for k in range(class_first.shape[0] - 1):
+        for o in range(class_first[k], class_first[k + 1]):
+            if res.tenant[o] < 0:
+                free.clean[class_first[k] + free.clean_size[k]] = o
+                free.clean_size[k] += 1
 
 
 @numba.njit(cache=True, inline="always")
@@ -469,7 +472,7 @@ def _keep_headroom(st, pos, nid):
             class_seen_at[kt] = pos
             classes[n_cls_here] = kt
             n_cls_here += 1
-    classes[:n_cls_here].sort()
+    _insertion_sort(classes, n_cls_here)
     now = st.order.step_end[pos]
     end = st.order.schedule.shape[0]
     for q in range(n_cls_here):
@@ -488,34 +491,21 @@ def _keep_headroom(st, pos, nid):
             return
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _leave_state(st):
-    """State leaving: a next value not back in its home object is written to the host. Which
-    resident state's next value strayed from its home (per state pair)."""
+    """State leaving: a next value not back in its home object is written to the host; resident
+    state whose next value strayed from its home is marked (``Residency.strayed``)."""
     g, res, tensors, cand = st.graph, st.res, st.tensors, st.scratch.cand
-    strayed = np.zeros(g.state_cur.shape[0], dtype=np.bool_)
     for q in range(g.state_cur.shape[0]):
         cur, nxt = g.state_cur[q], g.state_nxt[q]
         home = res.home_of[cur]
         if home >= 0 and res.obj_of[nxt] == home:
             continue
         if home >= 0:
-            strayed[q] = True
+            res.strayed[q] = True
         if tensors.host_writer[nxt] == NOT_HOST:
             cand[0] = tensors.writer[nxt]
             tensors.host_writer[nxt] = _emit(st, SWAP_OUT, nxt, res.obj_of[nxt], True, 1)
-    return strayed
-
-
-@numba.njit(cache=True)
-def _result(st, strayed):
-    out, chunks = st.out, st.chunks
-    n = out.count[0]
-    obj_ptr = np.zeros(n + 1, dtype=np.int64)
-    obj_ptr[1:] = np.cumsum(out.obj_count[:n])
-    return PassResult(n, out.kind, out.target, out.obj, out.copy, out.dep_ptr, out.deps, obj_ptr, out.objects,
-                      st.res.obj_of, strayed, out.fault, chunks.held, chunks.placement_ptr, chunks.placement_chunks,
-                      chunks.n_placements[0])
 
 
 @numba.njit(cache=True, inline="always")
@@ -542,15 +532,9 @@ def _emit(st, kind, target, obj, copy, n_cand):
     out.obj[n] = obj
     out.copy[n] = copy
     if n_cand > 32:                     # a chunked tensor's releases
-        cand[:n_cand].sort()
-    else:                               # insertion sort: a handful of candidates
-        for a in range(1, n_cand):
-            x = cand[a]
-            b = a - 1
-            while b >= 0 and cand[b] > x:
-                cand[b + 1] = cand[b]
-                b -= 1
-            cand[b + 1] = x
+        _heap_sort(cand, n_cand)
+    else:                               # a handful of candidates
+        _insertion_sort(cand, n_cand)
     last = -1
     for a in range(n_cand):
         x = cand[a]
@@ -899,3 +883,39 @@ def _pop_free_into(st, k, for_output, dest, at, count):
         dest[at + got] = o
         got += 1
     return got
+
+
+@numba.njit(cache=True, inline="always")
+def _insertion_sort(a, n):
+    """Sort a[:n] in place (a few elements)."""
+    for i in range(1, n):
+        x = a[i]
+        j = i - 1
+        while j >= 0 and a[j] > x:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = x
+
+
+@numba.njit(cache=True, inline="always")
+def _heap_sort(a, n):
+    """Sort a[:n] in place (numpy's sort allocates, which the pass may not)."""
+    for start in range(n // 2 - 1, -1, -1):
+        _sift_down(a, start, n)
+    for end in range(n - 1, 0, -1):
+        a[0], a[end] = a[end], a[0]
+        _sift_down(a, 0, end)
+
+
+@numba.njit(cache=True, inline="always")
+def _sift_down(a, i, n):
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            return
+        if child + 1 < n and a[child + 1] > a[child]:
+            child += 1
+        if a[i] >= a[child]:
+            return
+        a[i], a[child] = a[child], a[i]
+        i = child
