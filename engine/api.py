@@ -32,7 +32,8 @@ from engine.program import SWAP_IN, SWAP_OUT, Program
 from engine.training import ReferenceRunner, Trainer
 from engine.units import parse_bytes
 from planner import policy as _registry
-from planner.budget import AUTO, POOL, Budget, make_budget, smallest_budget, smallest_that_plans
+from allocator.registry import smallest_is_exact
+from planner.budget import Budget, make_budget, smallest_budget, smallest_that_plans
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest
 from planner.simulate import Timeline, simulate
@@ -106,7 +107,7 @@ def plan(graph: Graph, policy: str = "swapadvisor", *, memory: int | str | None 
     program = None
     if device is None:
         device = max(smallest_budget(facts, placed_by), int(DEFAULT_BUDGET_FRACTION * facts.peak_bytes))
-        if chosen.needs_budget and not {POOL, AUTO} & set(placed_by):   # an online allocator's least is not known
+        if chosen.needs_budget and not smallest_is_exact(placed_by):   # an online allocator's least is not known
             budget, program = smallest_that_plans(
                 facts, device, placed_by,
                 lambda b: chosen.make(PlanRequest(graph, facts, b, prof, secs, allocator=placed_by[0])))

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass
 
 from planner.bounds import Bounds, lower_bounds
-from planner.budget import AUTO, POOL, Budget, make_budget, smallest_budget, smallest_that_plans
+from allocator.registry import smallest_is_exact
+from planner.budget import Budget, make_budget, smallest_budget, smallest_that_plans
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest, Policy, unlimited_program
 from planner.simulate import Timeline, simulate
@@ -86,8 +87,8 @@ def choose_profile(cfg: RunConfig, facts: GraphFacts, placement: Placement | Non
 
 
 def budget_allocators(cfg: RunConfig) -> set[str]:
-    """The allocators the planned policies place tensors with (the pool if none needs a budget)."""
-    return {cfg.allocator_of(p)[0] for p in cfg.planned if p.needs_budget} or {POOL}
+    """The allocators the planned policies place tensors with (none if none needs a budget)."""
+    return {cfg.allocator_of(p)[0] for p in cfg.planned if p.needs_budget}
 
 
 def choose_budget(cfg: RunConfig, facts: GraphFacts) -> Budget:
@@ -113,7 +114,7 @@ def grow_default_budget(cfg: RunConfig, facts: GraphFacts, budget: Budget, profi
     made: dict[str, tuple[int, Program]] = {}
     for policy in cfg.planned:
         allocator, options = cfg.allocator_of(policy)
-        if not policy.needs_budget or policy is cfg.searching or allocator in (POOL, AUTO):
+        if not policy.needs_budget or policy is cfg.searching or smallest_is_exact([allocator]):
             continue
         secs = profile.node_seconds(facts.graph) if secs is None else secs
 

@@ -118,7 +118,7 @@ class SmartSwapPlan:
     def allocator(self):
         """The request's online allocator over the pool (bestfit, placing as ``placement`` says,
         unless the request names va)."""
-        return online_allocator(self.request, "bestfit", oldest_within=PLACEMENTS[self.placement])
+        return online_allocator(self.request, oldest_within=PLACEMENTS[self.placement])
 
     def make(self) -> Program:
         """Algorithm 2, then placement twice, releasing where the copy queues say (within the
