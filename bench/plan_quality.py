@@ -30,7 +30,7 @@ from tabulate import tabulate
 import zoo
 from bench.ga_search import PAPER_FIG6
 from bench.results_file import cpu_name, save_results
-from engine.cli.plans import plan_quality
+from engine.library.planning import plan_quality
 from engine.profile import analytic_profile
 from engine.schedules import updates_when_ready
 from planner import policy

@@ -14,15 +14,11 @@ from planner import policy as policies_registry
 
 from .. import backend_registry
 from ..autodiff import OPTIMIZERS
-from ..errors import EngineError
+from ..errors import UsageError  # noqa: F401  (defined in engine.errors; the command line raises it)
 from ..units import parse_bytes
 from .report_json import tool_version
 
 PROG = "engine.train"
-
-
-class UsageError(EngineError):
-    """A bad flag or value: reported as one line, exit status 2."""
 
 
 class _DefaultsShown(argparse.HelpFormatter):

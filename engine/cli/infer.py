@@ -33,7 +33,8 @@ from ..ir import PERSISTENT_KINDS, Graph
 from ..training import ReferenceRunner, Trainer
 from ..units import format_bytes, parse_bytes
 from .flags import UsageError, _DefaultsShown, _Parser, positive_float, positive_int, seed
-from .plans import batch_of, model_graph, plan_bounds
+from ..library.models import batch_of, model_graph
+from ..library.planning import plan_bounds
 
 PROG = "engine.infer"
 
