@@ -26,15 +26,14 @@ import numpy as np
 
 from allocator import registry as _allocators
 from engine.backend_registry import choose as _choose_backend
-from engine.errors import EngineError
+from engine.errors import EngineError  # noqa: F401  (se.EngineError)
 from engine.executor import ProgramExecutor
 from engine.ir import Graph
 from engine.library import planning as _planning
 from engine.library.models import model_graph
 from engine.library.planning import Plan
-from engine.profile import DEVICES, Profile, analytic_profile
+from engine.profile import Profile
 from engine.training import ReferenceRunner, Trainer
-from engine.units import parse_bytes
 from planner import policy as _registry
 
 __all__ = ["EngineError", "Plan", "Trained", "allocators", "identical", "model", "plan", "policies", "profile",
@@ -63,11 +62,7 @@ def allocators() -> list[str]:
 def profile(spec: str | Profile = "v100") -> Profile:
     """A profile: a device name for an analytic one (v100, h100), a JSON file that
     ``--save-profile`` wrote, or a Profile as is."""
-    if isinstance(spec, Profile):
-        return spec
-    if spec.lower() in DEVICES:
-        return analytic_profile(spec)
-    return Profile.load(spec)
+    return _planning.profile_of(spec)
 
 
 def plan(graph: Graph, policy: str = "swapadvisor", *, memory: int | str | None = None,
@@ -78,23 +73,7 @@ def plan(graph: Graph, policy: str = "swapadvisor", *, memory: int | str | None 
     verify it, simulate it on ``profile``. ``allocator``: how tensors are placed (``allocators()``;
     None: the policy's own), ``chunk_bytes`` its chunk (va, auto).
     ``search_seconds`` > 0 runs the genetic search first (for the policy that searches)."""
-    chosen = _registry.get(policy)
-    if not chosen.runs_program:
-        raise EngineError(f"policy '{policy}' runs no Program; plan with one of "
-                          f"{', '.join(n for n, p in _registry.REGISTRY.items() if p.runs_program)}")
-    options = {}
-    if chunk_bytes is not None:
-        if not _allocators.takes_option(allocator, "chunk_bytes"):
-            raise EngineError(f"chunk_bytes sizes the chunks of allocator va (or auto), not {allocator}")
-        _allocators.check_options(allocator, chunk_bytes=chunk_bytes)
-        options["chunk_bytes"] = int(chunk_bytes)
-    search = None
-    if search_seconds and chosen.searches:
-        from ga.search import SearchOptions
-        search = SearchOptions(seed=seed, time_limit_s=search_seconds, workers=1, progress=False)
-    return _planning.plan(graph, chosen, globals()["profile"](profile),
-                          parse_bytes(memory) if isinstance(memory, str) else memory,
-                          allocator=allocator, allocator_options=options, search=search)
+    return _planning.plan_named(graph, policy, memory, profile, search_seconds, seed, allocator, chunk_bytes)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ The steps, each one function:
 - ``verified``: a policy's Program made (or given), verified against its budget, simulated;
 - ``plan_bounds``/``plan_quality``: the lower bounds of a Program's own order, its stalls.
 
-``plan`` composes them for one policy (``engine.api.plan``).
+``plan`` composes them for one policy; ``plan_named`` takes names and strings (``engine.api.plan``).
 """
 from __future__ import annotations
 
@@ -32,8 +32,9 @@ from planner.verify import verify
 
 from ..errors import EngineError
 from ..ir import Graph
-from ..profile import Profile
+from ..profile import DEVICES, Profile, analytic_profile
 from ..program import SWAP_IN, SWAP_OUT, Program
+from ..units import parse_bytes
 
 DEFAULT_BUDGET_FRACTION = 0.3      # of the unlimited-memory peak, when no budget is given
 
@@ -143,7 +144,9 @@ def plan(graph: Graph, policy: Policy, profile: Profile, memory: int | None = No
     placed by ``allocator`` (None: its default). ``search`` (ga.search.SearchOptions) runs the
     genetic search first, for a policy that searches."""
     if not policy.runs_program:
-        raise EngineError(f"policy '{policy.name}' runs no Program; plan with another")
+        from planner.policy import REGISTRY
+        raise EngineError(f"policy '{policy.name}' runs no Program; plan with one of "
+                          f"{', '.join(n for n, p in REGISTRY.items() if p.runs_program)}")
     if allocator is not None and policy.needs_budget:
         from planner.policy import check_allocator
         check_allocator(policy, allocator)
@@ -161,6 +164,40 @@ def plan(graph: Graph, policy: Policy, profile: Profile, memory: int | None = No
     if search is not None and policy.searches:
         request, _ = searched_request(policy, request, search)
     return Plan(policy.name, *verified(policy, request, made.get(policy.name)), budget, graph)
+
+
+def profile_of(spec: str | Profile = "v100") -> Profile:
+    """A profile: a device name for an analytic one (v100, h100), a JSON file that
+    ``--save-profile`` wrote, or a Profile as is."""
+    if isinstance(spec, Profile):
+        return spec
+    if spec.lower() in DEVICES:
+        return analytic_profile(spec)
+    return Profile.load(spec)
+
+
+def plan_named(graph: Graph, policy: str, memory: int | str | None = None, profile: str | Profile = "v100",
+               search_seconds: float = 0.0, seed: int = 0, allocator: str | None = None,
+               chunk_bytes: int | None = None) -> Plan:
+    """``plan`` from names and strings (``engine.api.plan``): a registered policy, ``memory`` as
+    bytes or "64MiB", a profile as ``profile_of`` reads it, ``search_seconds`` of genetic search
+    on one worker, ``chunk_bytes`` for an allocator that takes it (va, auto)."""
+    from allocator.registry import check_options, takes_option
+    from planner.policy import get
+
+    chosen = get(policy)
+    options = {}
+    if chunk_bytes is not None:
+        if not takes_option(allocator, "chunk_bytes"):
+            raise EngineError(f"chunk_bytes sizes the chunks of allocator va (or auto), not {allocator}")
+        check_options(allocator, chunk_bytes=chunk_bytes)
+        options["chunk_bytes"] = int(chunk_bytes)
+    search = None
+    if search_seconds and chosen.searches:
+        from ga.search import SearchOptions
+        search = SearchOptions(seed=seed, time_limit_s=search_seconds, workers=1, progress=False)
+    return plan(graph, chosen, profile_of(profile), parse_bytes(memory) if isinstance(memory, str) else memory,
+                allocator=allocator, allocator_options=options, search=search)
 
 
 @dataclass(frozen=True)
