@@ -64,7 +64,7 @@ def test_unknown_strategy_and_no_room():
 def test_server_answers_each_model_with_its_own_weights_bit_identically():
     from engine.backend_registry import choose
     from engine.cli import infer
-    from engine.cli.serve import Server
+    from engine.library.server import Server
 
     server = Server("resnet-14", models=2, device_bytes=2**30, batch=2, size=16)
     try:
@@ -87,7 +87,7 @@ def test_server_answers_each_model_with_its_own_weights_bit_identically():
 
 
 def test_server_refuses_a_share_too_small_in_one_line():
-    from engine.cli.serve import Server
+    from engine.library.server import Server
 
     with pytest.raises(ServingError, match="each share of .* is below"):
         Server("resnet-14", models=4, device_bytes=2**20, batch=2, size=16)
