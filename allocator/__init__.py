@@ -4,8 +4,12 @@ allocations over plain byte sizes (``size_classes``), fitting them to a byte bud
 which a Program's ``Arena`` records as byte ranges. Knows nothing of what a tensor means;
 docs/architecture.md says how another allocator plugs in.
 
-Online allocators (``online``: placed request by request in program order) register here by
-being imported: ``bestfit`` (best fit with caching) and ``va`` (``virtual_chunks``)."""
+Every allocator name a policy may be asked to use is a record in ``registry`` (its kinds:
+size classes, chunked, online; its summary; where a budget's least comes from): ``auto`` and
+``pool`` are registered there, the online allocators (``online``: placed request by request in
+program order) by being imported here: ``bestfit`` (best fit with caching) and ``va``
+(``virtual_chunks``; to a size-class policy, the chunk class of a chunked allocation)."""
+from allocator import registry  # noqa: F401  (auto, pool)
 from allocator import bestfit as _bestfit  # noqa: F401  (registers "bestfit")
 from allocator import virtual_chunks as _virtual_chunks  # noqa: F401  (registers "va")
 from allocator.fitting import (AllocationDoesNotFit, fit_to_budget, merge_classes_to_fit, random_allocation,

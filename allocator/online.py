@@ -33,9 +33,8 @@ import numpy as np
 
 from engine.errors import EngineError
 
-
-class UnknownAllocator(EngineError, ValueError):
-    """An online allocator name nobody registered; the message lists the known ones."""
+from allocator import registry
+from allocator.registry import ONLINE, UnknownAllocator, takes_option  # noqa: F401  (re-exported)
 
 
 class AllocatorMisuse(EngineError, ValueError):
@@ -94,33 +93,25 @@ class OnlineAllocator(Protocol):
         """Reserved and requested bytes now and at their high-water marks."""
 
 
-# name -> factory(capacity_bytes, **params); filled by the allocator modules (allocator/__init__).
-ONLINE_ALLOCATORS: dict[str, Callable[..., OnlineAllocator]] = {}
-SUMMARIES: dict[str, str] = {}
-
-
 def register_online(name: str, factory: Callable[..., OnlineAllocator], summary: str) -> None:
-    ONLINE_ALLOCATORS[name] = factory
-    SUMMARIES[name] = summary
+    """Register online allocator ``name`` (``factory(capacity_bytes, **params)``) in the allocator
+    registry (allocator/registry.py): ``--allocator`` lists it and every policy that accepts
+    online allocators can use it."""
+    registry.register(registry.Allocator(name, (ONLINE,), summary, factory=factory))
 
 
 def online_names() -> list[str]:
-    return list(ONLINE_ALLOCATORS)
-
-
-def takes_option(name: str | None, option: str) -> bool:
-    """Whether online allocator ``name`` is made with keyword ``option`` (e.g. va's chunk_bytes)."""
-    factory = ONLINE_ALLOCATORS.get(name or "")
-    return factory is not None and option in inspect.signature(factory).parameters
+    return registry.of_kind(ONLINE)
 
 
 def make_online_allocator(name: str, capacity_bytes: int, **params) -> OnlineAllocator:
     """A fresh allocator ``name`` over ``capacity_bytes`` (the pool: the budget less scratch).
     Parameters it does not take are refused with one line."""
-    factory = ONLINE_ALLOCATORS.get(name)
-    if factory is None:
+    record = registry.REGISTRY.get(name)
+    if record is None or record.factory is None:
         raise UnknownAllocator(f"unknown online allocator '{name}' (choose from "
-                               f"{', '.join(ONLINE_ALLOCATORS) or 'none registered'})")
+                               f"{', '.join(online_names()) or 'none registered'})")
+    factory = record.factory
     if _recording:
         params = {**params, "keep_history": True}
     try:        # the parameters checked against its signature, so a TypeError inside stays a bug

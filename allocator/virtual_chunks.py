@@ -29,7 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from allocator.online import AllocatorMisuse, OnlineLayout, StatsCounter, register_online
+from allocator import registry
+from allocator.online import AllocatorMisuse, OnlineLayout, StatsCounter
+from allocator.registry import CHUNKED, ONLINE
 
 DEFAULT_CHUNK_BYTES = 20 << 20     # nnabla's and PyTorch's default chunk; 001 used 40 MB
 PAGE = 4096                         # the finest granularity a backend maps (CUDA's is 2 MiB)
@@ -175,5 +177,9 @@ class VirtualChunkAllocator:
                                 _Placed(nbytes, slot=(slot_size, chunk, slot)))
 
 
-register_online("va", VirtualChunkAllocator,
-                "virtual addressing: fixed-size physical chunks mapped into contiguous virtual ranges (001 Sec. 4)")
+# One name, two kinds: to an online policy the allocator above; to a size-class policy the chunk
+# class of a chunked allocation (allocator.Allocation.chunk_bytes), chunks as big as this one's.
+registry.register(registry.Allocator(
+    "va", (ONLINE, CHUNKED), "virtual addressing: fixed-size physical chunks mapped into contiguous virtual "
+    "ranges (001 Sec. 4); to a size-class policy, a last class of chunks a tensor takes as many of as it needs",
+    factory=VirtualChunkAllocator))

@@ -90,12 +90,10 @@ def timing_runs(n: int, extra: list[str], work: str) -> tuple[list[str], bool]:
 # ---------------------------------------------------------------------- Ctrl-C
 def _reference(iterations: list[int]) -> dict[int, dict[str, np.ndarray]]:
     """The numpy reference's state at each iteration asked for (one run, snapshots)."""
-    from engine.cli.config import RunConfig
-    from engine.cli.flags import parser
-    from engine.cli.plans import build_model
+    from engine.library.models import model_graph
     from engine.training import Trainer
 
-    g = build_model(RunConfig.from_args(parser().parse_args(CTRL_C)))
+    g = model_graph(CTRL_C[CTRL_C.index("--model") + 1])     # CTRL_C's model, at its defaults
     tr = Trainer(g, seed=0)
     out = {}
     for it in sorted(set(iterations)):

@@ -244,7 +244,7 @@ def main(argv=None) -> int:
         secs = profile.node_seconds(g)
         peak = peak_bytes(g)
         budget = max(facts.smallest_budget, int(args.budget * peak))
-        program = policy.plan_with("swapadvisor", g, budget, profile, facts=facts)
+        program = policy.plan_with("swapadvisor", g, budget, profile, facts=facts, allocator="pool")
         verify(program, g, budget)
         sim = simulate(program, g, profile, secs).total
         real, _, rates = time_ours(g, program, data, args.iterations, copy_rates=True)

@@ -166,7 +166,7 @@ def main(argv=None) -> int:
         if budget is not None:
             default_bound = lower_bounds(facts, budget, profile, secs).bound
             try:
-                request = policy.PlanRequest(g, facts, budget, profile, secs)
+                request = policy.PlanRequest(g, facts, budget, profile, secs, allocator="pool")
                 odswap = simulated(g, policy.get("odswap").make(request), profile, secs)
             except PlanError:
                 pass

@@ -89,7 +89,7 @@ def main(argv=None) -> None:
                     program = searched_swapadvisor(g, facts, budget, profile, secs, args.search_seconds, args.workers)
                 else:
                     budget = make_budget(facts, DEVICE_BYTES)
-                    program = policy.get(c).make(policy.PlanRequest(g, facts, budget, profile, secs))
+                    program = policy.get(c).make(policy.PlanRequest(g, facts, budget, profile, secs, allocator="pool"))
                 verify(program, g, None if budget is None else budget.device_bytes)
                 ips[c].append(b / simulate(program, g, profile, secs).total)
             except EngineError as e:

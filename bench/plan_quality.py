@@ -30,13 +30,14 @@ from tabulate import tabulate
 import zoo
 from bench.ga_search import PAPER_FIG6
 from bench.results_file import cpu_name, save_results
-from engine.cli.plans import plan_quality
+from engine.library.planning import plan_quality
 from engine.profile import analytic_profile
 from engine.schedules import updates_when_ready
 from planner import policy
 from planner.allocation import simple_allocation
 from planner.bounds import class_bounds, lower_bounds
-from planner.budget import AUTO, POOL, make_budget
+from allocator.registry import get as allocator_record
+from planner.budget import make_budget
 from planner.errors import PlanError
 from planner.facts import GraphFacts
 from planner.simulate import simulate
@@ -45,8 +46,8 @@ from zoo.stats import PAPER
 
 # (row, policy, allocator): swapadvisor unsearched (default order), on its default (auto: the
 # pool or va's chunks, the faster) and on the paper's size-class pool alone.
-PLANS = (("ideal", "ideal", POOL), ("odswap", "odswap", POOL), ("swapadvisor", "swapadvisor", AUTO),
-         ("swapadvisor, pool", "swapadvisor", POOL))
+PLANS = (("ideal", "ideal", "pool"), ("odswap", "odswap", "pool"), ("swapadvisor", "swapadvisor", "auto"),
+         ("swapadvisor, pool", "swapadvisor", "pool"))
 EAGER = "swapadvisor, updates when ready"
 
 
@@ -74,7 +75,7 @@ def plan_rows(name: str, label: str, device_bytes: int, profile, say) -> tuple[l
     eager = GraphFacts(g, updates_when_ready(g))
     class_bound = {}        # per order: max(bound, class bounds of its simple allocation)
     for plan_name, policy_name, allocator, plan_facts in ([(*row, facts) for row in PLANS]
-                                                          + [(EAGER, "swapadvisor", AUTO, eager)]):
+                                                          + [(EAGER, "swapadvisor", "auto", eager)]):
         p = policy.get(policy_name)
         limit = budget if p.needs_budget else None
         try:
@@ -94,7 +95,7 @@ def plan_rows(name: str, label: str, device_bytes: int, profile, say) -> tuple[l
         ideal = sim.total if p.unlimited else ideal
         paper_frac = {"odswap": od_paper, "swapadvisor": sa_paper, "swapadvisor, pool": sa_paper,
                       EAGER: sa_paper}.get(plan_name, "1")
-        if allocator == AUTO:
+        if allocator_record(allocator).plans_each:
             plan_name += " (va)" if program.arena.virtual else " (pool)"
         rows.append([label, plan_name, f"{sim.total:.3f}", f"{sim.total / q.bounds.bound:.2f}",
                      f"{sim.total / by_class:.2f}" if by_class else "-",

@@ -39,9 +39,10 @@ from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
 from ga.fitness import Evaluator
 from planner import policy
 from planner.allocation import chunked_allocation, simple_allocation
-from planner.budget import POOL, make_budget
+from allocator.registry import CHUNKED, kinds_for
+from planner.budget import make_budget
 from planner.facts import GraphFacts
-from planner.policies.swapadvisor import CHUNK_BYTES, OPTIONS as options, VA
+from planner.policies.swapadvisor import CHUNK_BYTES, OPTIONS as options
 
 MODELS = {   # the paper's Table 1 configurations (zoo/stats.py uses the same)
     "wresnet-152-10": 64, "inception-4": 64, "nasnet-25": 64, "rnn-8-8k": 256, "brnn-4-8k": 128,
@@ -81,7 +82,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--budget-gib", type=float, default=16)
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--allocator", choices=(POOL, VA), default=POOL,
+    ap.add_argument("--allocator", choices=("pool", "va"), default="pool",
                     help="plan on the simple size-class allocation (pool) or on 2 MiB chunks (va)")
     ap.add_argument("--against", metavar="REV", help="also time the planner package as it was at this git revision")
     ap.add_argument("--save", action="store_true", help="write the table to bench/results/plan_speed[_ab]_<date>.txt")
@@ -89,6 +90,7 @@ def main(argv=None):
     profile = analytic_profile("v100")
     device_bytes = int(args.budget_gib * 2**30)
     searched = policy.searched()          # swapadvisor: its planner options are the ones compared
+    chunked = kinds_for(args.allocator, searched.kinds) == (CHUNKED,)
     old = planner_at(args.against) if args.against else None
     rows = []
     with threadpool_limits(1):
@@ -97,7 +99,7 @@ def main(argv=None):
             secs = profile.node_seconds(g)
             facts = GraphFacts(g)
             budget = make_budget(facts, device_bytes)
-            if args.allocator == VA:
+            if chunked:
                 alloc = chunked_allocation(facts, budget, CHUNK_BYTES, profile, secs)
             else:
                 alloc = simple_allocation(facts, budget, profile, secs)
@@ -144,8 +146,8 @@ def main(argv=None):
                 f"({time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores: {cpu}; one BLAS thread; CPU seconds of "
                 f"one candidate (plan + simulate, the search's Evaluator.time), best of {args.repeats}; "
                 f"analytic V100 profile, {args.budget_gib:g} GiB, default order, "
-                f"{'2 MiB chunks' if args.allocator == VA else 'simple allocation'})\n")
-        name = "plan_speed" + ("_ab" if old is not None else "") + ("_va" if args.allocator == VA else "")
+                f"{'2 MiB chunks' if chunked else 'simple allocation'})\n")
+        name = "plan_speed" + ("_ab" if old is not None else "") + ("_va" if chunked else "")
         path = save_results(name, head + table + "\n")
         print(f"saved to {path}")
 

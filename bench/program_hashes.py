@@ -61,7 +61,7 @@ def digests(models=MODELS) -> dict[str, dict[str, str]]:
         g = zoo.build(name, batch=batch)
         facts = GraphFacts(g)
         budget = make_budget(facts, BUDGET)
-        request = policy.PlanRequest(g, facts, budget, profile, profile.node_seconds(g))
+        request = policy.PlanRequest(g, facts, budget, profile, profile.node_seconds(g), allocator="pool")
         out[name] = {p: program_digest(policy.get(p).make(request)) for p in ("ideal", "swapadvisor", "odswap")}
         va = dataclasses.replace(request, allocator="va")
         out[name]["swapadvisor-va"] = program_digest(policy.get("swapadvisor").make(va))

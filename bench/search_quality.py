@@ -38,7 +38,7 @@ from ga.context import GraphContext
 from ga.fitness import Evaluator
 from ga.search import SearchOptions, search
 from planner.allocation import simple_allocation
-from planner.budget import POOL, Budget, make_budget
+from planner.budget import Budget, make_budget
 from planner.facts import GraphFacts
 
 from .results_file import cpu_name, save_results
@@ -186,7 +186,7 @@ class Optimum:
 
 def enumerate_optimum(g: Graph) -> Optimum:
     facts, budget, profile = study_setup(g)
-    evaluator = Evaluator(facts, profile, budget, allocator=POOL)
+    evaluator = Evaluator(facts, profile, budget, allocator="pool")
     allocs = grid_allocations(GraphContext.from_facts(facts), budget.pool_bytes)
     started = time.perf_counter()
     best, orders = float("inf"), 0
@@ -202,11 +202,11 @@ def searched(g: Graph, seed: int, evaluations: int, random_only: bool,
     """(best time, evaluations done): the GA, or random sampling with the same first generation."""
     facts, budget, profile = study_setup(g)
     if random_only:
-        opts = SearchOptions(population=evaluations, max_generations=0, seed=seed, workers=1, allocator=POOL,
+        opts = SearchOptions(population=evaluations, max_generations=0, seed=seed, workers=1, allocator="pool",
                              progress=False, ideal=False)
     else:
         opts = SearchOptions(population=GA_POPULATION, max_evaluations=evaluations, max_generations=10**6,
-                             allocator=POOL, immigrants=immigrants, seed=seed, workers=1, progress=False, ideal=False)
+                             allocator="pool", immigrants=immigrants, seed=seed, workers=1, progress=False, ideal=False)
     result = search(facts, budget, profile, opts)
     return result.best_time, result.evaluations
 
@@ -246,7 +246,7 @@ def main(argv=None) -> int:
     for g in study_graphs(args.graphs, args.graph_seed):
         opt = enumerate_optimum(g)
         facts, budget, profile = study_setup(g)
-        evaluator = Evaluator(facts, profile, budget, allocator=POOL)
+        evaluator = Evaluator(facts, profile, budget, allocator="pool")
         default = evaluator.time(facts.order, simple_allocation(facts, budget, profile, evaluator.node_seconds))
         default_gaps.append(default / opt.time)
         cells = []

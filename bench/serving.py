@@ -8,7 +8,7 @@ its plan's simulated time), time_shared (weights loaded whole into the shared me
 recently used model evicted, the load not overlapped), not_shared (one model, full memory).
 
 Then a check of the simulation against a real run: --check-models copies of a small ResNet
-served on the CPU backend (engine/cli/serve.Server, partitioned memory, one BLAS thread), the
+served on the CPU backend (engine/library/server.Server, partitioned memory, one BLAS thread), the
 same arrivals replayed in real time, at a rate that keeps the device at least half busy; the
 simulation's p99 (plans simulated on a profile measured on this machine) beside the
 measured p99, repeated.
@@ -28,8 +28,8 @@ from tabulate import tabulate
 from bench.results_file import cpu_name, save_results
 from engine.backend_registry import choose
 from engine.blas_threads import one_blas_thread
-from engine.cli.infer import forward_graph, plan_inference
-from engine.cli.serve import Server, serving_costs
+from engine.library.inference import forward_graph, plan_inference
+from engine.library.server import Server, serving_costs
 from engine.profile import analytic_profile
 from engine.serving import ServingError, poisson_arrivals, simulate_serving
 from planner.facts import GraphFacts
@@ -155,7 +155,7 @@ def main(argv=None) -> None:
            f"{cpu_name()}", PAPER, "",
            "The paper does not give the memory its models shared; ours is a parameter. partitioned: weights "
            "stream in while other models compute (the paper's); partitioned-no-prefetch: one plan after "
-           "another (what engine/cli/serve.Server does). Rates past saturation (served < offered) grow "
+           "another (what engine/library/server.Server does). Rates past saturation (served < offered) grow "
            "without bound with the number of batches simulated.", ""]
     panels = {}
     for gib in (float(x) for x in str(args.memory_gib).split(",")):

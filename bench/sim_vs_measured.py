@@ -24,7 +24,8 @@ from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
 from engine.cpu_profiling import measure_cpu_profile
 from engine.training import Trainer
 from planner import policy
-from planner.budget import POOL, make_budget
+from allocator.registry import takes_option
+from planner.budget import make_budget
 from planner.errors import OutOfRoom
 from planner.facts import GraphFacts
 from planner.simulate import simulate
@@ -73,10 +74,10 @@ def main(argv=None):
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--link-gbps", type=float, default=0.5)
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--allocator", choices=(POOL, "va"), default=POOL, help="swapadvisor's placement (default pool)")
+    ap.add_argument("--allocator", choices=("pool", "va"), default="pool", help="swapadvisor's placement (default pool)")
     ap.add_argument("--chunk-kib", type=int, default=64, help="with --allocator va: the chunk, in KiB (default 64)")
     args = ap.parse_args(argv)
-    options = {"chunk_bytes": args.chunk_kib << 10} if args.allocator == "va" else {}
+    options = {"chunk_bytes": args.chunk_kib << 10} if takes_option(args.allocator, "chunk_bytes") else {}
     link = EmulatedLink(args.link_gbps * 1e9, args.link_gbps * 1e9, 1.6 * args.link_gbps * 1e9)
     rows = []
     for name in args.models.split(","):

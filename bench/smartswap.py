@@ -4,7 +4,7 @@ The stream (engine.iteration_stream): bucketed sequence lengths drawn per micro-
 gradient accumulation of 2 (the update is its own graph), an evaluation every 10 iterations,
 one forced non-finite step (its window's update skipped). Four ways to plan it:
 
-- smartswap: the monitor and the plan cache (engine/cli/stream_plans.py), a new graph planned
+- smartswap: the monitor and the plan cache (engine/library/stream_plans.py), a new graph planned
   by the smartswap policy (GenPolicy also tries other C of Eq. 2 and keeps the fastest);
 - swapadvisor re-planned: each new graph searched (ga.search, ``--search-seconds`` each);
 - swapadvisor once, forced: the first graph's searched plan offered to every iteration, as a
@@ -41,7 +41,7 @@ from engine import iteration_stream as st
 from engine.autodiff import make_optimizer
 from engine.backend_registry import choose
 from engine.blas_threads import one_blas_thread
-from engine.cli.stream_plans import StalePlanError, StreamPlanner, WindowObserver, admit
+from engine.library.stream_plans import StalePlanError, StreamPlanner, WindowObserver, admit
 from engine.op_monitor import Monitor
 from engine.profile import analytic_profile
 from engine.training import StreamTrainer
@@ -233,7 +233,7 @@ def cpu_comparison(iterations: int, search_s: float, workers: int, say, repeats:
     class Replanned(StreamPlanner):       # SwapAdvisor's searched plan for each new graph, same gate and runners
         def _plan(self, g, pol, **options):
             prog = searcher.plan(g)[0]
-            from engine.cli.stream_plans import Entry
+            from engine.library.stream_plans import Entry
             return Entry(g, prog, 0.0, "swapadvisor", tuned=True)
 
     searcher = Searched(device, profile, search_s, workers)

@@ -25,7 +25,7 @@ from engine import iteration_stream as st
 from engine.autodiff import make_optimizer
 from engine.backend_registry import choose
 from engine.blas_threads import one_blas_thread
-from engine.cli.stream_plans import StreamPlanner, WindowObserver
+from engine.library.stream_plans import StreamPlanner, WindowObserver
 from engine.op_monitor import STAGES, Monitor
 from engine.profile import analytic_profile
 from engine.training import ReferenceRunner, StreamTrainer

@@ -24,6 +24,7 @@ import time
 from tabulate import tabulate
 
 import zoo
+from allocator.registry import takes_option
 from bench.results_file import planning_machine_line, save_results
 from engine.errors import EngineError
 from engine.profile import analytic_profile
@@ -57,11 +58,12 @@ def run_one(column: str, g, facts: GraphFacts, profile, secs, chunk_bytes: int):
         return simulate(program, g, profile, secs).total, ""
     if column == "swapadvisor":
         budget = make_budget(facts, DEVICE_BYTES)
-        program = policy.get("swapadvisor").make(policy.PlanRequest(g, facts, budget, profile, secs))
+        program = policy.get("swapadvisor").make(policy.PlanRequest(g, facts, budget, profile, secs,
+                                                                   allocator="pool"))
     else:
         name, _, alloc = column.partition("+")
         alloc = alloc or "bestfit"
-        options = {"chunk_bytes": chunk_bytes} if alloc == "va" else {}
+        options = {"chunk_bytes": chunk_bytes} if takes_option(alloc, "chunk_bytes") else {}
         budget = Budget(DEVICE_BYTES, facts.scratch.bytes)
         program = policy.get(name).make(policy.PlanRequest(g, facts, budget, profile, secs, allocator=alloc,
                                                            allocator_options=options))

@@ -39,9 +39,9 @@ from tabulate import tabulate
 from bench.results_file import cpu_name, save_results
 from engine.backend_registry import choose
 from engine.blas_threads import one_blas_thread
-from engine.cli.infer import (executor_run, forward_graph, plan_inference, same_outputs,
-                              unlimited_outputs)
-from engine.cli.plans import plan_bounds
+from engine.library.inference import (executor_run, forward_graph, plan_inference, same_outputs,
+                                      unlimited_outputs)
+from engine.library.planning import plan_bounds
 from engine.profile import analytic_profile
 from planner.budget import make_budget
 from planner.facts import GraphFacts

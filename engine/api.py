@@ -11,10 +11,12 @@ train it bit-identically. What ``python -m engine.train`` does, as five function
 
 Units: sizes are bytes (an int) or a string with a binary unit ("64MiB"); times are seconds.
 Every bad input raises ``se.EngineError`` whose message is one line (the command line prints
-it and exits 2). Policies and their names come from the registry: ``se.policies()``.
+it and exits 2). Policies and allocators and their names come from the registries:
+``se.policies()``, ``se.allocators()``.
 
-This module sits on top like the command line (engine/cli/): it may import every package;
-none imports it.
+A thin facade: planning is engine/library/planning.py's (the command line plans there too),
+models engine/library/models.py's. Like the command line it sits on top; the command line's
+``engine.infer`` and ``engine.serve`` use it, nothing below imports it.
 """
 from __future__ import annotations
 
@@ -22,23 +24,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from allocator import registry as _allocators
 from engine.backend_registry import choose as _choose_backend
-from engine.cli.plans import DEFAULT_BUDGET_FRACTION, model_graph
-from engine.errors import EngineError
+from engine.errors import EngineError  # noqa: F401  (se.EngineError)
 from engine.executor import ProgramExecutor
 from engine.ir import Graph
-from engine.profile import DEVICES, Profile, analytic_profile
-from engine.program import SWAP_IN, SWAP_OUT, Program
+from engine.library import planning as _planning
+from engine.library.models import model_graph
+from engine.library.planning import Plan
+from engine.profile import Profile
 from engine.training import ReferenceRunner, Trainer
-from engine.units import parse_bytes
 from planner import policy as _registry
-from planner.budget import AUTO, POOL, Budget, make_budget, smallest_budget, smallest_that_plans
-from planner.facts import GraphFacts
-from planner.policy import PlanRequest
-from planner.simulate import Timeline, simulate
-from planner.verify import verify
 
-__all__ = ["EngineError", "Plan", "Trained", "identical", "model", "plan", "policies", "profile", "train"]
+__all__ = ["EngineError", "Plan", "Trained", "allocators", "identical", "model", "plan", "policies", "profile",
+           "train"]
 
 
 def model(name: str = "small-cnn", *, batch: int | None = None, size: int | None = None, dtype: str = "float32",
@@ -55,74 +54,26 @@ def policies() -> list[str]:
     return list(_registry.names())
 
 
+def allocators() -> list[str]:
+    """The registered allocators' names (auto, pool, bestfit, va, ...): ``plan(allocator=)``."""
+    return _allocators.names()
+
+
 def profile(spec: str | Profile = "v100") -> Profile:
     """A profile: a device name for an analytic one (v100, h100), a JSON file that
     ``--save-profile`` wrote, or a Profile as is."""
-    if isinstance(spec, Profile):
-        return spec
-    if spec.lower() in DEVICES:
-        return analytic_profile(spec)
-    return Profile.load(spec)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A verified Program and its simulated iteration."""
-    policy: str
-    program: Program
-    timeline: Timeline
-    budget: Budget | None          # None for a policy that needs no budget (ideal)
-    graph: Graph
-
-    @property
-    def seconds(self) -> float:
-        """Simulated seconds per iteration, on the plan's profile."""
-        return float(self.timeline.total)
-
-    @property
-    def h2d_bytes(self) -> int:
-        return self.program.bytes_moved(self.graph, SWAP_IN)
-
-    @property
-    def d2h_bytes(self) -> int:
-        return self.program.bytes_moved(self.graph, SWAP_OUT)
+    return _planning.profile_of(spec)
 
 
 def plan(graph: Graph, policy: str = "swapadvisor", *, memory: int | str | None = None,
-         profile: str | Profile = "v100", search_seconds: float = 0.0, seed: int = 0) -> Plan:
+         profile: str | Profile = "v100", search_seconds: float = 0.0, seed: int = 0,
+         allocator: str | None = None, chunk_bytes: int | None = None) -> Plan:
     """Plan ``graph`` with ``policy`` under ``memory`` device bytes (None: 0.3 of the
     unlimited peak, or the smallest budget at which the policy plans, whichever is larger),
-    verify it, simulate it on ``profile``.
+    verify it, simulate it on ``profile``. ``allocator``: how tensors are placed (``allocators()``;
+    None: the policy's own), ``chunk_bytes`` its chunk (va, auto).
     ``search_seconds`` > 0 runs the genetic search first (for the policy that searches)."""
-    chosen = _registry.get(policy)
-    if not chosen.runs_program:
-        raise EngineError(f"policy '{policy}' runs no Program; plan with one of "
-                          f"{', '.join(n for n, p in _registry.REGISTRY.items() if p.runs_program)}")
-    prof = globals()["profile"](profile)
-    facts = GraphFacts(graph)
-    device = parse_bytes(memory) if isinstance(memory, str) else memory
-    placed_by = chosen.allocators[:1]         # the policy's own allocator
-    secs = prof.node_seconds(graph)
-    program = None
-    if device is None:
-        device = max(smallest_budget(facts, placed_by), int(DEFAULT_BUDGET_FRACTION * facts.peak_bytes))
-        if chosen.needs_budget and not {POOL, AUTO} & set(placed_by):   # an online allocator's least is not known
-            budget, program = smallest_that_plans(
-                facts, device, placed_by,
-                lambda b: chosen.make(PlanRequest(graph, facts, b, prof, secs, allocator=placed_by[0])))
-            device = budget.device_bytes
-    budget = make_budget(facts, device, placed_by) if chosen.needs_budget else None
-    if program is None:
-        request = PlanRequest(graph, facts, budget, prof, secs, allocator=placed_by[0])
-        if search_seconds and chosen.searches:
-            from ga.search import SearchOptions, search
-
-            result = search(facts, budget, prof, SearchOptions(seed=seed, time_limit_s=search_seconds, workers=1,
-                                                               progress=False, allocator=placed_by[0]), chosen)
-            request = result.request(graph, facts, budget, prof, secs)
-        program = chosen.make(request)
-    verify(program, graph, budget.device_bytes if budget else None)
-    return Plan(chosen.name, program, simulate(program, graph, prof, secs), budget, graph)
+    return _planning.plan_named(graph, policy, memory, profile, search_seconds, seed, allocator, chunk_bytes)
 
 
 @dataclass(frozen=True)

@@ -10,3 +10,7 @@ traceback.
 
 class EngineError(Exception):
     """A user-facing error: the message is the whole report."""
+
+
+class UsageError(EngineError):
+    """A bad flag or value (a model name, a size): reported as one line, exit status 2."""

@@ -10,7 +10,7 @@ is compared with the previous iteration's (length, and cosine similarity of toke
 
 WarmUp plans nothing new that it would keep: a graph not seen before gets the policy's default
 plan; GenPolicy generates alternatives for the current sequence and keeps the fastest; Stable
-reuses it. The plan cache (``engine/cli/stream_plans.py``) is keyed by the exact sequence
+reuses it. The plan cache (``engine/library/stream_plans.py``) is keyed by the exact sequence
 (``SequenceKey``), so a bucket seen before reuses its verified plan in any stage.
 """
 from __future__ import annotations

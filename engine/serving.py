@@ -11,14 +11,14 @@ first served. What a batch costs depends on how the models share the device's me
   the link) start coming in as soon as the batch has arrived, the link is free and its
   model's previous batch is done, while other models compute; the batch then ends at the
   later of its start plus ``full_s`` (compute alone) and its stream's start plus
-  ``partitioned_s``. Without, it starts when the device is free (what engine/cli/serve.Server
+  ``partitioned_s``. Without, it starts when the device is free (what engine/library/server.Server
   does: one Program after another).
 - ``time_shared``: models' weights are loaded whole into the shared memory, which holds
   ``resident_models`` of them; a batch for a model not resident first loads its weights
   (``load_s``, nothing else runs meanwhile), evicting the least recently used model.
 
 A request's latency is its batch's completion minus its arrival. The times come from plans
-(engine/cli/serve.py turns Programs into a ``Costs``); this module knows only seconds.
+(engine/library/server.py turns Programs into a ``Costs``); this module knows only seconds.
 """
 from __future__ import annotations
 

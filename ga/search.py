@@ -26,7 +26,7 @@ from tqdm import tqdm
 from allocator import Allocation
 from engine.profile import Profile
 from planner.allocation import simple_allocation
-from planner.budget import POOL, Budget
+from planner.budget import Budget
 from planner.errors import PlanError
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest, Policy, searched, unlimited_program
@@ -160,7 +160,7 @@ class SearchResult:
     best_options: dict = field(default_factory=dict)   # the best individual's knob values (policy_options)
     # How the policy placed tensors while the search timed candidates (SearchOptions.allocator,
     # or the policy's default when that is None), and its options.
-    allocator: str = POOL
+    allocator: str | None = None
     allocator_options: tuple = ()
 
     def request(self, graph, facts: GraphFacts, budget: Budget, profile: Profile,

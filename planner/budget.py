@@ -5,8 +5,8 @@ is left for the tensor pool.
 operator scratch at its end. ``make_budget`` is the one place that splits it and the one
 place that refuses a budget too small to run the graph, naming the operator that does not
 fit and the smallest budget that runs. How small that is depends on how tensors are placed
-(``smallest_budget``): the size-class pool needs its minimal allocation, an online
-allocator only room for the heaviest operator. A policy on an online allocator may still
+(``smallest_budget``, from the allocator registry's ``smallest``): the size-class pool needs its
+minimal allocation, an online allocator only room for the heaviest operator. A policy on an online allocator may still
 find no room there (fragmentation, tensors it keeps resident): ``smallest_that_plans`` finds
 the least budget at which it plans.
 """
@@ -14,15 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from allocator import registry as allocators_registry
+from allocator.registry import CLASS_MINIMUM, HEAVIEST_OPERATOR
 from engine.units import format_bytes
 
 from .facts import GraphFacts
 from .errors import OutOfRoom, PlanError
-
-POOL = "pool"   # the size-class pool (allocator.SizeClassLayout) of swapadvisor, odswap, ideal
-# A policy's choice between the pool and another placement (swapadvisor: the pool or va's
-# chunks, whichever plans faster); it can always fall back to the pool.
-AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -36,22 +33,24 @@ class Budget:
         return self.device_bytes - self.scratch_bytes
 
 
-def smallest_budget(facts: GraphFacts, allocators=(POOL,)) -> int:
-    """The least device bytes with which some of ``allocators`` could run every operator.
-    The size-class pool needs its minimal allocation (``GraphFacts.smallest_budget``: every
-    class as many objects as one operator uses of it, each the class's largest size). An
-    online allocator (allocator.online) puts any tensor in any free bytes, so it needs the
-    heaviest operator's inputs and outputs at once; its own rounding (best fit's blocks, va's
-    chunks) may need more, which its policy reports when it places them."""
-    pool_need = facts.smallest_budget if set(allocators) & {POOL, AUTO} else None
-    online_need = facts.demand.heaviest_bytes + facts.scratch.bytes if set(allocators) - {POOL, AUTO} else None
+def smallest_budget(facts: GraphFacts, allocators=None) -> int:
+    """The least device bytes with which some of ``allocators`` (registered names; None or
+    none: as the size-class pool) could run every operator, by each one's ``smallest``. The
+    size-class minimum (``GraphFacts.smallest_budget``: every class as many objects as one
+    operator uses of it, each the class's largest size). The heaviest operator: an online
+    allocator puts any tensor in any free bytes, so it needs that operator's inputs and outputs
+    at once; its own rounding (best fit's blocks, va's chunks) may need more, which its policy
+    reports when it places them."""
+    rules = {allocators_registry.get(n).smallest for n in allocators or ()} or {CLASS_MINIMUM}
+    pool_need = facts.smallest_budget if CLASS_MINIMUM in rules else None
+    online_need = facts.demand.heaviest_bytes + facts.scratch.bytes if HEAVIEST_OPERATOR in rules else None
     return min(n for n in (pool_need, online_need) if n is not None)
 
 
-def make_budget(facts: GraphFacts, device_bytes: int, allocators=(POOL,)) -> Budget:
+def make_budget(facts: GraphFacts, device_bytes: int, allocators=None) -> Budget:
     """The budget of ``device_bytes`` for ``facts.graph``, placed by one of ``allocators``
-    (names: POOL or allocator.online's); PlanError naming the heaviest operator when it is
-    below the smallest budget that runs."""
+    (registered names, as ``smallest_budget``); PlanError naming the heaviest operator when it
+    is below the smallest budget that runs."""
     need = smallest_budget(facts, allocators)
     scratch = facts.scratch.bytes
     if device_bytes < need:

@@ -255,14 +255,14 @@ def persistent_state(g: Graph) -> list[int]:
     return [cur for cur, _ in g.state_pairs]
 
 
-def online_allocator(request, default: str, **preferred):
-    """The request's online allocator over the budget's pool (``default`` when the request
-    names the size-class pool, which these policies do not use); ``preferred``: the policy's
-    own parameters for it, where the allocator takes them and the request does not set them."""
+def online_allocator(request, **preferred):
+    """The request's online allocator over the budget's pool (None: the first registered online
+    allocator, every online policy's default); ``preferred``: the policy's own parameters for it,
+    where the allocator takes them and the request does not set them."""
+    from allocator import registry
     from allocator.online import make_online_allocator, takes_option
-    from .policy import POOL
 
-    name = default if request.allocator == POOL else request.allocator
+    name = request.allocator or registry.of_kind(registry.ONLINE)[0]
     params = {k: v for k, v in preferred.items() if takes_option(name, k)}
     return make_online_allocator(name, request.budget.pool_bytes, **{**params, **dict(request.allocator_options)})
 

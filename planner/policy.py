@@ -22,7 +22,10 @@ from engine.ir import Graph
 from engine.profile import Profile
 from engine.program import Program
 
-from .budget import AUTO, POOL, Budget
+from allocator import registry as allocators_registry
+from allocator.registry import SIZE_CLASSES
+
+from .budget import Budget
 from .facts import GraphFacts
 
 
@@ -34,22 +37,27 @@ class AllocatorNotSupported(EngineError, ValueError):
     """A policy asked to place tensors with an allocator it cannot use."""
 
 
-
-
 def allocator_names() -> list[str]:
-    """Every allocator a policy may be asked to use: a policy's own choice (``auto``), the pool,
-    then the online allocators."""
-    from allocator.online import online_names
-    return [AUTO, POOL, *online_names()]
+    """Every allocator a policy may be asked to use (allocator.registry), in registration order."""
+    return allocators_registry.names()
 
 
 def check_allocator(policy: "Policy", allocator: str) -> None:
     """One line if ``policy`` cannot place tensors with ``allocator``."""
-    if allocator not in allocator_names():
-        raise AllocatorNotSupported(f"unknown allocator '{allocator}' (choose from {', '.join(allocator_names())})")
-    if allocator not in policy.allocators:
-        raise AllocatorNotSupported(f"policy '{policy.name}' cannot use allocator '{allocator}' "
+    placement_kinds(policy, allocator)
+
+
+def placement_kinds(policy: "Policy", allocator: str | None) -> tuple[str, ...]:
+    """The kinds of placement (allocator.registry: SIZE_CLASSES, CHUNKED, ONLINE) ``policy``
+    gets from ``allocator`` (None: its default); AllocatorNotSupported, one line, when none."""
+    name = policy.allocators[0] if allocator is None else allocator
+    if name not in allocators_registry.REGISTRY:
+        raise AllocatorNotSupported(f"unknown allocator '{name}' (choose from {', '.join(allocator_names())})")
+    kinds = allocators_registry.kinds_for(name, policy.kinds)
+    if not kinds:
+        raise AllocatorNotSupported(f"policy '{policy.name}' cannot use allocator '{name}' "
                                     f"(it uses {', '.join(policy.allocators)})")
+    return kinds
 
 
 @dataclass(frozen=True)
@@ -63,11 +71,10 @@ class PlanRequest:
     node_seconds: np.ndarray | None = None  # the profile's op times, precomputed (optional)
     schedule: Sequence[int] | None = None
     allocation: object | None = None       # the search's allocation (allocator.Allocation)
-    # How tensors are placed: POOL (the size-class pool), an online allocator's name
-    # (allocator.online: make_online_allocator(allocator, budget.pool_bytes, **allocator_options)),
-    # or AUTO (swapadvisor: the pool or va's chunks, whichever plans faster).
-    # ``Policy.allocators[0]`` is a policy's own default.
-    allocator: str = POOL
+    # How tensors are placed: a registered allocator's name (allocator.registry; the policy
+    # reads the kinds it gets with ``placement_kinds``), or None: the policy's own default
+    # (``Policy.allocators[0]``).
+    allocator: str | None = None
     allocator_options: Mapping[str, object] = field(default_factory=dict)   # e.g. {"chunk_bytes": ...}
     # The policy's own knobs, e.g. {"window": bytes or "auto"} (window) or
     # {"swapout_threshold": n, "swapin_ahead": n} (lms); policies ignore what they do not know.
@@ -108,9 +115,16 @@ class Policy:
     # The simulated seconds of the Program ``make`` would return, without making it (the
     # search's fitness, run for every candidate); None: make, then planner.simulate.
     seconds: Callable[[PlanRequest], float] | None = None
-    allocators: tuple[str, ...] = ("pool",)   # the allocators it can place tensors with (first: default)
+    # The kinds of allocator it places tensors with (allocator.registry); every registered
+    # allocator offering one of them is accepted (``allocators``).
+    kinds: tuple[str, ...] = (SIZE_CLASSES,)
     # Options of ``make`` that a search may vary beside the schedule and allocation (genes), by name.
     knobs: Mapping[str, Knob] = field(default_factory=dict)
+
+    @property
+    def allocators(self) -> list[str]:
+        """The registered allocators it can use; the first is its default."""
+        return allocators_registry.accepted_by(self.kinds)
 
 
 REGISTRY: dict[str, Policy] = {}
@@ -155,15 +169,18 @@ def unlimited_program(graph: Graph, facts: GraphFacts | None = None) -> Program:
 
 
 def plan_with(name: str, graph: Graph, device_bytes: int | None = None, profile: Profile | None = None,
-              schedule: Sequence[int] | None = None, allocation=None, facts: GraphFacts | None = None) -> Program:
+              schedule: Sequence[int] | None = None, allocation=None, facts: GraphFacts | None = None,
+              allocator: str | None = None) -> Program:
     """One call from a policy name to its Program, for scripts and tests: the graph's facts
     in its default order, the budget made from ``device_bytes`` (PlanError if too small;
-    ignored by policies that need none), the profile's op times and link."""
+    ignored by policies that need none), the profile's op times and link, tensors placed by
+    ``allocator`` (None: the policy's default)."""
     from .budget import make_budget
 
     policy = get(name)
     facts = facts or GraphFacts(graph)
-    budget = make_budget(facts, device_bytes) if policy.needs_budget and device_bytes is not None else None
+    placed = [allocator or policy.allocators[0]]
+    budget = make_budget(facts, device_bytes, placed) if policy.needs_budget and device_bytes is not None else None
     if policy.needs_budget and budget is None:
         raise ValueError(f"policy '{policy.name}' needs a device budget in bytes")
-    return policy.make(PlanRequest(graph, facts, budget, profile, None, schedule, allocation))
+    return policy.make(PlanRequest(graph, facts, budget, profile, None, schedule, allocation, allocator))

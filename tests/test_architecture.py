@@ -1,5 +1,5 @@
-"""The structure docs/architecture.md describes, checked: imports go one way, and policy and
-backend names are compared only where they are registered."""
+"""The structure docs/architecture.md describes, checked: imports go one way, and policy,
+backend and allocator names are compared only where they are registered."""
 import ast
 import re
 from pathlib import Path
@@ -42,12 +42,42 @@ def test_imports_go_one_way():
     bad = []
     for package, ok in allowed.items():
         for path in sources(package):
-            if package == "engine" and ("cli" in path.relative_to(ROOT).parts or path.name == "api.py"):
-                continue            # the command line's wing and the Python API sit on top of everything
+            if package == "engine" and on_top(path):
+                continue            # the command line, the library it shares with the Python API, and that API
             extra = imported_packages(path) - ok
             if extra:
                 bad.append(f"{path.relative_to(ROOT)} imports {sorted(extra)}")
     assert not bad, "\n".join(bad)
+
+
+ENTRY_POINTS = ("train.py", "infer.py", "serve.py", "stream_train.py")     # engine/: the `python -m` shims
+
+
+def on_top(path: Path) -> bool:
+    """engine/cli/, engine/library/ and engine/api.py: they sit on top and may import everything."""
+    parts = path.relative_to(ROOT).parts
+    return parts[0] == "engine" and (parts[1] in ("cli", "library") or parts[1] == "api.py")
+
+
+def imports_module(path: Path, module: str) -> bool:
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+        if any(n == module or n.startswith(module + ".") for n in names):
+            return True
+    return False
+
+
+def test_only_the_command_line_and_its_entry_points_import_it():
+    bad = []
+    for path in [*sources(*PACKAGES), *sources("bench")]:
+        parts = path.relative_to(ROOT).parts
+        if parts[:2] == ("engine", "cli") or (parts[0] == "engine" and len(parts) == 2 and parts[1] in ENTRY_POINTS):
+            continue
+        if imports_module(path, "engine.cli"):
+            bad.append(str(path.relative_to(ROOT)))
+    assert not bad, "import engine/cli (the command line) from: " + ", ".join(bad)
 
 
 def test_policy_names_are_compared_only_in_the_planner():
@@ -59,6 +89,62 @@ def test_backend_names_are_compared_only_in_the_backend_registry():
     registry = ROOT / "engine" / "backend_registry.py"
     bad = [hit for path in sources(*PACKAGES) if path != registry for hit in compares_with(path, BACKEND_NAMES)]
     assert not bad, "\n".join(bad)
+
+
+def allocator_names() -> list[str]:
+    from allocator import registry
+    return registry.names()
+
+
+def compares_allocator(path: Path, names) -> list[str]:
+    """Comparisons (==, !=, in, not in) of a string literal from ``names`` with anything, and
+    the definition of a module-level constant holding one. "auto" also names a --backend,
+    --window and --ray-address choice: it counts where the other side mentions an allocator."""
+    tree = ast.parse(path.read_text())
+    hits = []
+
+    def literal(node):
+        return node.value if isinstance(node, ast.Constant) and node.value in names else None
+
+    def literals(node):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return [v for v in map(literal, node.elts) if v is not None]
+        found = literal(node)
+        return [] if found is None else [found]
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            for a, b in zip(sides, sides[1:]):
+                for side, other in ((a, b), (b, a)):
+                    for name in literals(side):
+                        if name != "auto" or "alloc" in ast.unparse(other).lower():
+                            hits.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and literal(node.value) is not None and any(
+                isinstance(t, ast.Name) and t.id.isupper() for t in node.targets):
+            hits.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    return sorted(set(hits))
+
+
+def test_allocator_names_are_compared_only_in_the_allocator_registry():
+    registry = ROOT / "allocator" / "registry.py"
+    names = allocator_names()
+    assert {"auto", "pool", "bestfit", "va"} <= set(names)
+    bad = [hit for path in [*sources(*PACKAGES), *sources("bench")] if path != registry
+           for hit in compares_allocator(path, names)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_allocator_comparison_finder_finds_comparisons():
+    probe = ROOT / "tests" / "_probe_allocator_names.py"
+    probe.write_text('POOL = "pool"\nif request.allocator == "va":\n    pass\nif name in ("bestfit", "x"):\n'
+                     '    pass\nif cfg.allocator != "auto":\n    pass\nif window == "auto":\n    pass\n'
+                     'x = "pool of workers"\nmake("va")\n')
+    try:
+        assert len(compares_allocator(probe, ["auto", "pool", "bestfit", "va"])) == 4
+    finally:
+        probe.unlink()
 
 
 def test_the_comparison_finder_finds_comparisons(tmp_path):

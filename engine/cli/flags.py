@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import argparse
 
+from allocator.registry import names as allocator_names
 from planner import policy as policies_registry
 
 from .. import backend_registry
 from ..autodiff import OPTIMIZERS
-from ..errors import EngineError
+from ..errors import UsageError  # noqa: F401  (defined in engine.errors; the command line raises it)
 from ..units import parse_bytes
 from .report_json import tool_version
 
 PROG = "engine.train"
-
-
-class UsageError(EngineError):
-    """A bad flag or value: reported as one line, exit status 2."""
 
 
 class _DefaultsShown(argparse.HelpFormatter):
@@ -128,12 +125,10 @@ def _policy_help() -> str:
 
 
 def _allocator_help() -> str:
-    from allocator.online import SUMMARIES
-    listed = "; ".join(f"{name}: {summary}" for name, summary in SUMMARIES.items())
-    return (f"how the policies place tensors (pool: the size-class pool of swapadvisor and odswap; {listed}; "
-            f"swapadvisor plans on va's chunks as on a pool whose tensors take as many chunks as they need; "
-            f"auto: swapadvisor's default, the pool or va, whichever simulates faster); a policy that cannot "
-            f"use it is refused (default: each policy's own)")
+    from allocator.registry import REGISTRY
+    listed = "; ".join(f"{a.name}: {a.summary}" for a in REGISTRY.values())
+    return (f"how the policies place tensors ({listed}); a policy that cannot use it is refused "
+            f"(default: each policy's own)")
 
 
 def _backend_help() -> str:
@@ -180,7 +175,7 @@ def parser() -> argparse.ArgumentParser:
                         "(window, lms, smartswap) finds no room there until it plans")
     memory.add_argument("--policy", type=policies, default=list(policies_registry.DEFAULT_NAMES), metavar="P[,P...]",
                    help=_policy_help())
-    memory.add_argument("--allocator", choices=policies_registry.allocator_names(), default=None,
+    memory.add_argument("--allocator", choices=allocator_names(), default=None,
                    help=_allocator_help())
     memory.add_argument("--chunk-mib", type=positive_float, default=None, metavar="MIB",
                    help="with --allocator va (or auto): the physical chunk size in MiB (default 20 for the "

@@ -1,5 +1,6 @@
 """From the run configuration to verified Programs: the model, the budget, the profile, and
-each policy's plan (searched, loaded or made), simulated.
+each policy's plan (searched, loaded or made), simulated. Every planning decision is
+engine/library/planning.py's; this module reads the configuration and says what happened.
 
 Nothing here executes a Program; only the default profile is measured, on the backend
 that will run (``engine.backend_registry``).
@@ -9,66 +10,28 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
 
-from planner.bounds import Bounds, lower_bounds
-from planner.budget import AUTO, POOL, Budget, make_budget, smallest_budget, smallest_that_plans
+from planner.budget import Budget
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest, Policy, unlimited_program
-from planner.simulate import Timeline, simulate
-from planner.stalls import Stalls, stall_report
-from planner.verify import verify
 
-from ..autodiff import make_optimizer
 from ..backend_registry import Placement
 from ..files import read_json
 from ..graph_io import fingerprint
-from ..ir import Graph, Kind
+from ..ir import Graph
+from ..library import planning
+from ..library.models import batch_of, model_graph  # noqa: F401  (batch_of: for run.py)
+from ..library.planning import plan_quality
 from ..profile import DEVICES, Profile, analytic_profile
 from ..program import Program, ProgramFormatError
 from ..units import format_bytes
 from .config import RunConfig
 from .flags import UsageError
 
-SMALL_MODELS = ("small-cnn", "small-lstm")
-DEFAULT_BUDGET_FRACTION = 0.3      # of the unlimited-memory peak, when --memory is not given
-
 
 def build_model(cfg: RunConfig) -> Graph:
     return model_graph(cfg.model, cfg.batch, cfg.size, cfg.dtype, cfg.optimizer, cfg.lr, cfg.momentum,
                        cfg.weight_decay)
-
-
-def model_graph(model: str, batch: int | None = None, size: int | None = None, dtype: str = "float32",
-                optimizer: str | None = None, lr: float | None = None, momentum: float = 0.9,
-                weight_decay: float = 1e-4) -> Graph:
-    """The training graph of a model named as --model names it (small-cnn, small-lstm or a zoo
-    name); UsageError (one line) for an unknown name."""
-    name = model.lower()
-    import zoo
-
-    try:
-        kind = optimizer or ("sgd" if name in SMALL_MODELS else zoo.default_optimizer(name))
-    except ValueError as e:
-        raise UsageError(f"--model {model}: {e} (or {', '.join(SMALL_MODELS)})") from None
-    sgd = make_optimizer(kind, lr, momentum, weight_decay)
-    if name in SMALL_MODELS:
-        from zoo import small
-
-        kw = {"dtype": dtype, "sgd": sgd}
-        if batch:
-            kw["batch"] = batch
-        if name == "small-cnn":
-            return small.residual_cnn(**({"image": size} if size else {}), **kw)
-        return small.lstm(**({"steps": size} if size else {}), **kw)
-    try:
-        return zoo.build(name, batch=batch, size=size, dtype=dtype, optimizer=sgd)
-    except ValueError as e:
-        raise UsageError(f"--model {model}: {e} (or {', '.join(SMALL_MODELS)})") from None
-
-
-def batch_of(g: Graph) -> int:
-    return next((g.tensors[t].shape[0] for t in g.leaves(Kind.INPUT)), 0)
 
 
 def choose_profile(cfg: RunConfig, facts: GraphFacts, placement: Placement | None, data,
@@ -86,52 +49,46 @@ def choose_profile(cfg: RunConfig, facts: GraphFacts, placement: Placement | Non
 
 
 def budget_allocators(cfg: RunConfig) -> set[str]:
-    """The allocators the planned policies place tensors with (the pool if none needs a budget)."""
-    return {cfg.allocator_of(p)[0] for p in cfg.planned if p.needs_budget} or {POOL}
+    """The allocators the planned policies place tensors with (none if none needs a budget)."""
+    return {cfg.allocator_of(p)[0] for p in cfg.planned if p.needs_budget}
 
 
 def choose_budget(cfg: RunConfig, facts: GraphFacts) -> Budget:
-    """--memory (PlanError if it cannot run the graph), else 0.3 of the unlimited peak or the
-    smallest budget that runs, whichever is larger. The smallest is that of the allocators the
-    planned policies place tensors with (a policy that cannot run then says so itself)."""
-    allocators = budget_allocators(cfg)
-    if cfg.memory is not None:
-        return make_budget(facts, cfg.memory, allocators)
-    least = smallest_budget(facts, allocators)
-    return make_budget(facts, max(least, int(DEFAULT_BUDGET_FRACTION * facts.peak_bytes)), allocators)
+    """--memory, or the default budget (``planning.choose_budget``) for the allocators the
+    planned policies place tensors with."""
+    return planning.choose_budget(facts, cfg.memory, budget_allocators(cfg))
+
+
+def requests(cfg: RunConfig, facts: GraphFacts, budget: Budget | None, profile: Profile, secs=None):
+    """(policy, PlanRequest) for every planned policy, as --allocator, --chunk-mib and the
+    policies' own flags say; a policy that needs no budget gets none."""
+    secs = profile.node_seconds(facts.graph) if secs is None else secs
+    out = []
+    for policy in cfg.planned:
+        allocator, options = cfg.allocator_of(policy)
+        out.append((policy, PlanRequest(facts.graph, facts, budget if policy.needs_budget else None, profile, secs,
+                                        allocator=allocator, allocator_options=options,
+                                        policy_options=cfg.policy_options)))
+    return out
 
 
 def grow_default_budget(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Profile) -> tuple[Budget, dict]:
-    """Without --memory: the budget grown, if it must be, until every planned policy on an
-    online allocator plans (the pool's smallest budget is exact, theirs is not: best fit
-    fragments, lms keeps parameters resident), so that the default runs every policy asked
-    for; and the Programs those policies made at the budget returned, for ``plan_policies`` to
-    reuse. With --memory: the budget as given (a policy that cannot run there says so)."""
+    """Without --memory: the budget grown where a planned policy finds no room
+    (``planning.grow_budget``), saying so, and the Programs made there; with --memory: the
+    budget as given (a policy that cannot run there says so)."""
     if cfg.memory is not None:
         return budget, {}
-    secs = None
-    made: dict[str, tuple[int, Program]] = {}
-    for policy in cfg.planned:
-        allocator, options = cfg.allocator_of(policy)
-        if not policy.needs_budget or policy is cfg.searching or allocator in (POOL, AUTO):
-            continue
-        secs = profile.node_seconds(facts.graph) if secs is None else secs
 
-        def make(b: Budget, policy=policy, allocator=allocator, options=options) -> Program:
-            return policy.make(PlanRequest(facts.graph, facts, b, profile, secs, allocator=allocator,
-                                           allocator_options=options, policy_options=cfg.policy_options))
+    def refused(policy: Policy, n: int, e) -> None:
+        print(f"budget {format_bytes(n)}: {policy.name} finds no room; trying more", flush=True)
 
-        def refused(n: int, e, name=policy.name) -> None:
-            print(f"budget {format_bytes(n)}: {name} finds no room; trying more", flush=True)
+    def raised(policy: Policy, grown: Budget) -> None:
+        print(f"budget raised to {format_bytes(grown.device_bytes)} "
+              f"({grown.device_bytes / facts.peak_bytes:.2f} of peak): the least at which {policy.name} "
+              f"plans (to within 2% of the peak); --memory sets the budget", flush=True)
 
-        grown, program = smallest_that_plans(facts, budget.device_bytes, budget_allocators(cfg), make, refused)
-        if grown.device_bytes > budget.device_bytes:
-            print(f"budget raised to {format_bytes(grown.device_bytes)} "
-                  f"({grown.device_bytes / facts.peak_bytes:.2f} of peak): the least at which {policy.name} "
-                  f"plans (to within 2% of the peak); --memory sets the budget", flush=True)
-            budget = grown
-        made[policy.name] = (budget.device_bytes, program)
-    return budget, {name: program for name, (n, program) in made.items() if n == budget.device_bytes}
+    growing = [(p, r) for p, r in requests(cfg, facts, budget, profile) if p is not cfg.searching]
+    return planning.grow_budget(facts, budget, growing, budget_allocators(cfg), refused, raised)
 
 
 def read_plan(path: str) -> Program:
@@ -167,15 +124,14 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
         return load_plan(cfg.load_plan, request.graph, loaded)
     if not cfg.search.wanted:
         return policy.make(request)
-    from ga.search import SearchOptions, search
+    from ga.search import SearchOptions
 
     s = cfg.search
     opts = SearchOptions(population=s.population, seed=cfg.seed, workers=s.workers, ray_address=s.ray_address,
                          time_limit_s=s.seconds or None, max_generations=s.generations,
-                         checkpoint=s.checkpoint, resume=s.resume, allocator=request.allocator,
-                         allocator_options=tuple(request.allocator_options.items()),
+                         checkpoint=s.checkpoint, resume=s.resume,
                          progress=not cfg.quiet and sys.stderr.isatty())   # no bar in a piped log
-    result = search(request.facts, request.budget, request.profile, opts, policy)
+    best, result = planning.searched_request(policy, request, opts)
     os.makedirs(out_dir, exist_ok=True)
     result.write_history(os.path.join(out_dir, "search.csv"))
     plotted = result.plot(os.path.join(out_dir, "search.png"), title=request.graph.name)
@@ -190,8 +146,7 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
         print(f"search: NOT ONE GENERATION finished ({result.evaluations} of {s.population} first candidates "
               f"evaluated): the plan is the best of those, not a searched one; give more --search-seconds or a "
               f"smaller --population")
-    return policy.make(result.request(request.graph, request.facts, request.budget, request.profile,
-                                      request.node_seconds))
+    return policy.make(best)
 
 
 def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Profile, out_dir: str,
@@ -199,51 +154,19 @@ def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Pr
     """{policy name: (Program, simulated Timeline)} for every policy that makes a Program, each
     verified against the budget it was made for. ``made``: Programs already made at this
     budget, by policy name (``grow_default_budget``'s)."""
-    g = facts.graph
-    secs = profile.node_seconds(g)
     programs = {}
-    for policy in cfg.planned:
+    for policy, request in requests(cfg, facts, budget, profile):
         t0 = time.perf_counter()
-        limit = budget if policy.needs_budget else None
-        allocator, options = cfg.allocator_of(policy)
-        request = PlanRequest(g, facts, limit, profile, secs, allocator=allocator, allocator_options=options,
-                              policy_options=cfg.policy_options)
         if policy is cfg.searching:
             program = searched_program(cfg, policy, request, out_dir, loaded, effort)
-        elif made and policy.name in made:
-            program = made[policy.name]
         else:
-            program = policy.make(request)
-        verify(program, g, limit.device_bytes if limit else None)
-        sim = simulate(program, g, profile, secs)
+            program = (made or {}).get(policy.name)
+        program, sim = planning.verified(policy, request, program)
         placed = program.arena.allocator.get("name", "?")
         print(f"plan   {policy.name:12s} {len(program.instrs)} instructions ({placed}), verified, simulated "
               f"{sim.total:.4f} s/iter ({time.perf_counter() - t0:.2f} s to plan)", flush=True)
         programs[policy.name] = (program, sim)
     return programs
-
-
-@dataclass(frozen=True)
-class PlanQuality:
-    """How good one simulated Program is: the lower bound of its order under the budget it
-    was planned for, and where its iteration stalls."""
-    bounds: Bounds
-    stalls: Stalls
-
-
-def plan_bounds(program: Program, facts: GraphFacts, budget: Budget | None, profile: Profile,
-                node_seconds=None) -> Bounds:
-    """The lower bounds of ``program``: ``facts`` are of the graph in some order; the bounds are
-    taken in the Program's own order (a search may have chosen another)."""
-    ordered = facts if list(program.schedule) == facts.order else GraphFacts(facts.graph, program.schedule)
-    return lower_bounds(ordered, budget, profile, node_seconds)
-
-
-def plan_quality(program: Program, sim: Timeline, facts: GraphFacts, budget: Budget | None, profile: Profile,
-                 node_seconds=None) -> PlanQuality:
-    """``plan_bounds`` and where the simulated iteration stalls."""
-    return PlanQuality(plan_bounds(program, facts, budget, profile, node_seconds),
-                       stall_report(program, facts.graph, sim))
 
 
 def assess_plans(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Profile, programs: dict) -> dict:

@@ -15,9 +15,8 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from allocator.online import make_online_allocator, takes_option
+from allocator.registry import check_options, takes_option
 from planner import policy as policies_registry
-from planner.budget import AUTO
 
 from .. import checkpoint
 from ..ir import PERSISTENT_KINDS, Graph, Kind
@@ -63,13 +62,12 @@ def check_flags(cfg: RunConfig) -> None:
         for policy in cfg.planned:
             if policy.needs_budget:
                 policies_registry.check_allocator(policy, cfg.allocator)
-    chunked = "va" if cfg.allocator == AUTO else cfg.allocator      # auto's chunks are va's
-    if cfg.chunk_bytes and not takes_option(chunked, "chunk_bytes"):
+    if cfg.chunk_bytes and not takes_option(cfg.allocator, "chunk_bytes"):     # auto's chunks are va's
         chosen = f"--allocator {cfg.allocator}" if cfg.allocator else "each policy's own allocator"
         raise UsageError(f"--chunk-mib sizes the chunks of --allocator va (or auto), not {chosen}; drop it or add "
                          "--allocator va")
     if cfg.chunk_bytes:      # a chunk size the allocator refuses is refused now, not after profiling
-        make_online_allocator(chunked, 0, chunk_bytes=cfg.chunk_bytes)
+        check_options(cfg.allocator, chunk_bytes=cfg.chunk_bytes)
     if cfg.simulate_only:
         for flag, given in (("--checkpoint", cfg.checkpoint), ("--resume", cfg.resume)):
             if given:

@@ -2,7 +2,7 @@
 
 This module is the run's order of events; the flags are in ``flags.py``, the frozen
 configuration in ``config.py``, the planning in ``plans.py`` and what runs each policy in
-``runners.py``. Any ``EngineError`` (bad flags or values, a budget too small, a malformed
+``engine/library/runners.py``. Any ``EngineError`` (bad flags or values, a budget too small, a malformed
 file, no GPU) becomes one line on stderr and exit status 2; Ctrl-C saves a checkpoint (when
 --checkpoint is given) before stopping.
 """
@@ -40,7 +40,7 @@ from .report_json import JsonReport, json_path_in
 from .preflight import check_flags, check_host_memory, check_inputs, check_outputs, check_resume_fits
 from .plans import (assess_plans, batch_of, build_model, choose_budget, choose_profile, grow_default_budget,
                     plan_policies)
-from .runners import device_name, make_runner, unlimited_runner
+from ..library.runners import device_name, make_runner, unlimited_runner
 
 __all__ = ["UsageError", "main", "parser"]
 

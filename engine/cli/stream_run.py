@@ -3,7 +3,7 @@
 Bucketed sequence lengths drawn per micro-batch (``--varying-seq 8,12,16``), an evaluation
 every K iterations (``--eval-every``), gradient accumulation (``--accumulate``), forced
 non-finite steps (``--nonfinite-at``), under a memory budget, planned by a policy per new
-graph with SmartSwap's monitor and plan cache (engine/cli/stream_plans.py). ``--check`` runs
+graph with SmartSwap's monitor and plan cache (engine/library/stream_plans.py). ``--check`` runs
 the unlimited-memory stream too and says whether every parameter and optimizer state is
 identical bit for bit. Bad input: one line, exit 2.
 """
@@ -29,7 +29,7 @@ from ..op_monitor import Monitor
 from ..profile import DEVICES, analytic_profile
 from ..training import ReferenceRunner, StreamTrainer
 from .flags import UsageError, _Parser, nonnegative_int, positive_float, positive_int, seed, size
-from .stream_plans import StreamPlanner, WindowObserver
+from ..library.stream_plans import StreamPlanner, WindowObserver
 
 PROG = "engine.stream_train"
 

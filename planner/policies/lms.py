@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from allocator.registry import ONLINE
 from engine.ir import Kind
 from engine.units import format_bytes
 
@@ -59,7 +60,7 @@ def swap_gaps(g, steps: StepFacts, settings: LmsSettings):
 def _one_pass(request: PlanRequest, order, steps: StepFacts, settings: LmsSettings, resident):
     g, budget = request.graph, request.budget
     try:
-        out = OnlineProgram(g, online_allocator(request, POLICY.allocators[0]), budget.scratch_bytes, order,
+        out = OnlineProgram(g, online_allocator(request), budget.scratch_bytes, order,
                             POLICY.name, resident)
     except PlanError as e:
         raise LmsOutOfMemory(f"lms is out of memory before the first operator: {e}") from None
@@ -138,4 +139,4 @@ def make(request: PlanRequest):
 
 
 POLICY = register(Policy("lms", "TFLMS baseline: activations swapped by operator distance (thresholds tuned "
-                         "on the simulator), online allocator", make, allocators=("bestfit", "va")))
+                         "on the simulator), online allocator", make, kinds=(ONLINE,)))

@@ -13,6 +13,7 @@ iteration; "given": the graph's order) and ``placement`` ("oldest", the default,
 """
 from __future__ import annotations
 
+from allocator.registry import ONLINE
 from engine.program import Program
 
 from ..policy import PlanRequest, Policy, register
@@ -43,4 +44,4 @@ def make(request: PlanRequest) -> Program:
 
 
 POLICY = register(Policy(NAME, "SmartSwap: logical layers, Eq. 2 candidates, simulated swap timing "
-                         "and release points (no search), online allocator", make, allocators=("bestfit", "va")))
+                         "and release points (no search), online allocator", make, kinds=(ONLINE,)))

@@ -2,13 +2,14 @@
 schedule and allocation found by the genetic search, or, without a search, on the default
 order with the simple allocation.
 
-Where tensors live (``PlanRequest.allocator``):
-- ``pool``: the paper's size classes (``simple_allocation``, or the search's allocation);
-- ``va``: chunks through virtual addressing (paper 001's allocator): the sizes of at least a
-  chunk share one class of chunks, a tensor taking as many as it needs, any of them
+Where tensors live (``PlanRequest.allocator``, read as kinds of placement: allocator.registry):
+- ``SIZE_CLASSES`` (``pool``): the paper's size classes (``simple_allocation``, or the search's
+  allocation);
+- ``CHUNKED`` (``va``): chunks through virtual addressing (paper 001's allocator): the sizes of at
+  least a chunk share one class of chunks, a tensor taking as many as it needs, any of them
   (``chunked_allocation``); the search then chooses the schedule, not the allocation;
-- ``auto`` (the default): both, and the Program that simulates faster (the pool without a
-  profile to time them). Analytic V100, 16 GiB, default order: va is 1-10% faster on the
+- both (``auto``, the default): the Program that simulates faster (the pool without a profile
+  to time them). Analytic V100, 16 GiB, default order: va is 1-10% faster on the
   five Table 1 models (bench/results/plan_quality_*.txt), the pool on small graphs whose
   tensors are far below a chunk.
 """
@@ -17,14 +18,14 @@ from __future__ import annotations
 import weakref
 from dataclasses import replace
 
+from allocator.registry import CHUNKED, SIZE_CLASSES
+
 from ..allocation import chunked_allocation, simple_allocation
-from ..budget import AUTO, POOL
 from ..errors import OutOfRoom, PlanError
-from ..policy import Knob, PlanRequest, Policy, register
+from ..policy import Knob, PlanRequest, Policy, placement_kinds, register
 from ..simulate import simulated_seconds
 from ..swap_planner import GraphArrays, PlanOptions, final_arrays, program_of
 
-VA = "va"
 # The default chunk: the allocation granularity of CUDA's virtual memory on the GPUs we run
 # (V100, H100), so a plan's page table maps as it is; --chunk-mib sets another. Analytic V100,
 # 16 GiB: the five Table 1 models take 106.7 s at 2 MiB, 106.8 s at 4, 110.9 s at 8.
@@ -62,20 +63,20 @@ def _chunked(request: PlanRequest):
     return cache[key]
 
 
-def _allocations(request: PlanRequest) -> list:
-    """The allocations to plan on: the pool's, the chunked one, or both (``auto``; the chunked
-    one only where the budget holds it). A given allocation (the search's) is used for its kind."""
+def _allocations(request: PlanRequest, kinds: tuple[str, ...]) -> list:
+    """The allocations to plan on: the pool's, the chunked one, or both (the chunked one then
+    only where the budget holds it). A given allocation (the search's) is used for its kind."""
     given = request.allocation
     out = []
-    if request.allocator in (POOL, AUTO):
+    if SIZE_CLASSES in kinds:
         pool = given is not None and not given.chunk_bytes
         out.append(given if pool else simple_allocation(request.facts, request.budget, request.profile,
                                                         request.node_seconds))
-    if request.allocator in (VA, AUTO):
+    if CHUNKED in kinds:
         try:
             out.append(given if given is not None and given.chunk_bytes else _chunked(request))
         except OutOfRoom:
-            if request.allocator == VA:
+            if len(kinds) == 1:
                 raise
     return out
 
@@ -86,14 +87,15 @@ def _timed(request: PlanRequest):
     g, secs, profile = request.graph, request.op_seconds, request.profile
     order = request.facts.order if request.schedule is None else request.schedule
     best = None
-    allocations = _allocations(request)
+    kinds = placement_kinds(POLICY, request.allocator)
+    allocations = _allocations(request, kinds)
     for k, alloc in enumerate(allocations if profile is not None else allocations[:1]):
         try:
             final = final_arrays(g, order, alloc, profile, secs, _options(request))
         except PlanError:
-            if k == 0 or request.allocator != AUTO:
+            if k == 0 or len(kinds) == 1:
                 raise
-            continue        # auto: chunks that do not plan (the double pass may not settle) leave the pool's
+            continue        # both kinds: chunks that do not plan (the double pass may not settle) leave the pool's
         t = None if profile is None else simulated_seconds(final[0], GraphArrays.of(g).tensor_bytes, secs, profile)
         if best is None or t < best[0]:
             best = (t, final)
@@ -112,4 +114,4 @@ def seconds(request: PlanRequest) -> float:
 
 POLICY = register(Policy("swapadvisor", "SwapAdvisor: Belady swapping on a searched schedule and allocation",
                          make, searches=True, seconds=seconds, knobs={"headroom": HEADROOM},
-                         allocators=(AUTO, POOL, VA)))
+                         kinds=(SIZE_CLASSES, CHUNKED)))

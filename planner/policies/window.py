@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from allocator.registry import ONLINE
 from engine.units import format_bytes
 
 from ..errors import OutOfRoom, PlanError
@@ -118,7 +119,7 @@ def plan_window(request: PlanRequest, window_bytes: int, schedule=None, steps: S
 
 def _one_pass(request: PlanRequest, window_bytes: int, order, steps: StepFacts, resident):
     g, budget = request.graph, request.budget
-    alloc = online_allocator(request, POLICY.allocators[0])
+    alloc = online_allocator(request)
     out = OnlineProgram(g, alloc, budget.scratch_bytes, order, POLICY.name, resident)
     seq = VariableSequence.of(steps, out.nbytes)
     ends = seq.window_ends(window_bytes)
@@ -257,4 +258,4 @@ def make(request: PlanRequest):
 
 
 POLICY = register(Policy("window", "paper 001's schedule window: swap-ins by a look-ahead window in bytes, "
-                         "online allocator (bestfit or va)", make, allocators=("bestfit", "va")))
+                         "online allocator (bestfit or va)", make, kinds=(ONLINE,)))

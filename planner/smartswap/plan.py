@@ -37,7 +37,7 @@ C_DEFAULT = 1.0
 # as C above (C = 1): eager + oldest 1233.6 and 475.9; given + oldest 1351.0 and 468.4; given +
 # bestfit 1402.2 and 467.6; eager + bestfit 1411.9 and 514.1, its swap-ins queued behind copies
 # into bytes just given back. (Given, bestfit, C = 0.25, this module's defaults before: 1347.4 and
-# 478.7.) GenPolicy's alternatives (engine/cli/stream_plans.py) cover GPT-2 XL's preference.
+# 478.7.) GenPolicy's alternatives (engine/library/stream_plans.py) cover GPT-2 XL's preference.
 ORDERS = ("eager", "given")
 PLACEMENTS = {"oldest": 1.0, "bestfit": None}     # name -> allocator.bestfit's oldest_within
 FIRST_TARGET = 0.97  # of the pool: Algorithm 2's first target (the allocator needs some slack)
@@ -118,7 +118,7 @@ class SmartSwapPlan:
     def allocator(self):
         """The request's online allocator over the pool (bestfit, placing as ``placement`` says,
         unless the request names va)."""
-        return online_allocator(self.request, "bestfit", oldest_within=PLACEMENTS[self.placement])
+        return online_allocator(self.request, oldest_within=PLACEMENTS[self.placement])
 
     def make(self) -> Program:
         """Algorithm 2, then placement twice, releasing where the copy queues say (within the

@@ -63,8 +63,9 @@ def test_unknown_strategy_and_no_room():
 # ---------------------------------------------------------------------------- the server
 def test_server_answers_each_model_with_its_own_weights_bit_identically():
     from engine.backend_registry import choose
-    from engine.cli import infer
-    from engine.cli.serve import Server
+    from engine.library import inference as infer
+    from engine.training import ReferenceRunner
+    from engine.library.server import Server
 
     server = Server("resnet-14", models=2, device_bytes=2**30, batch=2, size=16)
     try:
@@ -80,14 +81,14 @@ def test_server_answers_each_model_with_its_own_weights_bit_identically():
         server.close()
     placement = choose("cpu")
     for m in range(2):
-        ref = infer.InferenceRun(g, infer.ReferenceRunner(g), seed=m).batch(feeds)
+        ref = infer.InferenceRun(g, ReferenceRunner(g), seed=m).batch(feeds)
         assert infer.same_outputs([outs[m]], [ref])
     assert not infer.same_outputs([outs[0]], [outs[1]])      # their own weights
     assert placement.kind.name == "cpu"
 
 
 def test_server_refuses_a_share_too_small_in_one_line():
-    from engine.cli.serve import Server
+    from engine.library.server import Server
 
     with pytest.raises(ServingError, match="each share of .* is below"):
         Server("resnet-14", models=4, device_bytes=2**20, batch=2, size=16)

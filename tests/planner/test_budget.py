@@ -106,7 +106,7 @@ def test_smallest_that_plans_finds_the_least_budget_a_policy_runs_at(lstm_graph)
                 raise OutOfRoom(f"no room in {b.device_bytes}")
             return b.device_bytes
 
-        budget, made = smallest_that_plans(f, start, (budget_module.POOL,), make, lambda n, e: tried.append(n))
+        budget, made = smallest_that_plans(f, start, ("pool",), make, lambda n, e: tried.append(n))
         assert made == budget.device_bytes and budget.scratch_bytes == f.scratch.bytes
         assert needs <= budget.device_bytes <= max(needs, start) + budget_module.TOLERANCE * peak
         assert all(n < needs for n in tried) and len(tried) <= 12, tried
@@ -119,10 +119,10 @@ def test_smallest_that_plans_gives_up_past_twice_the_peak_with_the_policys_error
         raise OutOfRoom(f"no room in {b.device_bytes}")
 
     with pytest.raises(OutOfRoom, match=f"no room in {int(budget_module.MAX_GROWTH * f.peak_bytes)}"):
-        smallest_that_plans(f, f.smallest_budget, (budget_module.POOL,), never)
+        smallest_that_plans(f, f.smallest_budget, ("pool",), never)
 
     def broken(b: Budget):       # another error is not a question of room: it passes through
         raise PlanError("planner bug")
 
     with pytest.raises(PlanError, match="planner bug"):
-        smallest_that_plans(f, f.smallest_budget, (budget_module.POOL,), broken)
+        smallest_that_plans(f, f.smallest_budget, ("pool",), broken)

@@ -184,7 +184,7 @@ def test_a_plan_that_finds_no_room_falls_back_to_pytorchs_placement_then_the_gra
 def test_a_small_rnn_at_a_third_of_its_peak_fits_by_releasing_copies_out_where_they_are_issued():
     # Its operators are short, so the layer simulator's release points lie many steps after
     # each copy out and hold bytes the pool lacks; the last fallback releases at the issue.
-    from engine.cli.plans import model_graph
+    from engine.library.models import model_graph
     from engine.profile import analytic_profile
     g = model_graph("rnn-2-1k", batch=4, size=4)
     facts = GraphFacts(g)

@@ -1,5 +1,5 @@
 """The command line's backend choice (engine/backend_registry.py) and runners
-(engine/cli/runners.py): auto, cpu and cuda, the flags only one backend honours, and a whole
+(engine/library/runners.py): auto, cpu and cuda, the flags only one backend honours, and a whole
 run on the cuda backend over the fake CUDA of tests/engine/backends/fake_cuda.py, with our
 kernels emulated on the host."""
 import dataclasses

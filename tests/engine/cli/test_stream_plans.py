@@ -8,7 +8,7 @@ import zoo
 from engine import iteration_stream as st
 from engine.autodiff import make_optimizer
 from engine.backend_registry import choose
-from engine.cli.stream_plans import StalePlanError, StreamPlanner, WindowObserver, admit
+from engine.library.stream_plans import StalePlanError, StreamPlanner, WindowObserver, admit
 from engine.op_monitor import Monitor, key_of
 from engine.profile import analytic_profile
 from engine.training import ReferenceRunner, StreamTrainer

@@ -33,7 +33,7 @@ from planner.policy import PlanRequest, get
 from planner.simulate import simulate
 from planner.verify import verify
 
-from .runners import _executor
+from .runners import executor
 
 # Tried in GenPolicy beside the policy's defaults: with the default, five policies, as 004 Section 6
 # generates (n = 5) before keeping the fastest. Chosen from ten single and paired changes of
@@ -66,7 +66,7 @@ class Entry:
     seconds: float                  # simulated iteration time on the profile
     policy: str
     tuned: bool = False
-    made: object = None             # engine.cli.runners.Made: its runner and backend
+    made: object = None             # engine.library.runners.Made: its runner and backend
 
 
 @dataclass
@@ -150,7 +150,7 @@ class StreamPlanner:
         if e.made is None or e.made.runner.g is not g:
             self._close(e)
             admit(e.program, g, self.device_bytes)
-            e.made = _executor(e.program, g, self.placement, self.sanitize, self.seed)
+            e.made = executor(e.program, g, self.placement, self.sanitize, self.seed)
         return e.made.runner
 
     def close(self) -> None:

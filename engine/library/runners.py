@@ -30,7 +30,7 @@ class Made:
             self.backend.close()
 
 
-def _executor(program, g: Graph, placement: Placement, sanitize: bool, seed: int) -> Made:
+def executor(program, g: Graph, placement: Placement, sanitize: bool, seed: int) -> Made:
     backend = placement.kind.create(placement, sanitize, seed)
     try:
         return Made(ProgramExecutor(program, g, backend), backend)
@@ -48,7 +48,7 @@ def make_runner(policy: Policy, programs: dict, g: Graph, placement: Placement, 
                 seed: int = 0) -> Made:
     if not policy.runs_program:
         return Made(ReferenceRunner(g))
-    return _executor(programs[policy.name][0], g, placement, sanitize, seed)
+    return executor(programs[policy.name][0], g, placement, sanitize, seed)
 
 
 def unlimited_runner(placement: Placement, facts: GraphFacts, programs: dict) -> Made:
@@ -60,4 +60,4 @@ def unlimited_runner(placement: Placement, facts: GraphFacts, programs: dict) ->
         return Made(ReferenceRunner(g))
     name = unlimited().name
     ideal = programs[name][0] if name in programs else unlimited_program(g, facts)
-    return _executor(ideal, g, placement, False, 0)
+    return executor(ideal, g, placement, False, 0)
