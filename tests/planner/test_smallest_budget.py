@@ -24,16 +24,16 @@ import numpy as np
 import pytest
 
 from engine.inplace import in_place_input
-from engine.ir import Graph
+from engine.ir import PERSISTENT_KINDS, Graph, GraphError
 from engine.profile import analytic_profile
+from engine.schedules import updates_when_ready
 from planner import policy
-from planner.allocation import simple_allocation
+from planner.allocation import chunked_allocation, simple_allocation
 from planner.budget import AUTO, POOL, make_budget, smallest_budget, smallest_that_plans
-from planner.errors import OutOfRoom, PlanError
+from planner.errors import PlanError
 from planner.facts import GraphFacts
-from planner.policies import swapadvisor
 from planner.swap_planner import plan
-from planner.verify import verify
+from planner.verify import VerificationError, verify
 
 KIB = 1024
 UNIT = 1024     # float32 elements of the random graphs' unit tensor: 4 KiB (a page: va's chunks are pages)
@@ -272,27 +272,103 @@ def unhonoured_in_place(g: Graph, order=None) -> list[str]:
     return out
 
 
-def defect_bites(g: Graph) -> bool:
-    """Whether the minimal allocation lacks an object that an unhonoured in-place write needs:
-    some operator, counting every output that does not take an input's object in the default
-    order (liveness's decision, which the compiled pass shares), touches more objects of a
-    class than the allocation has. Then no plan on the pool fits the reported smallest budget."""
+def _honest_counts(g: Graph, node, klass: np.ndarray, width: np.ndarray, n_classes: int) -> np.ndarray:
+    """Objects (chunks, for the chunk class) of each class ``node`` touches at once, counting
+    every output that does not take an input's object in the default order (liveness's decision,
+    engine/liveness.py ``dies``, which the compiled pass shares)."""
+    lt = GraphFacts(g).lifetimes
+    ts = [t for t in dict.fromkeys(node.inputs + node.outputs) if t not in node.outputs or lt.inplace_of[t] < 0]
+    return np.bincount(klass[ts], weights=width[ts], minlength=n_classes).astype(np.int64)
+
+
+def defect_bites(g: Graph, alloc) -> bool:
+    """Whether ``alloc`` (a size-class or chunked allocation) lacks an object that an
+    unhonoured in-place write needs: some operator touches more objects (chunks) of a class than
+    it has. Then no plan on it can run that operator."""
     facts = GraphFacts(g)
-    alloc = facts.minimal_allocation
+    sizes = np.array([t.nbytes for t in g.tensors], dtype=np.int64)
     klass = alloc.cls[facts.demand.size_index]
-    lt = facts.lifetimes
-    for n in g.nodes:
-        ts = [t for t in dict.fromkeys(n.inputs + n.outputs) if lt.inplace_of[t] < 0 or t not in n.outputs]
-        counts = np.bincount(klass[ts], minlength=alloc.num_classes)
-        if (counts > alloc.cnt).any():
-            return True
+    width = np.ones(len(sizes), dtype=np.int64)
+    if alloc.chunk_bytes:
+        chunked = klass == alloc.num_classes - 1
+        width[chunked] = -(-sizes[chunked] // alloc.chunk_bytes)
+    return any((_honest_counts(g, n, klass, width, alloc.num_classes) > alloc.cnt).any() for n in g.nodes)
+
+
+def pool_allocation(g: Graph, label: str):
+    """The size-class allocation a pool case plans on at the reported smallest budget."""
+    facts = GraphFacts(g)
+    budget = make_budget(facts, facts.smallest_budget)
+    return simple_allocation(facts, budget, None if label == "simple" else PROFILE)
+
+
+class _Short(Exception):
+    pass
+
+
+def va_defect_bites(g: Graph) -> bool:
+    """swapadvisor on va, grown as the command line grows it (``smallest_that_plans``, which grows
+    on OutOfRoom only): whether the chunked allocation at the first budget that gives one lacks
+    an object or chunk that an unhonoured in-place write needs (the planner then raises PlanError,
+    which ends the growth)."""
+    facts = GraphFacts(g)
+
+    def make(budget):
+        alloc = chunked_allocation(facts, budget, VA_SWAPADVISOR["chunk_bytes"], PROFILE)
+        if defect_bites(g, alloc):
+            raise _Short()
+        return alloc
+    try:
+        smallest_that_plans(facts, smallest_budget(facts, ("va",)), ("va",), make)
+    except _Short:
+        return True
     return False
+
+
+def chunk_class_unused(g: Graph) -> bool:
+    """Whether no operator touches a tensor of va's chunk class (the largest sizes, from the first
+    of at least a chunk: ``chunked_allocation``), e.g. the only such tensor an input nothing
+    reads: the Program's PlacedLayout then has no placement."""
+    sizes = GraphFacts(g).demand.sizes
+    n_small = min(int(np.searchsorted(sizes, VA_SWAPADVISOR["chunk_bytes"])), len(sizes) - 1)
+    return not any(g.tensors[t].nbytes >= sizes[n_small] for n in g.nodes for t in n.inputs + n.outputs)
+
+
+def war_cycle(g: Graph) -> bool:
+    """Whether the write-after-read edges of in-place updates form a cycle with the data edges
+    (a node reads an input that an in-place operator overwrites, and depends on that operator's
+    output): ``engine.schedules.updates_when_ready`` then raises GraphError."""
+    try:
+        updates_when_ready(g, PERSISTENT_KINDS)
+    except GraphError:
+        return True
+    return False
+
+
+def output_dropped(g: Graph) -> bool:
+    """Whether a graph output (``Graph.mark_output``, not the loss or a next value) is last
+    touched before the last step of smartswap's (eager) order: smartswap then releases it there."""
+    order = updates_when_ready(g, PERSISTENT_KINDS)
+    kept = {nxt for cur, nxt in g.state_pairs if cur != nxt}
+    last = {}
+    for pos, nid in enumerate(order):
+        for t in g.nodes[nid].inputs + g.nodes[nid].outputs:
+            last[t] = pos
+    return any(t not in kept and last.get(t, -1) < len(order) - 1 for t in g.outputs)
 
 
 DEFECT = ("issue 43's root: GraphFacts.size_demand counts an output as written in place over an input "
           "(the declaration alone, in_place_pairs, planner/facts.py per_node) where the compiled pass "
           "(swap_scan.scan's outputs loop) and liveness give it an object of its own (the input is read "
           "twice by the node, read again later, or kept), so the minimal allocation lacks that object")
+PHANTOM = ("allocator/size_class_layout.py PlacedLayout.__post_init__: with no placement (ptr == [0]) "
+           "`np.concatenate(([0], np.cumsum(width)[:-1]))` still gives one start, so the arena has one "
+           "object_offset more than object_bytes and planner.verify (Arena.physical_extents) raises IndexError")
+SMARTSWAP_OUTPUTS = ("planner/smartswap/stays.py kept_values: next values and the loss only, not Graph.outputs "
+                     "(Graph.read_back): an output is released after its last use and is not readable at the end")
+SMARTSWAP_WAR = ("planner/smartswap/plan.py: the eager order (engine.schedules.updates_when_ready) raises "
+                 "GraphError when write-after-read edges cycle with data edges, and policies/smartswap.make "
+                 "catches only NoRoom, so it never tries the given order")
 
 
 # ----------------------------------------------------------------------------- the property
@@ -378,13 +454,26 @@ def _params(seeds):
     out = []
     for seed in seeds:
         g = random_graph(seed)
-        bites = defect_bites(g)
         for label in CASES:
-            marks = ()
-            if bites and label in {c[0] for c in POOL_CASES}:
-                marks = (pytest.mark.xfail(strict=True, raises=PlanError, reason=DEFECT),)
+            marks = [pytest.mark.xfail(strict=True, raises=raises, reason=reason)
+                     for raises, reason in known_failure(g, label)][:1]
             out.append(pytest.param(seed, label, id=f"{seed}-{label}", marks=marks))
     return out
+
+
+def known_failure(g: Graph, label: str) -> list[tuple[type, str]]:
+    """The defects (exception, reason) that make ``check(g, label)`` fail today, the first one
+    first: the case is marked xfail (strict) for it."""
+    if label in {c[0] for c in POOL_CASES}:
+        return [(PlanError, DEFECT)] if defect_bites(g, pool_allocation(g, label)) else []
+    if label == "swapadvisor-va":
+        return ([(PlanError, DEFECT)] if va_defect_bites(g) else []) + \
+               ([(IndexError, PHANTOM)] if chunk_class_unused(g) else [])
+    if label.startswith("smartswap"):
+        if war_cycle(g):
+            return [(GraphError, SMARTSWAP_WAR)]
+        return [(VerificationError, SMARTSWAP_OUTPUTS)] if output_dropped(g) else []
+    return []
 
 
 @pytest.mark.parametrize("seed,label", _params(FAST_SEEDS))
@@ -464,5 +553,5 @@ SMALL = {"read-after-update": read_after_update, "accumulate-twice": accumulate_
 @pytest.mark.xfail(strict=True, raises=PlanError, reason=DEFECT)
 def test_the_smallest_graphs_with_an_unhonoured_in_place_write_plan(graph, label):
     g = SMALL[graph]()
-    assert defect_bites(g) and unhonoured_in_place(g)
+    assert defect_bites(g, pool_allocation(g, label)) and unhonoured_in_place(g)
     check_pool(g, label)
