@@ -443,7 +443,7 @@ def check(g: Graph, label: str) -> None:
     (check_pool if label in {c[0] for c in POOL_CASES} else check_online)(g, label)
 
 
-FAST_SEEDS = range(30)
+FAST_SEEDS = range(20)
 FULL_COUNT = int(os.environ.get("SWAPENGINE_FULL_COUNT", "240"))
 FULL = os.environ.get("SWAPENGINE_FULL_PROPERTY") == "1"
 
@@ -470,10 +470,20 @@ def known_failure(g: Graph, label: str) -> list[tuple[type, str]]:
         return ([(PlanError, DEFECT)] if va_defect_bites(g) else []) + \
                ([(IndexError, PHANTOM)] if chunk_class_unused(g) else [])
     if label.startswith("smartswap"):
-        if war_cycle(g):
-            return [(GraphError, SMARTSWAP_WAR)]
-        return [(VerificationError, SMARTSWAP_OUTPUTS)] if output_dropped(g) else []
+        return [(GraphError, SMARTSWAP_WAR)] if war_cycle(g) else []
     return []
+
+
+def run_case(g: Graph, label: str) -> None:
+    """``check``, except that smartswap's dropped output (SMARTSWAP_OUTPUTS) is an xfail where
+    it shows: whether the verifier sees it depends on whether a later stay reuses the output's
+    bytes, which only planning tells, so it cannot be marked strictly beforehand."""
+    try:
+        check(g, label)
+    except VerificationError as e:
+        if label.startswith("smartswap") and output_dropped(g) and "read back after the iteration" in str(e):
+            pytest.xfail(SMARTSWAP_OUTPUTS)
+        raise
 
 
 @pytest.mark.parametrize("seed,label", _params(FAST_SEEDS))
@@ -487,7 +497,7 @@ def test_smallest_budget_plans(seed, label):
       are held to what planner.budget promises them: their smallest budget is a lower bound
       (the heaviest operator's bytes), a policy may refuse it with OutOfRoom only, and growing
       it with ``smallest_that_plans`` (as the command line does) ends in a Program that verifies."""
-    check(random_graph(seed), label)
+    run_case(random_graph(seed), label)
 
 
 @pytest.mark.parametrize("seed", FAST_SEEDS)
@@ -497,14 +507,14 @@ def test_one_byte_below_the_smallest_budget_is_refused(seed):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not FULL, reason="the full property run: SWAPENGINE_FULL_PROPERTY=1")
-@pytest.mark.parametrize("seed,label", _params(range(FAST_SEEDS.stop, FAST_SEEDS.stop + FULL_COUNT)))
+@pytest.mark.parametrize("seed,label", _params(range(FAST_SEEDS.stop, FAST_SEEDS.stop + FULL_COUNT)) if FULL else [])
 def test_smallest_budget_plans_full(seed, label):
-    check(random_graph(seed), label)
+    run_case(random_graph(seed), label)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not FULL, reason="the full property run: SWAPENGINE_FULL_PROPERTY=1")
-@pytest.mark.parametrize("seed", range(FAST_SEEDS.stop, FAST_SEEDS.stop + FULL_COUNT))
+@pytest.mark.parametrize("seed", range(FAST_SEEDS.stop, FAST_SEEDS.stop + FULL_COUNT) if FULL else [])
 def test_one_byte_below_the_smallest_budget_is_refused_full(seed):
     check_refusal(random_graph(seed))
 
@@ -555,3 +565,61 @@ def test_the_smallest_graphs_with_an_unhonoured_in_place_write_plan(graph, label
     g = SMALL[graph]()
     assert defect_bites(g, pool_allocation(g, label)) and unhonoured_in_place(g)
     check_pool(g, label)
+
+
+# ----------------------------------------------------------------------------- the other defects, small
+
+def unread_chunk_input() -> Graph:
+    """x (4 KiB input), big (16 KiB input, read by nothing); a = tanh(x). On va with 8 KiB chunks,
+    big's size is the chunk class, and no tensor of it is ever placed."""
+    g = Graph("unread-chunk-input")
+    x, _ = g.input("x", (1024,)), g.input("big", (4096,))
+    g.apply("tanh", [x], name="a")
+    return g
+
+
+@pytest.mark.xfail(strict=True, raises=IndexError, reason=PHANTOM)
+def test_a_chunked_plan_with_no_placement_verifies():
+    g = unread_chunk_input()
+    assert chunk_class_unused(g)
+    facts = GraphFacts(g)
+    budget = make_budget(facts, 16 * KIB, ("va",))
+    program = policy.get("swapadvisor").make(_request(g, facts, budget, "swapadvisor", "va", VA_SWAPADVISOR))
+    assert program.arena.allocator["name"] == "size_classes_on_chunks"
+    verify(program, g, budget.device_bytes)
+
+
+def unread_output() -> Graph:
+    """x (4 KiB input); a = tanh(x), an output nothing reads; b = tanh(x)."""
+    g = Graph("unread-output")
+    x = g.input("x", (1024,))
+    a, = g.apply("tanh", [x], name="a")
+    g.apply("tanh", [x], name="b")
+    g.mark_output(a)
+    return g
+
+
+def war_cycle_graph() -> Graph:
+    """a = tanh(x); s = accumulate(a, y); c = a + s: c reads a, which s may overwrite, and needs s."""
+    g = Graph("war-cycle")
+    x, y = g.input("x", (1024,)), g.input("y", (1024,))
+    a, = g.apply("tanh", [x], name="a")
+    s, = g.apply("accumulate", [a, y], name="s")
+    g.apply("add", [a, s], name="c")
+    return g
+
+
+@pytest.mark.parametrize("allocator", ["bestfit", "va"])
+@pytest.mark.xfail(strict=True, raises=VerificationError, reason=SMARTSWAP_OUTPUTS)
+def test_smartswap_keeps_an_output_nothing_reads(allocator):
+    g = unread_output()
+    assert output_dropped(g)
+    check_online(g, f"smartswap-{allocator}")
+
+
+@pytest.mark.parametrize("allocator", ["bestfit", "va"])
+@pytest.mark.xfail(strict=True, raises=GraphError, reason=SMARTSWAP_WAR)
+def test_smartswap_plans_a_graph_whose_write_after_read_edges_cycle(allocator):
+    g = war_cycle_graph()
+    assert war_cycle(g)
+    check_online(g, f"smartswap-{allocator}")
