@@ -347,14 +347,18 @@ def war_cycle(g: Graph) -> bool:
 
 def output_dropped(g: Graph) -> bool:
     """Whether a graph output (``Graph.mark_output``, not the loss or a next value) is last
-    touched before the last step of smartswap's (eager) order: smartswap then releases it there."""
-    order = updates_when_ready(g, PERSISTENT_KINDS)
+    touched before the last step of one of smartswap's orders (eager, or the graph's own, which
+    it falls back to where the eager one finds no room): smartswap then releases it there."""
     kept = {nxt for cur, nxt in g.state_pairs if cur != nxt}
-    last = {}
-    for pos, nid in enumerate(order):
-        for t in g.nodes[nid].inputs + g.nodes[nid].outputs:
-            last[t] = pos
-    return any(t not in kept and last.get(t, -1) < len(order) - 1 for t in g.outputs)
+    orders = [g.default_order()] + ([] if war_cycle(g) else [updates_when_ready(g, PERSISTENT_KINDS)])
+    for order in orders:
+        last = {}
+        for pos, nid in enumerate(order):
+            for t in g.nodes[nid].inputs + g.nodes[nid].outputs:
+                last[t] = pos
+        if any(t not in kept and last.get(t, -1) < len(order) - 1 for t in g.outputs):
+            return True
+    return False
 
 
 DEFECT = ("issue 43's root: GraphFacts.size_demand counts an output as written in place over an input "
