@@ -8,8 +8,8 @@ Online allocators (``online``: placed request by request in program order) regis
 being imported: ``bestfit`` (best fit with caching) and ``va`` (``virtual_chunks``)."""
 from allocator import bestfit as _bestfit  # noqa: F401  (registers "bestfit")
 from allocator import virtual_chunks as _virtual_chunks  # noqa: F401  (registers "va")
-from allocator.fitting import (AllocationDoesNotFit, fit_to_budget, greedy_allocation,
-                              merge_classes_to_fit, random_allocation, repair_cnt)
+from allocator.fitting import (AllocationDoesNotFit, fit_to_budget, merge_classes_to_fit, random_allocation,
+                              repair_cnt)
 from allocator.size_class_layout import PlacedLayout, SizeClassLayout
 from allocator.size_classes import (ALIGNMENT, Allocation, aligned_bytes, cls_problem,
                                     counts_from_extended, distinct_sizes, extended_counts,
@@ -17,5 +17,5 @@ from allocator.size_classes import (ALIGNMENT, Allocation, aligned_bytes, cls_pr
 
 __all__ = ["ALIGNMENT", "Allocation", "AllocationDoesNotFit", "PlacedLayout", "SizeClassLayout", "aligned_bytes",
            "cls_problem", "counts_from_extended", "distinct_sizes", "extended_counts",
-           "fit_to_budget", "greedy_allocation", "merge_classes_to_fit", "random_allocation",
+           "fit_to_budget", "merge_classes_to_fit", "random_allocation",
            "repair_cls", "repair_cnt"]

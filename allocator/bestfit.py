@@ -138,11 +138,6 @@ class BestFitAllocator:
     def stats(self):
         return self.counter.snapshot()
 
-    @property
-    def arena_high_water(self) -> int:
-        """The highest arena byte any segment reached (>= peak reserved: segments need contiguous bytes)."""
-        return self._high_water
-
     # ------------------------------------------------------------------ cached blocks
     def _cache(self, block: _Block) -> None:
         key = (block.size, block.offset, id(block))

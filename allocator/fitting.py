@@ -6,7 +6,7 @@
   what to do then; this keeps every allocation the search makes runnable.
 - ``fit_to_budget``: both, in that order: the one repair a search needs after crossover
   or mutation.
-- ``random_allocation``, ``greedy_allocation``: the two ways to make a first allocation.
+- ``random_allocation``: a random allocation that fits (the search's first generation).
 
 Every function returns a new Allocation; none mutates its input. Budgets are in bytes and
 compared with ``Allocation.pool_bytes`` (objects padded to ALIGNMENT).
@@ -121,24 +121,5 @@ def random_allocation(sizes, budget_bytes: int, rng: np.random.Generator,
     return repair_cnt(shape.with_counts(cnt), budget_bytes)
 
 
-def greedy_allocation(sizes, demand, budget_bytes: int) -> Allocation:
-    """The simple allocation: one class per size, as many objects as its peak demand, fitted.
-
-    Inputs: TS, demand[i] = peak number of simultaneously live tensors of size sizes[i]
-    (computed by the caller; 0 is treated as 1), and the budget. Output: CLS = 0, 1, 2, ...
-    with CNT = demand, then ``fit_to_budget`` (classes merged only if one object per size
-    does not fit; counts shrunk by repair_cnt). Raises AllocationDoesNotFit if the largest
-    size alone exceeds the budget.
-    """
-    sizes = np.asarray(sizes, dtype=np.int64)
-    demand = np.asarray(demand, dtype=np.int64)
-    if demand.shape != sizes.shape:
-        raise ValueError(f"demand has {demand.size} entries for {sizes.size} sizes")
-    if np.any(demand < 0):
-        raise ValueError("demand must be non-negative counts of live tensors")
-    alloc = Allocation(sizes, np.arange(sizes.size), np.maximum(demand, 1))
-    return fit_to_budget(alloc, budget_bytes)
-
-
 __all__ = ["AllocationDoesNotFit", "repair_cnt", "merge_classes_to_fit", "fit_to_budget",
-           "random_allocation", "greedy_allocation"]
+           "random_allocation"]

@@ -20,7 +20,7 @@ sizes it serves share its memory without fragmentation. The chunks start at a mu
 ``chunk_bytes`` after the other classes' objects (what a page table maps whole).
 
 This module also holds the budget-free repairs of Sec 5.3 (``repair_cls``,
-``extended_counts``, ``counts_from_extended``); fitting a byte budget lives in ``budget.py``.
+``extended_counts``, ``counts_from_extended``); fitting a byte budget lives in ``fitting.py``.
 Nothing here knows what a tensor is: only integer sizes and numpy arrays.
 """
 from __future__ import annotations

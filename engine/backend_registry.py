@@ -3,8 +3,9 @@ and measure a profile on it.
 
 Nothing outside this module compares a backend's name with a string: the command line
 picks a ``BackendKind`` (``choose``) and reads its attributes. Adding a backend is a module
-in ``engine/backends/`` implementing the primitives (allocate, copy, launch, record, wait,
-elapsed) plus one ``register`` call here (see docs/architecture.md).
+in ``engine/backends/`` implementing ``engine.backends.interface.Backend`` (the arena, views,
+host buffers, launches, copies, events, capture and replay, timings) plus one ``register``
+call here (see docs/architecture.md).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from .errors import EngineError
 from .profile import Profile
 
 if TYPE_CHECKING:
+    from .backends.interface import Backend
     from .ir import Graph
     from .program import Program
 
@@ -42,7 +44,7 @@ class BackendKind:
     name: str
     summary: str                                   # one line, for --help
     devices: Callable[[], tuple[int, str]]         # (usable devices, why none when 0)
-    create: Callable[[Placement, bool, int], object]   # (placement, sanitize, seed) -> backend
+    create: Callable[[Placement, bool, int], "Backend"]   # (placement, sanitize, seed) -> backend
     measure_profile: Callable[[Placement, "Graph", "Program", int, object], Profile]
     where: Callable[[Placement], str]              # "the cpu backend with an emulated 2 GB/s link"
     describe: Callable[[Placement, str], str]      # (placement, device name) -> for the report

@@ -14,15 +14,14 @@ from __future__ import annotations
 import glob
 import json
 import os
-import zipfile
 from typing import BinaryIO, Callable
 
 import numpy as np
 
 from .errors import EngineError
+from .files import read_npz
 
 FORMAT = "swapengine.checkpoint/1"
-_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")     # a zip with members, an empty zip
 
 
 class CheckpointError(EngineError, ValueError):
@@ -89,30 +88,14 @@ def write_atomically(path: str, write_to: Callable[[BinaryIO], object]) -> None:
 def read(path: str) -> tuple[dict, dict[str, np.ndarray]]:
     """(header, {tensor name: array}) of the checkpoint at ``path``; CheckpointError if it is
     missing, not an npz, truncated, or not ours."""
+    members = read_npz(path, "checkpoint", CheckpointError, "the .npz file --checkpoint wrote")
+    if "__header__" not in members:
+        raise CheckpointError(f"'{path}' is not a swapengine checkpoint (an npz without a header)")
     try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
-    except FileNotFoundError:
-        raise CheckpointError(f"checkpoint '{path}' does not exist") from None
-    except IsADirectoryError:
-        raise CheckpointError(f"checkpoint '{path}' is a directory; give the .npz file --checkpoint wrote") from None
-    except OSError as e:
-        raise CheckpointError(f"checkpoint '{path}' cannot be read ({e.strerror})") from None
-    if magic not in _ZIP_MAGIC:
-        what = "an empty file" if not magic else "not an npz (zip) file"
-        raise CheckpointError(f"'{path}' is not a readable checkpoint: it is {what}; give the .npz file "
-                              "--checkpoint wrote")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if "__header__" not in z.files:
-                raise CheckpointError(f"'{path}' is not a swapengine checkpoint (an npz without a header)")
-            header = json.loads(str(z["__header__"]))
-            arrays = {k[2:]: z[k] for k in z.files if k.startswith("t/")}
-    except CheckpointError:
-        raise
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile) as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise CheckpointError(f"'{path}' is not a readable checkpoint (truncated or corrupt: {reason})") from None
+        header = json.loads(str(members["__header__"]))
+    except ValueError:
+        raise CheckpointError(f"'{path}' is not a swapengine checkpoint (its header is not JSON)") from None
+    arrays = {k[2:]: a for k, a in members.items() if k.startswith("t/")}
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         found = header.get("format") if isinstance(header, dict) else type(header).__name__
         raise CheckpointError(f"'{path}' is not a swapengine checkpoint (its header is {found!r:.40}, "

@@ -10,7 +10,7 @@ It follows the Trainer's runner protocol: load_state, step, state.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
@@ -18,13 +18,16 @@ from .errors import EngineError
 from .ir import Graph, Kind, PERSISTENT_KINDS
 from .program import COMPUTE, SWAP_IN, SWAP_OUT, Program, sharing_objects
 
+if TYPE_CHECKING:
+    from .backends.interface import Backend
+
 
 class VirtualArenaUnsupported(EngineError, ValueError):
     """A Program with a page table given to a backend that cannot map one."""
 
 
 class ProgramExecutor:
-    def __init__(self, program: Program, g: Graph, backend):
+    def __init__(self, program: Program, g: Graph, backend: Backend):
         self.p, self.g, self.backend = program, g, backend
         arena = program.arena
         if arena.virtual:     # objects are virtual ranges: the backend maps the page table once

@@ -1,6 +1,6 @@
 """A graph outside the process: as JSON-able data (``graph_to_dict`` / ``graph_from_dict``),
-as a short structural ``fingerprint`` (so that a plan or profile made for one graph is not
-applied to another), and as a networkx DiGraph for analysis."""
+and as a short structural ``fingerprint`` (so that a plan or profile made for one graph is
+not applied to another)."""
 from __future__ import annotations
 
 import hashlib
@@ -80,21 +80,3 @@ def fingerprint(g: Graph) -> str:
     digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
     _fingerprints[g] = (size, digest)
     return digest
-
-
-def to_networkx(g: Graph):
-    """A networkx DiGraph over node ids; edges carry the tensor ids that flow along them."""
-    import networkx as nx
-
-    dg = nx.DiGraph()
-    for n in g.nodes:
-        dg.add_node(n.id, name=n.name, op=n.op)
-    for n in g.nodes:
-        for t in n.inputs:
-            p = g.producer[t]
-            if p >= 0:
-                if dg.has_edge(p, n.id):
-                    dg.edges[p, n.id]["tensors"].append(t)
-                else:
-                    dg.add_edge(p, n.id, tensors=[t])
-    return dg

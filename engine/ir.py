@@ -15,7 +15,7 @@ inference graph) is its own next value: it persists unchanged, so it may stay
 resident across iterations and its host copy never goes stale.
 
 ``Graph`` builds and answers queries; checking a whole graph or a schedule is
-``engine.graph_check``, files, fingerprints and networkx are ``engine.graph_io``.
+``engine.graph_check``, files and fingerprints are ``engine.graph_io``.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 
-from .inplace import in_place_input
+from .inplace import InPlace
 from .ir import Graph
 
 
@@ -59,15 +59,12 @@ def lifetimes(g: Graph, order: Sequence[int]) -> Lifetimes:
     end[g.read_back()] = n_steps - 1     # read back after the iteration
     for _, nxt in g.state_pairs:
         end[nxt] = n_steps - 1
-    inplace_of = np.full(len(g.tensors), -1, dtype=np.int64)
-    kept = set(g.read_back()) | {nxt for _, nxt in g.state_pairs}
-    for n in g.nodes:
-        def dies(t: int, here: int = pos[n.id]) -> bool:
-            return end[t] == here and t not in kept
-        for k, out in enumerate(n.outputs):
-            j = in_place_input(n, k, dies)
-            if j is not None:
-                inplace_of[out] = n.inputs[j]
+    kept = np.zeros(len(g.tensors), dtype=np.bool_)
+    kept[g.read_back()] = True
+    kept[[nxt for _, nxt in g.state_pairs]] = True
+    # A tensor's end is its last read (or its start when nothing reads it, which no in-place
+    # write can then take: the node that would take it reads it).
+    inplace_of = InPlace.of(g).sources(len(g.tensors), pos, end, kept)
     return Lifetimes(start, end, inplace_of)
 
 

@@ -23,6 +23,7 @@ from ops import registry as op_registry
 
 from .ir import Graph
 from .errors import EngineError
+from .files import read_json
 
 FORMAT = "swapengine.profile/1"
 
@@ -115,18 +116,9 @@ class Profile:
 
     @classmethod
     def load(cls, path: str) -> "Profile":
+        d = read_json(path, "profile file", ProfileError, "a JSON file --save-profile wrote")
         try:
-            with open(path, encoding="utf-8") as f:
-                return cls.from_dict(json.load(f))
-        except FileNotFoundError:
-            raise ProfileError(f"profile file '{path}' does not exist") from None
-        except IsADirectoryError:
-            raise ProfileError(f"profile file '{path}' is a directory; give a JSON file --save-profile wrote") from None
-        except UnicodeDecodeError:
-            raise ProfileError(f"profile file '{path}' is not text (binary data); give a JSON file "
-                               "--save-profile wrote") from None
-        except json.JSONDecodeError as e:
-            raise ProfileError(f"profile file '{path}' is not valid JSON ({e})") from None
+            return cls.from_dict(d)
         except ProfileError as e:
             raise ProfileError(f"profile file '{path}': {e}") from None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,10 +20,13 @@ from .profile import Link, signature
 from .program import COMPUTE, SWAP_IN, SWAP_OUT, Program
 from .training import Trainer
 
+if TYPE_CHECKING:
+    from .backends.interface import Backend
+
 LINK_SIZES = (2**12, 2**16, 2**20, 2**22)
 
 
-def measure_link(backend, sizes=LINK_SIZES, repeats: int = 5) -> Link:
+def measure_link(backend: Backend, sizes=LINK_SIZES, repeats: int = 5) -> Link:
     """Fit latency + bytes/bandwidth to copies each way timed on their stream, and time both
     ways at once for the duplex rate. Works on any backend with host_buffer, allocate_arena,
     view, copy_h2d/copy_d2h, synchronize and a ``timings`` list."""
@@ -62,7 +66,7 @@ class Measurement:
     link: Link
 
 
-def measure_profile(backend, g: Graph, ideal: Program, seed: int, iterations: int, data: TeacherData | None,
+def measure_profile(backend: Backend, g: Graph, ideal: Program, seed: int, iterations: int, data: TeacherData | None,
                     wall_iterations: int = 0, link_sizes=LINK_SIZES) -> Measurement:
     """Train ``ideal`` (the unlimited program) on ``backend``: a warm-up iteration, then
     ``wall_iterations`` with the kernels untimed (their wall times kept), then ``iterations``

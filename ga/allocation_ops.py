@@ -1,6 +1,7 @@
-"""Allocation crossover, mutation and budget repair (SwapAdvisor Section 5.3).
+"""Allocation crossover, mutation and repair to the pool's bytes (SwapAdvisor Section 5.3).
 
-An allocation is ``allocator.Allocation`` (TS, CLS, CNT; classes 0-based). The operators:
+An allocation is ``allocator.Allocation`` (TS, CLS, CNT; classes 0-based). ``pool_bytes`` is
+what its objects may use: ``planner.budget.Budget.pool_bytes`` (scratch is apart). The operators:
 
 - ``crossover(a1, a2, point, ...)``: Figure 5. CLS child 1 is CLS2[:point] + CLS1[point:],
   child 2 the other way round, each fixed by ``repair_cls``. CNT is crossed the same way as
@@ -20,9 +21,9 @@ An allocation is ``allocator.Allocation`` (TS, CLS, CNT; classes 0-based). The o
 - ``repair_counts`` (after both): every class is raised to its minimum (the most tensors of
   that class one operator touches, so that every operator can run), then counts above the
   minima are shrunk as the paper's CNT repair does (``allocator.repair_cnt``: each class
-  gives up the same bytes, so counts fall inversely to object size) until the pool fits
-  the budget. When the minima alone exceed the budget the child is infeasible: it is
-  returned at its minima, over budget, and the search gives it an infinite time.
+  gives up the same bytes, so counts fall inversely to object size) until the objects fit
+  ``pool_bytes``. When the minima alone exceed it the child is infeasible: it is
+  returned at its minima, over ``pool_bytes``, and the search gives it an infinite time.
 """
 from __future__ import annotations
 
@@ -36,30 +37,30 @@ from .context import GraphContext
 DEFAULT_SIGMA = 0.25   # Gaussian count mutation: sd as a fraction of the count (the paper gives none)
 
 
-def repair_counts(sizes, cls, cnt, minima, budget: int) -> Allocation:
+def repair_counts(sizes, cls, cnt, minima, pool_bytes: int) -> Allocation:
     """(CLS, CNT) with every count >= its class minimum, shrunk above the minima to fit
-    ``budget`` bytes; over budget (at the minima) only when the minima alone do not fit."""
+    ``pool_bytes``; over it (at the minima) only when the minima alone do not fit."""
     cnt = np.maximum(np.asarray(cnt, dtype=np.int64), minima)
     alloc = Allocation(sizes, cls, cnt)
-    if alloc.pool_bytes <= budget:
+    if alloc.pool_bytes <= pool_bytes:
         return alloc
     base = np.asarray(minima, dtype=np.int64) - 1          # counts never go below base + 1
     reserved = int(base @ alloc.class_slot_bytes)
     try:
-        extra = repair_cnt(alloc.with_counts(cnt - base), budget - reserved)
+        extra = repair_cnt(alloc.with_counts(cnt - base), pool_bytes - reserved)
     except AllocationDoesNotFit:
         return alloc.with_counts(minima)
     return alloc.with_counts(extra.cnt + base)
 
 
-def fit(ctx: GraphContext, cls, cnt, budget: int) -> Allocation:
+def fit(ctx: GraphContext, cls, cnt, pool_bytes: int) -> Allocation:
     """``repair_counts`` with the graph's class minima for ``cls``."""
-    return repair_counts(ctx.sizes, cls, cnt, ctx.class_minima(cls), budget)
+    return repair_counts(ctx.sizes, cls, cnt, ctx.class_minima(cls), pool_bytes)
 
 
-def is_feasible(ctx: GraphContext, alloc: Allocation, budget: int) -> bool:
-    """Within the budget, and every class at or above its minimum."""
-    return alloc.pool_bytes <= budget and bool(np.all(alloc.cnt >= ctx.class_minima(alloc.cls)))
+def is_feasible(ctx: GraphContext, alloc: Allocation, pool_bytes: int) -> bool:
+    """Within ``pool_bytes``, and every class at or above its minimum."""
+    return alloc.pool_bytes <= pool_bytes and bool(np.all(alloc.cnt >= ctx.class_minima(alloc.cls)))
 
 
 def crossover_lists(x1, x2, point: int) -> tuple[np.ndarray, np.ndarray]:
@@ -69,8 +70,8 @@ def crossover_lists(x1, x2, point: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def crossover(ctx: GraphContext, a1: Allocation, a2: Allocation, point: int,
-              budget: int) -> tuple[Allocation, Allocation]:
-    """Figure 5's two children of ``a1`` and ``a2`` at ``point``, repaired to the budget."""
+              pool_bytes: int) -> tuple[Allocation, Allocation]:
+    """Figure 5's two children of ``a1`` and ``a2`` at ``point``, repaired to ``pool_bytes``."""
     if not np.array_equal(a1.sizes, a2.sizes):
         raise ValueError("allocations to cross over must share their tensor sizes")
     cls_children = crossover_lists(a1.cls, a2.cls, point)
@@ -78,16 +79,16 @@ def crossover(ctx: GraphContext, a1: Allocation, a2: Allocation, point: int,
     children = []
     for cls, ext in zip(cls_children, ext_children):
         cls = repair_cls(cls)
-        children.append(fit(ctx, cls, counts_from_extended(cls, ext), budget))
+        children.append(fit(ctx, cls, counts_from_extended(cls, ext), pool_bytes))
     return children[0], children[1]
 
 
-def random_crossover(ctx: GraphContext, a1: Allocation, a2: Allocation, budget: int,
+def random_crossover(ctx: GraphContext, a1: Allocation, a2: Allocation, pool_bytes: int,
                      rng: np.random.Generator) -> tuple[Allocation, Allocation]:
     """``crossover`` at a point drawn uniformly from 1..N-1 (N sizes; 0 when N < 2)."""
     n = a1.sizes.size
     point = int(rng.integers(1, n)) if n > 1 else 0
-    return crossover(ctx, a1, a2, point, budget)
+    return crossover(ctx, a1, a2, point, pool_bytes)
 
 
 def mutate_cls(cls, prob: float, rng: np.random.Generator) -> np.ndarray:
@@ -107,15 +108,15 @@ def mutate_counts(cnt, prob: float, rng: np.random.Generator, sigma: float = DEF
     return np.where(hit, np.maximum(np.rint(drawn), 1).astype(np.int64), cnt)
 
 
-def mutate(ctx: GraphContext, alloc: Allocation, prob: float, budget: int, rng: np.random.Generator,
+def mutate(ctx: GraphContext, alloc: Allocation, prob: float, pool_bytes: int, rng: np.random.Generator,
            sigma: float = DEFAULT_SIGMA) -> Allocation:
     """CLS mutation, counts carried over by extended counts, count mutation, then repair."""
     cls = mutate_cls(alloc.cls, prob, rng)
     cnt = counts_from_extended(cls, extended_counts(alloc))
-    return fit(ctx, cls, mutate_counts(cnt, prob, rng, sigma), budget)
+    return fit(ctx, cls, mutate_counts(cnt, prob, rng, sigma), pool_bytes)
 
 
-def transfer(ctx: GraphContext, alloc: Allocation, budget: int, rng: np.random.Generator) -> Allocation:
+def transfer(ctx: GraphContext, alloc: Allocation, pool_bytes: int, rng: np.random.Generator) -> Allocation:
     """``alloc`` with one class (drawn uniformly) given 1-3 objects, or as many as the bytes
     freed allow, and another (drawn among those above their minimum) giving up as few of its
     objects as pays for them; the receiver never goes above its sizes' peak demand. Unchanged
@@ -127,7 +128,7 @@ def transfer(ctx: GraphContext, alloc: Allocation, budget: int, rng: np.random.G
     slot = alloc.class_slot_bytes.astype(np.int64)
     minima = ctx.class_minima(alloc.cls)
     peaks = np.maximum(ctx.class_peaks(alloc.cls), minima)
-    spare = budget - int(cnt @ slot)
+    spare = pool_bytes - int(cnt @ slot)
     receiver = int(rng.integers(n))
     gain = min(int(rng.integers(1, 4)), int(peaks[receiver] - cnt[receiver]))
     donors = [j for j in range(n) if j != receiver and cnt[j] > minima[j]]
@@ -145,26 +146,26 @@ def transfer(ctx: GraphContext, alloc: Allocation, budget: int, rng: np.random.G
     return alloc.with_counts(cnt)
 
 
-def random_allocation(ctx: GraphContext, budget: int, rng: np.random.Generator,
+def random_allocation(ctx: GraphContext, pool_bytes: int, rng: np.random.Generator,
                       attempts: int = 8) -> Allocation:
-    """A random allocation within the budget and at or above the class minima.
+    """A random allocation within ``pool_bytes`` and at or above the class minima.
 
-    ``allocator.random_allocation`` draws the CLS and a random split of the budget (counts
+    ``allocator.random_allocation`` draws the CLS and a random split of ``pool_bytes`` (counts
     capped at the sizes' peak demand); ``fit`` raises it to the class minima. A CLS whose
     minima do not fit is redrawn, up to ``attempts`` times; then the CLS of the cheapest
     allocation that runs every operator (``ctx.minimal_cls``) is used with random counts.
-    That one is over budget (infeasible) only when no allocation fits.
+    That one is over ``pool_bytes`` (infeasible) only when no allocation fits.
     """
     for _ in range(attempts):
-        drawn = allocator_random_allocation(ctx.sizes, budget, rng, max_counts=ctx.size_peak)
-        alloc = fit(ctx, drawn.cls, drawn.cnt, budget)
-        if alloc.pool_bytes <= budget:
+        drawn = allocator_random_allocation(ctx.sizes, pool_bytes, rng, max_counts=ctx.size_peak)
+        alloc = fit(ctx, drawn.cls, drawn.cnt, pool_bytes)
+        if alloc.pool_bytes <= pool_bytes:
             return alloc
     cls = ctx.minimal_cls
     minima = ctx.class_minima(cls)
     slot = ctx.class_slot_bytes(cls)
-    spare = max(budget - int(minima @ slot), 0)
+    spare = max(pool_bytes - int(minima @ slot), 0)
     share = rng.random(minima.size)
     extra = np.floor(share / share.sum() * spare / slot).astype(np.int64)
     cnt = np.minimum(minima + extra, np.maximum(ctx.class_peaks(cls), minima))
-    return fit(ctx, cls, cnt, budget)
+    return fit(ctx, cls, cnt, pool_bytes)

@@ -14,6 +14,7 @@ import json
 
 from engine.checkpoint import write_atomically
 from engine.errors import EngineError
+from engine.files import read_json
 
 FORMAT = "swapengine.ga-checkpoint/1"
 
@@ -30,13 +31,7 @@ def save(path: str, state: dict) -> None:
 
 def load(path: str) -> dict:
     """The state saved at ``path``; SearchCheckpointError if it is missing, not JSON or not ours."""
-    try:
-        with open(path) as f:
-            state = json.load(f)
-    except FileNotFoundError:
-        raise SearchCheckpointError(f"checkpoint '{path}' does not exist") from None
-    except json.JSONDecodeError as e:
-        raise SearchCheckpointError(f"checkpoint '{path}' is not valid JSON ({e})") from None
+    state = read_json(path, "search checkpoint", SearchCheckpointError, "the JSON file --search-checkpoint wrote")
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise SearchCheckpointError(f"'{path}' is not a search checkpoint (expected format '{FORMAT}')")
     return state

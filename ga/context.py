@@ -1,7 +1,7 @@
 """What the search needs to know about one graph, computed once: ``GraphContext``.
 
 Schedules: each node's number of distinct predecessors and its successor list (plain int
-lists, so the dataflow-scheduler loops of ``schedule_ops`` never touch the Graph or networkx).
+lists, so the dataflow-scheduler loops of ``schedule_ops`` never touch the Graph).
 Besides the graph's dataflow edges these hold the write-after-read edges of
 ``engine.schedules``: from every other reader of a value to the operator that writes over it
 in place (an SGD update, a gradient accumulation). MXNet's engine orders a variable's write

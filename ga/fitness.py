@@ -2,7 +2,7 @@
 
 ``Evaluator(facts, profile, budget, policy)``: ``time(schedule, allocation, options)`` runs the
 policy's planner on that schedule and allocation (and knob values) and the simulator and returns the simulated iteration time; ``inf`` for an allocation over
-the budget's pool or one the planner cannot run (``PlanError``). Evaluations run in worker
+the budget's ``pool_bytes`` or one the planner cannot run (``PlanError``). Evaluations run in worker
 processes (``ga.workers``).
 """
 from __future__ import annotations

@@ -138,7 +138,7 @@ class Breeder:
     def __init__(self, ctx: GraphContext, evaluator: Evaluator, variation: Variation, seed: int,
                  simple: Allocation | None):
         self.ctx, self.evaluator, self.variation, self.seed = ctx, evaluator, variation, int(seed)
-        self.budget = evaluator.budget.pool_bytes      # what allocations may use (scratch is apart)
+        self.pool_bytes = evaluator.budget.pool_bytes      # what allocations may use (scratch is apart)
         self.default_order = np.arange(ctx.num_nodes, dtype=np.int32)
         self.simple = simple
         # Knob values of the seeds and of ablations (which vary one half of the genome only).
@@ -188,7 +188,7 @@ class Breeder:
         if self.simple is not None and (seeded or mode == "schedule"):
             allocation = self.simple
         else:
-            allocation = allocation_ops.random_allocation(self.ctx, self.budget, rng)
+            allocation = allocation_ops.random_allocation(self.ctx, self.pool_bytes, rng)
         options = self.default_options if seeded else self.random_options(rng)
         return self.evaluated(schedule, allocation, options)
 
@@ -228,15 +228,15 @@ class Breeder:
         and with probability ``transfer`` a trade of objects between two classes."""
         if self.variation.mode == "schedule":
             return self.simple
-        crossed = allocation_ops.random_crossover(self.ctx, p1.allocation, p2.allocation, self.budget,
+        crossed = allocation_ops.random_crossover(self.ctx, p1.allocation, p2.allocation, self.pool_bytes,
                                                   rng_for(self.seed, generation, k, ALLOCATION_CROSSOVER))
         rng = rng_for(self.seed, generation, k, ALLOCATION_MUTATION + i, attempt)
-        child = allocation_ops.mutate(self.ctx, crossed[i], self.variation.mutation, self.budget, rng,
+        child = allocation_ops.mutate(self.ctx, crossed[i], self.variation.mutation, self.pool_bytes, rng,
                                       self.variation.sigma)
         if self.variation.transfer > 0:
             rng = rng_for(self.seed, generation, k, TRANSFER + i, attempt)
             if rng.random() < self.variation.transfer:
-                child = allocation_ops.transfer(self.ctx, child, self.budget, rng)
+                child = allocation_ops.transfer(self.ctx, child, self.pool_bytes, rng)
         return child
 
     def child(self, task: tuple) -> Individual | None:
@@ -269,7 +269,7 @@ class Breeder:
             rng = rng_for(self.seed, generation, k, IMMIGRANT_DRAW, attempt)
             schedule = (self.default_order if mode == "allocation" else schedule_ops.random_schedule(self.ctx, rng))
             allocation = (self.simple if mode == "schedule"
-                          else allocation_ops.random_allocation(self.ctx, self.budget, rng))
+                          else allocation_ops.random_allocation(self.ctx, self.pool_bytes, rng))
             options = self.random_options(rng)
             if genome_key(schedule, allocation, options) not in known:
                 return self.evaluated(schedule, allocation, options)

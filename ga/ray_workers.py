@@ -2,11 +2,11 @@
 
 ``RayWorkers(make_state, state_args, workers, address)`` starts ``workers`` Ray actors (one
 CPU each; default: every CPU the cluster has), each building ``make_state(*state_args)`` once,
-so tasks carry only their own data, as in the process pool. ``map(fn, items, deadline)``
+so tasks carry only their own data, as in ``ProcessWorkers``. ``map(fn, items, deadline)``
 hands each idle actor the next item and returns ``fn(state, item)`` for every item in the
 items' order, so the search's result for a seed does not depend on where it ran. Past the
-deadline it kills the actors and raises ``DeadlineReached`` with the finished prefix, as the
-pool does.
+deadline it kills the actors and raises ``DeadlineReached`` with the finished prefix, as
+``ProcessWorkers`` does.
 
 Ray is an optional extra (``pip install ".[ray]"``). ``address``: ``"local"`` starts Ray on
 this machine with ``workers`` CPUs; ``"auto"`` joins the cluster ``ray start --head`` started

@@ -186,7 +186,7 @@ class SearchResult:
 def make_breeder(ctx: GraphContext, facts: GraphFacts, profile: Profile, budget: Budget, policy: Policy,
                  node_seconds: np.ndarray, variation: Variation, seed: int, simple: Allocation | None,
                  allocator: str | None = None, allocator_options: tuple = ()) -> Breeder:
-    """A worker's state: built once per process by the pool's initializer."""
+    """A worker's state: built once in each worker process."""
     evaluator = Evaluator(facts, profile, budget, policy, node_seconds, allocator, allocator_options)
     return Breeder(ctx, evaluator, variation, seed, simple)
 
@@ -340,13 +340,13 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
                             f"{run.best.time:.4g} s (alive: mean {row.mean:.4g}, worst {row.worst:.4g})")
 
     if opts.ray_address:
-        pool = RayWorkers(make_breeder, args, opts.workers, opts.ray_address)
+        workers = RayWorkers(make_breeder, args, opts.workers, opts.ray_address)
     else:
-        pool = ProcessWorkers(make_breeder, args, opts.workers, opts.start_method)
+        workers = ProcessWorkers(make_breeder, args, opts.workers, opts.start_method)
     try:
         if not run.population:
             try:
-                firsts = pool.map(first_task, list(range(n_pop)), deadline)
+                firsts = workers.map(first_task, list(range(n_pop)), deadline)
             except DeadlineReached as e:
                 firsts, stopped = e.results, "time"
                 if not firsts:
@@ -378,7 +378,7 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
             if opts.max_evaluations is not None:
                 tasks = tasks[:max(opts.max_evaluations - run.evaluations, 0)]
             try:
-                children = pool.map(child_task, tasks, deadline)
+                children = workers.map(child_task, tasks, deadline)
             except DeadlineReached as e:
                 children, stopped = e.results, "time"
             children = [c for c in children if c is not None]   # None: only known genomes could be bred
@@ -400,7 +400,7 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
     except KeyboardInterrupt:
         stopped = "interrupted"
     finally:
-        pool.terminate()
+        workers.terminate()
         bar.close()
     if not run.population:
         raise KeyboardInterrupt

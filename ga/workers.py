@@ -1,8 +1,8 @@
 """Evaluation in worker processes.
 
-``ProcessWorkers(make_state, state_args, workers)``: a process pool in which every worker
+``ProcessWorkers(make_state, state_args, workers)``: ``workers`` processes, each of which
 builds its state once (``make_state(*state_args)``, e.g. a Breeder over the graph and
-profile) in the pool's initializer; tasks then carry only their own data. ``map(fn, items,
+profile) when it starts; tasks then carry only their own data. ``map(fn, items,
 deadline)`` returns ``fn(state, item)`` for each item, in the items' order, so results never
 depend on which worker finished first. With ``workers <= 1`` everything runs in-process.
 Workers ignore SIGINT, so Ctrl-C reaches only the searching process.
@@ -53,26 +53,26 @@ class ProcessWorkers:
     def __init__(self, make_state: Callable, state_args: tuple, workers: int | None = None,
                  start_method: str | None = None):
         self.workers = default_workers() if workers is None else int(workers)
-        self._pool = None
+        self._processes = None
         if self.workers <= 1:
             self.state = make_state(*state_args)
             return
         if start_method is None:
             start_method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         ctx = multiprocessing.get_context(start_method)
-        self._pool = ctx.Pool(self.workers, initializer=_init_worker, initargs=(make_state, state_args))
+        self._processes = ctx.Pool(self.workers, initializer=_init_worker, initargs=(make_state, state_args))
 
     def map(self, fn: Callable, items: Sequence, deadline: float | None = None) -> list:
         """``[fn(state, item) for item in items]``, in order. Past ``deadline`` (time.monotonic)
         raises DeadlineReached with the results that finished before it, in order."""
         results: list = []
-        if self._pool is None:
+        if self._processes is None:
             for item in items:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise DeadlineReached(results)
                 results.append(fn(self.state, item))
             return results
-        it = self._pool.imap(_call, [(fn, item) for item in items], chunksize=1)
+        it = self._processes.imap(_call, [(fn, item) for item in items], chunksize=1)
         for _ in range(len(items)):
             if deadline is None:
                 results.append(it.next())
@@ -88,16 +88,16 @@ class ProcessWorkers:
         return results
 
     def terminate(self) -> None:
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-            self._pool = None
+        if self._processes is not None:
+            self._processes.terminate()
+            self._processes.join()
+            self._processes = None
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool.join()
-            self._pool = None
+        if self._processes is not None:
+            self._processes.close()
+            self._processes.join()
+            self._processes = None
 
     def __enter__(self):
         return self

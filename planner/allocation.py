@@ -10,6 +10,8 @@ budget (``GraphFacts.smallest_budget``) is its bytes plus operator scratch.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from allocator import Allocation, aligned_bytes
@@ -17,9 +19,11 @@ from engine.ir import Kind, PERSISTENT_KINDS
 from engine.profile import Profile
 from engine.units import format_bytes
 
-from .budget import Budget
 from .errors import OutOfRoom
-from .facts import GraphFacts, SizeDemand
+
+if TYPE_CHECKING:       # type names only: planner.facts imports this module (minimal_allocation)
+    from .budget import Budget
+    from .facts import GraphFacts, SizeDemand
 
 # A leaf stays in the working set between two reads when the compute between them is
 # shorter than this many round trips of its bytes over the link (working_set).

@@ -16,10 +16,11 @@ from typing import Sequence
 import numpy as np
 
 from allocator import Allocation, aligned_bytes
-from engine.inplace import in_place_pairs
 from engine.ir import Graph
 from engine.liveness import Lifetimes, lifetimes, live_bytes_per_step
 from ops import registry as op_registry
+
+from . import allocation
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,9 @@ def size_demand(g: Graph, order: Sequence[int], lt: Lifetimes | None = None) -> 
     per_node = np.zeros((len(g.nodes), len(sizes)), dtype=np.int32)
     heaviest, heaviest_bytes = -1, -1
     for n in g.nodes:
-        in_place = {n.outputs[k] for k, _ in in_place_pairs(n)}
-        ts = [t for t in dict.fromkeys(n.inputs + n.outputs) if t not in in_place]
+        # An output written over an input (the in-place rule under this order, as the planner
+        # decides it) needs no object of its own.
+        ts = [t for t in dict.fromkeys(n.inputs + n.outputs) if lt.inplace_of[t] < 0 or t not in n.outputs]
         np.add.at(per_node[n.id], size_index[ts], 1)
         b = int(nbytes[ts].sum())
         if b > heaviest_bytes:
@@ -105,8 +107,7 @@ class GraphFacts:
 
     @cached_property
     def minimal_allocation(self) -> Allocation:
-        from .allocation import minimal_allocation
-        return minimal_allocation(self.demand)
+        return allocation.minimal_allocation(self.demand)
 
     @property
     def smallest_budget(self) -> int:

@@ -30,7 +30,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from engine.graph_io import fingerprint
-from engine.inplace import in_place_input
+from engine.inplace import InPlace
 from engine.ir import Graph
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program, sharing_objects
 from engine.units import format_bytes
@@ -68,16 +68,13 @@ class StepFacts:
         self.uses = uses
         last = np.array([u[-1] if u else -1 for u in uses], dtype=np.int64)
         self.last_use = last
-        # Output k of step pos takes the object of input in_place[pos][k] (a tensor id) or -1.
-        self.in_place: list[list[int]] = []
-        for pos, nid in enumerate(self.schedule):
-            node = g.nodes[nid]
-            dies = (lambda t, pos=pos: int(last[t]) == pos and not self.kept[t])
-            taken = []
-            for k in range(len(node.outputs)):
-                j = in_place_input(node, k, dies)
-                taken.append(-1 if j is None else node.inputs[j])
-            self.in_place.append(taken)
+        # Output k of step pos takes the object of input in_place[pos][k] (a tensor id) or -1,
+        # as the in-place rule decides in this order (a written-over input is read last there,
+        # so its last use is its last read).
+        position = np.full(len(g.nodes), -2, dtype=np.int64)
+        position[self.schedule] = np.arange(len(self.schedule))
+        source = InPlace.of(g).sources(n_t, position, last, self.kept)
+        self.in_place: list[list[int]] = [[int(source[t]) for t in outs] for outs in self.outputs]
 
     def dies_at(self, t: int, pos: int) -> bool:
         """Whether ``t`` is not needed after step ``pos`` (its last use, and not kept)."""

@@ -63,14 +63,9 @@ def order_arrays(a: ProgramArrays, tensor_bytes: np.ndarray, node_seconds: np.nd
     return renumber_arrays(a, np.asarray(order, dtype=np.int64))
 
 
-def renumber(program: Program, order) -> Program:
-    """The Program with instructions in ``order`` (a valid sequential execution), dependency
-    indices remapped and same-stream edges dropped."""
-    arrays = renumber_arrays(ProgramArrays.of(program.instrs), np.asarray(list(order), dtype=np.int64))
-    return dataclasses.replace(program, instrs=arrays.to_instrs())
-
-
 def renumber_arrays(a: ProgramArrays, order: np.ndarray) -> ProgramArrays:
+    """The instructions in ``order`` (a valid sequential execution), dependency indices
+    remapped and same-stream edges dropped."""
     return ProgramArrays(*_renumber(a.kind, a.target, a.obj, a.copy, a.dep_ptr, a.deps, a.obj_ptr, a.objects,
                                     order))
 

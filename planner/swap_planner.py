@@ -44,7 +44,7 @@ import numpy as np
 
 from allocator import PlacedLayout, SizeClassLayout
 from engine.graph_io import fingerprint
-from engine.inplace import in_place_input, in_place_pairs
+from engine.inplace import InPlace
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
 from engine.profile import Profile
 from engine.program import Arena, Program
@@ -80,8 +80,9 @@ class PlanOptions:
 
 
 class GraphArrays:
-    """Per-graph arrays the compiled pass reads (node inputs and outputs in CSR form, the
-    in-place declarations, tensor sizes and roles); made once per graph (``of``)."""
+    """Per-graph arrays the compiled pass reads (node inputs and outputs in CSR form, tensor
+    sizes and roles: ``pass_graph``), and the graph's in-place declarations; made once per
+    graph (``of``)."""
 
     _cache: "weakref.WeakKeyDictionary[Graph, GraphArrays]" = weakref.WeakKeyDictionary()
 
@@ -95,9 +96,6 @@ class GraphArrays:
         self.uniq_in = _flat(uniq)
         self.out_ptr = _ptr([len(n.outputs) for n in nodes])
         self.outs = _flat([n.outputs for n in nodes])
-        self.out_inplace = _flat([[-1 if (j := in_place_input(n, k)) is None else j for k in range(len(n.outputs))]
-                                  for n in nodes])
-        self.declares_inplace = np.array([bool(in_place_pairs(n)) for n in nodes], dtype=np.bool_)
         n_t = len(g.tensors)
         self.nbytes = np.array([t.nbytes for t in g.tensors], dtype=np.int64)
         self.tensor_bytes = self.nbytes.astype(np.float64)     # what the dispatch loop reads
@@ -111,6 +109,10 @@ class GraphArrays:
         self.stays = self.host_at_start & ~self.kept
         self.state_cur = np.array([c for c, _ in g.state_pairs], dtype=np.int64)
         self.state_nxt = np.array([x for _, x in g.state_pairs], dtype=np.int64)
+        self.in_place = InPlace.of(g)
+        self.pass_graph = swap_scan.PassGraph(self.in_ptr, self.ins, self.uniq_ptr, self.uniq_in, self.out_ptr,
+                                              self.outs, self.nbytes, self.kept, self.stays, self.host_at_start,
+                                              self.state_cur, self.state_nxt)
 
     @classmethod
     def of(cls, g: Graph) -> "GraphArrays":
@@ -142,6 +144,7 @@ class _Schedule:
             raise PlanError(str(e)) from None
         end = len(self.schedule)
         self.read_ptr, self.reads = swap_scan.reads_of(self.schedule, ga.uniq_ptr, ga.uniq_in, len(ga.nbytes))
+        self.in_place = self._in_place(ga)
         # "Next use" once a tensor's reads are done: the end for kept tensors, else never.
         self.after_reads = np.where(ga.kept, end, end + 1).astype(np.int64)
         secs = np.ones(len(g.nodes)) if op_seconds is None else np.asarray(op_seconds, dtype=float)
@@ -189,40 +192,65 @@ class _Schedule:
         else:
             self.n_deps_max = n_in + 3 * n_out + 4 * n_uniq + copies_out + 1
             self.n_pl_max = self.n_pl_chunks_max = 0
+        self.order = swap_scan.PassOrder(self.schedule, self.in_place, self.read_ptr, self.reads, self.after_reads,
+                                         self.step_end, self.use_time)
+        self.layout = swap_scan.PassLayout(self.klass, self.class_first, self.object_class, self.headroom,
+                                           int(self.chunk_class), self.width, self.slot_ptr)
+        self.capacity = swap_scan.Capacity(int(self.n_instr_max), int(self.n_deps_max), int(self.n_objs_max),
+                                           int(self.n_pl_max), int(self.n_pl_chunks_max))
+        self.rules = swap_scan.PassRules(swap_scan.LRU if opts.victim == "lru" else swap_scan.BELADY,
+                                         -1.0 if opts.threshold_s is None else float(opts.threshold_s), self.link,
+                                         opts.headroom > 0, float(opts.ahead_gap), bool(opts.kept_ahead),
+                                         bool(opts.newest_for_outputs))
+
+    def _in_place(self, ga: GraphArrays) -> np.ndarray:
+        """Per output entry (as ``ga.outs``): the index among its node's inputs of the input the
+        in-place rule (``engine.inplace``) writes it over in this order, or -1."""
+        decl = ga.in_place
+        in_place = np.full(len(ga.outs), -1, dtype=np.int64)
+        if not len(decl.node):
+            return in_place
+        position = np.full(ga.shape[0], -2, dtype=np.int64)      # -2: a node not in the schedule
+        position[self.schedule] = np.arange(len(self.schedule))
+        read_ptr, reads = self.read_ptr, self.reads
+        has_read = read_ptr[1:] > read_ptr[:-1]
+        last_read = np.where(has_read, reads[np.maximum(read_ptr[1:] - 1, 0)] if len(reads) else -1, -1)
+        taken = decl.taken(position, last_read, ga.kept)
+        in_place[ga.out_ptr[decl.node[taken]] + decl.out_index[taken]] = decl.src_index[taken]
+        return in_place
 
 
-def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, opts: PlanOptions,
-          resident: dict[int, int | tuple]):
+def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, resident: dict[int, int | tuple]):
     """One pass (``planner.swap_scan.scan``); its ProgramArrays, where tensors ended (the
     object, or for the chunk class the placement, and the chunks it holds), and which resident
     state strayed. ``resident``: state on the device at the start, by tensor: its object, or
     for the chunk class its chunks (a tuple). PlanError where an operator cannot run."""
-    res_t = np.fromiter(resident.keys(), dtype=np.int64, count=len(resident))
-    res_o = np.array([-1 if isinstance(o, tuple) else o for o in resident.values()], dtype=np.int64)
-    res_chunk_ptr = _ptr([len(o) if isinstance(o, tuple) else 0 for o in resident.values()])
-    res_chunks = np.array([c for o in resident.values() if isinstance(o, tuple) for c in o], dtype=np.int64)
-    threshold = -1.0 if opts.threshold_s is None else float(opts.threshold_s)
-    (n, kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects, obj_of, strayed, err,
-     held, pl_ptr, pl_chunks, n_pl) = swap_scan.scan(
-        sc.schedule, ga.in_ptr, ga.ins, ga.uniq_ptr, ga.uniq_in, ga.out_ptr, ga.outs, ga.out_inplace,
-        ga.declares_inplace, ga.nbytes, sc.klass, ga.kept, ga.stays, ga.host_at_start, ga.state_cur, ga.state_nxt,
-        sc.read_ptr, sc.reads, sc.after_reads, sc.step_end, sc.use_time, sc.link,
-        sc.class_first, sc.object_class, sc.headroom, opts.headroom > 0, float(opts.ahead_gap),
-        opts.victim == "lru", threshold, res_t, res_o, sc.n_instr_max, sc.n_deps_max, sc.n_objs_max,
-        bool(opts.kept_ahead), bool(opts.newest_for_outputs), sc.width, sc.slot_ptr, sc.chunk_class,
-        res_chunk_ptr, res_chunks, sc.n_pl_max, sc.n_pl_chunks_max)
-    if err[0] != swap_scan.OK:
-        node = g.nodes[int(sc.schedule[err[1]])]
-        if err[0] == swap_scan.NEEDS_MORE_OBJECTS:
-            k = int(err[2])
-            need = sum(int(sc.width[x]) for x in set(node.inputs) | set(node.outputs) if sc.klass[x] == k)
-            what = "chunks (the chunk class)" if k == sc.chunk_class else f"objects of size class {k}"
+    residents = swap_scan.Residents(
+        np.fromiter(resident.keys(), dtype=np.int64, count=len(resident)),
+        np.array([-1 if isinstance(o, tuple) else o for o in resident.values()], dtype=np.int64),
+        _ptr([len(o) if isinstance(o, tuple) else 0 for o in resident.values()]),
+        np.array([c for o in resident.values() if isinstance(o, tuple) for c in o], dtype=np.int64))
+    r = swap_scan.scan(ga.pass_graph, sc.order, sc.layout, sc.rules, residents, sc.capacity)
+    code, step, subject = (int(x) for x in r.fault)
+    if code == swap_scan.BUFFER_FULL:
+        name = swap_scan.CAPACITY_NAMES[subject]
+        raise RuntimeError(f"planner bug: the swap pass's {name} buffer (capacity {getattr(sc.capacity, name)}) is full")
+    if code != swap_scan.OK:
+        node = g.nodes[int(sc.schedule[step])]
+        if code == swap_scan.NEEDS_MORE_OBJECTS:
+            need = sum(int(sc.width[x]) for x in set(node.inputs) | set(node.outputs) if sc.klass[x] == subject)
+            what = "chunks (the chunk class)" if subject == sc.chunk_class else f"objects of size class {subject}"
             raise PlanError(f"operator '{node.name}' ({node.op}) needs {need} {what} "
-                            f"at once; the allocation has {len(layout.objects_of_class(k))}")
-        raise PlanError(f"operator '{node.name}' reads '{g.tensors[int(err[2])].name}', which is "
+                            f"at once; the allocation has {len(layout.objects_of_class(subject))}")
+        if code == swap_scan.IN_PLACE_NOT_DYING:
+            raise RuntimeError(f"planner bug: operator '{node.name}' writes over '{g.tensors[subject].name}' in "
+                               "place, but the swap pass finds it still needed")
+        raise PlanError(f"operator '{node.name}' reads '{g.tensors[subject].name}', which is "
                         "neither resident nor on the host (planner bug)")
-    arrays = ProgramArrays(kind[:n], target[:n], obj[:n], copy[:n], dep_ptr[:n + 1], deps[:dep_ptr[n]],
-                           obj_ptr, objects[:obj_ptr[n]])
+    n, held = r.n_instrs, r.held
+    arrays = ProgramArrays(r.kind[:n], r.target[:n], r.obj[:n], r.copy[:n], r.dep_ptr[:n + 1],
+                           r.deps[:r.dep_ptr[n]], r.obj_ptr, r.objects[:r.obj_ptr[n]])
+    obj_of = r.obj_of
 
     def where(t: int):
         if obj_of[t] < 0:
@@ -231,7 +259,8 @@ def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, opt
             return tuple(held[sc.slot_ptr[t]:sc.slot_ptr[t + 1]].tolist())
         return int(obj_of[t])
 
-    return arrays, where, strayed, (pl_ptr[:n_pl + 1], pl_chunks[:pl_ptr[n_pl]])
+    n_pl = r.n_placements
+    return arrays, where, r.strayed, (r.placement_ptr[:n_pl + 1], r.placement_chunks[:r.placement_ptr[n_pl]])
 
 
 def plan_arrays(g: Graph, schedule: Sequence[int], allocation, profile: Profile | None = None,
@@ -250,7 +279,7 @@ def plan_arrays(g: Graph, schedule: Sequence[int], allocation, profile: Profile 
     resident: dict[int, int | tuple] = {}
     first = True
     for _ in range(options.max_passes):
-        arrays, where, strayed, placed = _scan(g, ga, sc, layout, options, resident)
+        arrays, where, strayed, placed = _scan(g, ga, sc, layout, resident)
         if first:
             # State whose next value ended on the device becomes resident, where it ended.
             first = False

@@ -1,38 +1,111 @@
 """One pass of the swap planner over the schedule, compiled (numba) over flat arrays.
 
-``planner.swap_planner`` holds the rules in prose and drives the passes; this module is the
-loop itself. It walks the schedule keeping which tensor sits in which object, and emits
-instructions into preallocated arrays (their sizes are bounded: every swap-out evicts a
-tensor a compute or swap-in placed). Names follow the planner's vocabulary: tenant (the
-tensor in an object), release (per object and stream, the instruction after which the
-object may be written), writer (the instruction that made a tensor resident), host writer
-(the swap-out that wrote its host copy; -1 for a host copy given at the start, NOT_HOST
-when the host copy is stale).
+``planner.swap_planner`` holds the rules in prose, prepares this pass's inputs and drives the
+passes; this module is the loop itself. It walks the schedule keeping which tensor sits in
+which object, and emits instructions into preallocated buffers whose capacities the driver
+computes (every swap-out evicts a tensor a compute or swap-in placed); a write past one is
+refused as a BUFFER_FULL fault naming the buffer, never made.
 
-Speed (the search runs this for every candidate): helpers take their arrays as tuples (out,
-pool, tree) so numba inlines them (a call with dozens of array arguments costs more than the
-work), and evicting ahead asks a per-class max-tree for the furthest tenant instead of
-scanning the class after every operator. The chunk class has thousands of objects and
-tensors that take hundreds of them, so work per chunk is kept to plain array writes: a
-chunked tensor's key sits in the max-tree at its lowest chunk only, an instruction's
-candidate dependencies skip those it has already (a tensor's chunks were released by a few
-instructions), long candidate lists are sorted by numpy, not by insertion, and the free rings
-take and give a tensor's chunks in one call (numba counts references to every array a
-helper unpacks from a tuple, on each call: per chunk, that cost more than the work).
+Everything travels in named records (namedtuples, which numba compiles as tuples): the inputs
+``PassGraph``, ``PassOrder``, ``PassLayout``, ``PassRules``, ``Residents`` and ``Capacity``;
+the pass's own state ``State``, made of ``Residency`` (who sits in which object), ``TensorState``,
+``FreeRings``, ``MaxTree``, ``Chunks``, ``Instrs`` (the output) and ``StepScratch``; the result
+``PassResult``. Counters that helpers advance are one-element arrays (``Instrs.count``).
+Names follow the planner's vocabulary: tenant (the tensor in an object), release (per object
+and stream, the instruction after which the object may be written), writer (the instruction
+that made a tensor resident), host writer (the swap-out that wrote its host copy; -1 for a host
+copy given at the start, NOT_HOST when the host copy is stale).
 
-The helpers (free rings, max-tree) stay in this file although it is long: numba's cache
-(cache=True) is invalidated by a change to the caching function's own file only, so a helper
-inlined from another module could leave a stale compiled scan behind after an edit.
+The pass decides nothing the rest of the planner also decides: which output is written over
+which input comes in as data (``PassOrder.in_place``, from ``engine.inplace.InPlace``), and
+which resident tensor leaves first is ``evicts_first``, which the window policy shares.
+
+Speed (the search runs this for every candidate): helpers are inlined (``inline="always"``),
+and evicting ahead asks a per-class max-tree for the furthest tenant instead of scanning the
+class after every operator. The chunk class has thousands of objects and tensors that take
+hundreds of them, so work per chunk is kept to plain array writes: a chunked tensor's key sits
+in the max-tree at its lowest chunk only, an instruction's candidate dependencies skip those it
+has already (a tensor's chunks were released by a few instructions), long candidate lists are
+sorted by numpy, not by insertion, and the free rings take and give a tensor's chunks in one
+call.
+
+The helpers stay in this file although it is long: numba's cache (cache=True) is invalidated by
+a change to the caching function's own file only, so a helper inlined from another module could
+leave a stale compiled scan behind after an edit.
 """
 from __future__ import annotations
+
+from collections import namedtuple
 
 import numba
 import numpy as np
 
 COMPUTE, SWAP_IN, SWAP_OUT = 0, 1, 2
 NOT_HOST = -2
-# Error codes of a pass (the driver turns them into PlanError messages).
-OK, NEEDS_MORE_OBJECTS, NOT_ON_HOST = 0, 1, 2
+# Which resident tensor leaves first (``PassRules.victim``).
+BELADY, LRU = 0, 1
+# A pass's fault (``Instrs.fault``): its code at FAULT_CODE, the step at FAULT_STEP, and at
+# FAULT_SUBJECT the size class (NEEDS_MORE_OBJECTS), the tensor (NOT_ON_HOST, IN_PLACE_NOT_DYING)
+# or the buffer (BUFFER_FULL).
+OK, NEEDS_MORE_OBJECTS, NOT_ON_HOST, BUFFER_FULL, IN_PLACE_NOT_DYING = 0, 1, 2, 3, 4
+FAULT_CODE, FAULT_STEP, FAULT_SUBJECT = 0, 1, 2
+# The output buffers, by Capacity's field order (BUFFER_FULL's subject).
+INSTRS_BUFFER, DEPS_BUFFER, OBJECTS_BUFFER, PLACEMENTS_BUFFER, PLACEMENT_CHUNKS_BUFFER = 0, 1, 2, 3, 4
+
+# ---- inputs (made by planner.swap_planner)
+# The graph: node inputs (with repeats, and distinct) and outputs in CSR form by node id;
+# per tensor its bytes, whether it must survive the iteration (kept), whether it stays resident
+# after its last read (stays: its host copy is current), whether its host copy is given at
+# the start; the state pairs (current, next value).
+PassGraph = namedtuple("PassGraph", ["in_ptr", "ins", "uniq_ptr", "uniq_in", "out_ptr", "outs", "nbytes", "kept",
+                                     "stays", "host_at_start", "state_cur", "state_nxt"])
+# The order: node ids by step; per output entry (as PassGraph.outs) the index among its node's
+# inputs of the input it is written over, -1 for none; each tensor's reading steps in CSR form
+# (read_ptr, reads); its next-use slot once its reads are done (after_reads); each step's
+# compute-only finish time (step_end); the start time of each next-use slot (use_time).
+PassOrder = namedtuple("PassOrder", ["schedule", "in_place", "read_ptr", "reads", "after_reads", "step_end",
+                                     "use_time"])
+# The size-class layout: each tensor's class; each class's first object (CSR), each object's
+# class; the objects to keep free per class when evicting ahead (headroom); the chunk class
+# (-1 for none), and per tensor how many of its objects it takes (width) and where its chunks
+# are kept (slot_ptr, CSR over width).
+PassLayout = namedtuple("PassLayout", ["klass", "class_first", "object_class", "headroom", "chunk_class", "width",
+                                       "slot_ptr"])
+# The rules: BELADY or LRU; the recency threshold in seconds (negative: the incoming tensor's
+# transfer time); the link's bytes per second (0: none); whether to evict ahead of need and
+# how many transfer times ahead; whether tensors kept to the end may leave ahead; whether a
+# compute's output takes the object a compute freed last.
+PassRules = namedtuple("PassRules", ["victim", "threshold_s", "link", "evict_ahead", "ahead_gap", "kept_ahead",
+                                     "newest_for_outputs"])
+# State resident at the start: tensor and object, or for the chunk class its chunks (CSR).
+Residents = namedtuple("Residents", ["tensor", "obj", "chunk_ptr", "chunks"])
+# The output buffers' sizes (their order is the *_BUFFER constants').
+Capacity = namedtuple("Capacity", ["instrs", "deps", "objects", "placements", "placement_chunks"])
+CAPACITY_NAMES = Capacity._fields
+
+# ---- the pass's state
+Residency = namedtuple("Residency", ["tenant", "obj_of", "next_use_at", "release", "home_of"])
+TensorState = namedtuple("TensorState", ["busy", "last_touch", "read_no", "next_read", "writer", "host_writer",
+                                         "pinned"])
+# Free objects of each class, FIFO rings (the earliest freed first): clean ones, and dirty ones
+# (freed by an eviction whose copy out is still to finish).
+FreeRings = namedtuple("FreeRings", ["clean", "clean_head", "clean_size", "dirty", "dirty_head", "dirty_size",
+                                     "freed_at", "clock", "one"])
+MaxTree = namedtuple("MaxTree", ["val", "obj", "base", "size"])
+# A tensor of the chunk class sits in width[t] chunks, held in held[slot_ptr[t]:...]; the
+# Program names it by a placement (object n_layout_objects + j, a virtual range over the chunks
+# placement_chunks[placement_ptr[j]:placement_ptr[j + 1]]); its Belady key sits at key_chunk[t].
+Chunks = namedtuple("Chunks", ["held", "key_chunk", "placement_ptr", "placement_chunks", "n_placements",
+                               "n_layout_objects"])
+Instrs = namedtuple("Instrs", ["count", "kind", "target", "obj", "copy", "dep_ptr", "deps", "obj_count", "objects",
+                               "n_objects", "seen", "fault"])
+StepScratch = namedtuple("StepScratch", ["cand", "in_objs", "out_objs", "dying", "classes", "class_seen_at"])
+State = namedtuple("State", ["graph", "order", "layout", "rules", "res", "tensors", "free", "tree", "chunks", "out",
+                             "scratch", "key_end"])
+
+PassResult = namedtuple("PassResult", ["n_instrs", "kind", "target", "obj", "copy", "dep_ptr", "deps", "obj_ptr",
+                                       "objects", "obj_of", "strayed", "fault", "held", "placement_ptr",
+                                       "placement_chunks", "n_placements"])
 
 
 @numba.njit(cache=True)
@@ -56,94 +129,66 @@ def reads_of(schedule, in_ptr, uniq_in, n_tensors):
 
 
 @numba.njit(cache=True, inline="always")
-def _emit(out, n, kd, tg, ob, cp, cand, n_cand):
-    """Append an instruction to ``out`` (kind, target, obj, copy, dep_ptr, deps) whose
-    dependencies are cand[:n_cand] (those >= 0, sorted, unique)."""
-    kind, target, obj, copy, dep_ptr, deps = out
-    kind[n] = kd
-    target[n] = tg
-    obj[n] = ob
-    copy[n] = cp
-    if n_cand > 32:                     # a chunked tensor's releases
-        cand[:n_cand].sort()
-    else:                               # insertion sort: a handful of candidates
-        for a in range(1, n_cand):
-            x = cand[a]
-            b = a - 1
-            while b >= 0 and cand[b] > x:
-                cand[b + 1] = cand[b]
-                b -= 1
-            cand[b + 1] = x
-    e = dep_ptr[n]
-    last = -1
-    for a in range(n_cand):
-        x = cand[a]
-        if x >= 0 and x != last:
-            deps[e] = x
-            e += 1
-            last = x
-    dep_ptr[n + 1] = e
-    return n + 1
-
-
-@numba.njit(cache=True, inline="always")
-def _releases(cand, c, release, o, seen, n):
-    """Append object o's three releases to the candidates cand[:c] of instruction n; the new
-    count. Skips none (-1) and those already candidates of n (``seen[x] == n``), so that a
-    chunked tensor's chunks, released by a few instructions, add a few candidates rather than
-    three per chunk."""
-    for s in range(3):
-        x = release[o, s]
-        if x >= 0 and seen[x] != n:
-            seen[x] = n
-            cand[c] = x
-            c += 1
-    return c
+def evicts_first(key, t, best_key, best):
+    """The eviction rule: whether tensor t, with ``key``, leaves before ``best`` (with
+    ``best_key``; -1: none chosen yet). The larger key leaves first (Belady: the next use
+    furthest away; LRU: the oldest last use, as its negation); ties go to the lowest tensor id."""
+    return best < 0 or key > best_key or (key == best_key and t < best)
 
 
 @numba.njit(cache=True)
-def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, declares_inplace,
-         nbytes, klass, kept, stays, host_at_start, state_cur, state_nxt,
-         read_ptr0, reads, after_reads, step_end, use_time, link,
-         class_first, object_class, headroom, use_headroom, ahead_gap, lru, threshold_s,
-         resident_tensor, resident_obj, n_instr_max, n_deps_max, n_objs_max, kept_ahead, newest_for_outputs,
-         width, slot_ptr, chunk_class, resident_chunk_ptr, resident_chunks, n_pl_max, n_pl_chunks_max):
-    n_t = nbytes.shape[0]
+def first_to_leave(tensors, keys):
+    """Of ``tensors`` (with their ``keys``), the one ``evicts_first`` picks; -1 for none. For
+    policies that choose victims outside the pass (``planner.policies.window``)."""
+    best = -1
+    if tensors.shape[0] == 0:
+        return best
+    best_key = keys[0]
+    for i in range(tensors.shape[0]):
+        if evicts_first(keys[i], tensors[i], best_key, best):
+            best, best_key = tensors[i], keys[i]
+    return best
+
+
+@numba.njit(cache=True)
+def scan(graph, order, layout, rules, residents, capacity):
+    """One pass over ``order.schedule``: a PassResult (its fault code OK, or why it stopped)."""
+    st = _start(graph, order, layout, rules, residents, capacity)
+    for pos in range(order.schedule.shape[0]):
+        _step(st, pos)
+        if st.out.fault[FAULT_CODE] != OK:
+            return _result(st, np.zeros(0, dtype=np.bool_))
+    return _result(st, _leave_state(st))
+
+
+@numba.njit(cache=True)
+def _start(graph, order, layout, rules, residents, capacity):
+    """The pass's state before step 0: resident state in its objects, the rest free."""
+    n_t = graph.nbytes.shape[0]
+    n_obj = layout.object_class.shape[0]
+    class_first = layout.class_first
+    n_cls = class_first.shape[0] - 1
+    n_steps = order.schedule.shape[0]
     # Tensors kept to the end (next values, the loss) have the end as next use. Belady's keys
     # treat that as "never leaves ahead" unless kept_ahead: then key_end lies past every
     # next-use slot (steps, the end, never, next iteration's first reads), nothing matches it,
     # and they leave ahead like any tensor used at the end's time.
-    key_end = schedule.shape[0] + (state_cur.shape[0] + 3 if kept_ahead else 0)
-    n_obj = object_class.shape[0]
-    n_cls = class_first.shape[0] - 1
-    end = schedule.shape[0]
-    # ---- state
-    tenant = np.full(n_obj, -1, dtype=np.int64)
-    obj_of = np.full(n_t, -1, dtype=np.int64)
-    # A tensor of the chunk class sits in width[t] chunks (its objects, any of the class), held
-    # in held[slot_ptr[t]:slot_ptr[t] + width[t]], and the Program names it by a placement: the
-    # object n_obj + j, a virtual range mapped onto those chunks (pl_chunks[pl_ptr[j]:...]).
-    # A tensor of any other class sits in the one object obj_of[t] (_span treats both alike).
-    held = np.full(slot_ptr[n_t], -1, dtype=np.int64)
-    pl_ptr = np.zeros(n_pl_max + 1, dtype=np.int64)
-    pl_chunks = np.empty(n_pl_chunks_max, dtype=np.int64)
-    n_pl = np.zeros(1, dtype=np.int64)
-    # A chunked tensor's Belady key sits in the max-tree at its lowest chunk only (the others
-    # hold -inf): one update per event instead of one per chunk, and the tree's ties (the lower
-    # object) fall as they would with the key on every chunk.
-    key_chunk = np.full(n_t, -1, dtype=np.int64)
-    places = (held, slot_ptr, width, klass, chunk_class, pl_ptr, pl_chunks, n_pl, n_obj, key_chunk)
-    release = np.full((n_obj, 3), -1, dtype=np.int64)
-    writer = np.full(n_t, -1, dtype=np.int64)
-    host_writer = np.full(n_t, NOT_HOST, dtype=np.int64)
-    pinned = kept & host_at_start       # state nothing updates: never evicted ahead
-    read_no = np.zeros(n_t, dtype=np.int64)        # reads done so far
-    next_read = np.empty(n_t, dtype=np.int64)
-    busy = np.zeros(n_t, dtype=np.bool_)
-    last_touch = np.full(n_t, -1, dtype=np.int64)
+    key_end = n_steps + (graph.state_cur.shape[0] + 3 if rules.kept_ahead else 0)
     # When each object's tenant is next used (use_time of its next read), kept current while
     # the object is occupied (stale once vacated: readers check tenant first): Belady's key.
-    next_use_at = np.zeros(n_obj)
+    res = Residency(np.full(n_obj, -1, dtype=np.int64), np.full(n_t, -1, dtype=np.int64), np.zeros(n_obj),
+                    np.full((n_obj, 3), -1, dtype=np.int64), np.full(n_t, -1, dtype=np.int64))
+    next_read = np.empty(n_t, dtype=np.int64)
+    for t in range(n_t):
+        r0, r1 = order.read_ptr[t], order.read_ptr[t + 1]
+        next_read[t] = order.reads[r0] if r1 > r0 else order.after_reads[t]
+    tensors = TensorState(np.zeros(n_t, dtype=np.bool_), np.full(n_t, -1, dtype=np.int64),
+                          np.zeros(n_t, dtype=np.int64), next_read, np.full(n_t, -1, dtype=np.int64),
+                          np.full(n_t, NOT_HOST, dtype=np.int64),
+                          graph.kept & graph.host_at_start)    # pinned: state nothing updates, never evicted ahead
+    free = FreeRings(np.empty(n_obj, dtype=np.int64), np.zeros(n_cls, dtype=np.int64), np.zeros(n_cls, dtype=np.int64),
+                     np.empty(n_obj, dtype=np.int64), np.zeros(n_cls, dtype=np.int64), np.zeros(n_cls, dtype=np.int64),
+                     np.zeros(n_obj, dtype=np.int64), np.ones(1, dtype=np.int64), np.empty(1, dtype=np.int64))
     # Per class, a max-tree over its objects of next_use_at (-inf when empty or holding a tensor
     # kept to the end): the furthest tenant in O(1), which evicting ahead asks after every
     # operator. Built only when evicting ahead.
@@ -154,554 +199,690 @@ def scan(schedule, in_ptr, ins, uniq_ptr, uniq_in, out_ptr, outs, out_inplace, d
     tree_base = np.zeros(n_cls, dtype=np.int64)
     for k in range(1, n_cls):
         tree_base[k] = tree_base[k - 1] + 2 * tree_size[k - 1]
-    n_tree = tree_base[n_cls - 1] + 2 * tree_size[n_cls - 1] if n_cls > 0 and use_headroom else 0
-    tree_val = np.full(n_tree, -np.inf)
-    tree_obj = np.full(n_tree, -1, dtype=np.int64)
-    tree = (tree_val, tree_obj, tree_base, tree_size, object_class, class_first)
+    n_tree = tree_base[n_cls - 1] + 2 * tree_size[n_cls - 1] if n_cls > 0 and rules.evict_ahead else 0
+    tree = MaxTree(np.full(n_tree, -np.inf), np.full(n_tree, -1, dtype=np.int64), tree_base, tree_size)
     for k in range(n_cls if n_tree else 0):
         for o in range(class_first[k], class_first[k + 1]):
-            tree_obj[tree_base[k] + tree_size[k] + o - class_first[k]] = o
+            tree.obj[tree_base[k] + tree_size[k] + o - class_first[k]] = o
         for i in range(tree_size[k] - 1, 0, -1):
-            tree_obj[tree_base[k] + i] = tree_obj[tree_base[k] + 2 * i]
-    for t in range(n_t):
-        r0, r1 = read_ptr0[t], read_ptr0[t + 1]
-        next_read[t] = reads[r0] if r1 > r0 else after_reads[t]
-    home_of = np.full(n_t, -1, dtype=np.int64)      # resident state's object at the start
+            tree.obj[tree_base[k] + i] = tree.obj[tree_base[k] + 2 * i]
+    chunks = Chunks(np.full(layout.slot_ptr[n_t], -1, dtype=np.int64), np.full(n_t, -1, dtype=np.int64),
+                    np.zeros(capacity.placements + 1, dtype=np.int64),
+                    np.empty(capacity.placement_chunks, dtype=np.int64), np.zeros(1, dtype=np.int64), n_obj)
+    out = Instrs(np.zeros(1, dtype=np.int64), np.empty(capacity.instrs, dtype=np.int8),
+                 np.empty(capacity.instrs, dtype=np.int64), np.empty(capacity.instrs, dtype=np.int64),
+                 np.empty(capacity.instrs, dtype=np.bool_), np.zeros(capacity.instrs + 1, dtype=np.int64),
+                 np.empty(capacity.deps, dtype=np.int64),
+                 np.zeros(capacity.instrs, dtype=np.int64),     # obj_count: a compute's objects; 0 for copies
+                 np.empty(capacity.objects, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                 np.full(capacity.instrs, -1, dtype=np.int64),  # seen[x] == n: x is already a candidate of n
+                 np.zeros(3, dtype=np.int64))
+    st = State(graph, order, layout, rules, res, tensors, free, tree, chunks, out, _scratch(graph, order, layout),
+               key_end)
     taken = np.zeros(n_obj, dtype=np.bool_)
-    for r in range(resident_tensor.shape[0]):
-        t, o = resident_tensor[r], resident_obj[r]
-        if klass[t] == chunk_class:        # back in the chunks where its next value ended
-            for j in range(resident_chunk_ptr[r + 1] - resident_chunk_ptr[r]):
-                held[slot_ptr[t] + j] = resident_chunks[resident_chunk_ptr[r] + j]
-            o = _new_placement(t, places)
-        arr, a, b = _settle(t, o, tenant, obj_of, places, next_use_at, use_time[next_read[t]],
-                            _tree_key(t, next_read, use_time, key_end, pinned), tree)
+    for r in range(residents.tensor.shape[0]):
+        t, o = residents.tensor[r], residents.obj[r]
+        if layout.klass[t] == layout.chunk_class:        # back in the chunks where its next value ended
+            for j in range(residents.chunk_ptr[r + 1] - residents.chunk_ptr[r]):
+                chunks.held[layout.slot_ptr[t] + j] = residents.chunks[residents.chunk_ptr[r] + j]
+            o = _new_placement(st, t)
+        arr, a, b = _settle(st, t, o)
         for j in range(a, b):
             taken[arr[j]] = True
-        home_of[t] = o
+        res.home_of[t] = o
     for t in range(n_t):
-        if host_at_start[t] and home_of[t] < 0:
-            host_writer[t] = -1
-    for q in range(state_cur.shape[0]):
-        if state_cur[q] == state_nxt[q]:    # state nothing updates: its host copy stays current
-            host_writer[state_cur[q]] = -1
-    # Free objects of each class, a FIFO ring per class (the earliest freed first).
-    ring = np.empty(n_obj, dtype=np.int64)
-    head = np.zeros(n_cls, dtype=np.int64)
-    size = np.zeros(n_cls, dtype=np.int64)
+        if graph.host_at_start[t] and res.home_of[t] < 0:
+            tensors.host_writer[t] = -1
+    for q in range(graph.state_cur.shape[0]):
+        if graph.state_cur[q] == graph.state_nxt[q]:    # state nothing updates: its host copy stays current
+            tensors.host_writer[graph.state_cur[q]] = -1
     for k in range(n_cls):
         for o in range(class_first[k], class_first[k + 1]):
             if not taken[o]:
-                ring[class_first[k] + size[k]] = o
-                size[k] += 1
-    # ---- output
-    kind = np.empty(n_instr_max, dtype=np.int8)
-    target = np.empty(n_instr_max, dtype=np.int64)
-    obj = np.empty(n_instr_max, dtype=np.int64)
-    copy = np.empty(n_instr_max, dtype=np.bool_)
-    dep_ptr = np.zeros(n_instr_max + 1, dtype=np.int64)
-    deps = np.empty(n_deps_max, dtype=np.int64)
-    obj_count = np.zeros(n_instr_max, dtype=np.int64)   # a compute's objects; 0 for copies
-    seen = np.full(n_instr_max, -1, dtype=np.int64)     # seen[x] == n: x is already a candidate of n
-    objects = np.empty(n_objs_max, dtype=np.int64)
-    n_objects = 0
-    n = 0
-    out = (kind, target, obj, copy, dep_ptr, deps)
-    # Objects an eviction freed whose copy out is still to finish ("dirty") wait in a second
-    # ring: a compute's output takes one only when no object a compute freed is left.
-    ring2 = np.empty(n_obj, dtype=np.int64)
-    head2 = np.zeros(n_cls, dtype=np.int64)
-    size2 = np.zeros(n_cls, dtype=np.int64)
-    freed_at = np.zeros(n_obj, dtype=np.int64)      # order in which objects were freed (0: at the start)
-    clock = np.ones(1, dtype=np.int64)
-    one = np.empty(1, dtype=np.int64)       # a single object for _pop_free and _push_free
-    pool = (ring, head, size, class_first, tenant, obj_of, ring2, head2, size2, freed_at, clock, newest_for_outputs,
-            one)
-    cand = np.empty(64, dtype=np.int64)
-    err = np.zeros(3, dtype=np.int64)      # code, step, class
-    no_strays = np.zeros(0, dtype=np.bool_)
-    in_objs = np.empty(64, dtype=np.int64)
-    out_objs = np.empty(64, dtype=np.int64)
-    dying = np.empty(64, dtype=np.int64)
-    classes = np.empty(n_cls, dtype=np.int64)            # the classes an operator touches
-    class_seen_at = np.full(n_cls, -1, dtype=np.int64)
+                free.clean[class_first[k] + free.clean_size[k]] = o
+                free.clean_size[k] += 1
+    return st
 
-    for pos in range(end):
-        nid = schedule[pos]
-        i0, i1 = in_ptr[nid], in_ptr[nid + 1]
-        u0, u1 = uniq_ptr[nid], uniq_ptr[nid + 1]
-        o0, o1 = out_ptr[nid], out_ptr[nid + 1]
-        n_in, n_out = i1 - i0, o1 - o0
-        need = n_in + 3 * n_out + 4
-        if chunk_class >= 0:        # a chunked tensor's copy or compute waits on each of its chunks
-            for e in range(o0, o1):
-                need += 3 * (width[outs[e]] - 1)
-            for e in range(u0, u1):
-                need = max(need, 3 * width[uniq_in[e]] + 1)
-        if need > cand.shape[0]:
-            cand = np.empty(2 * need, dtype=np.int64)
-        if n_in > in_objs.shape[0] or n_out > out_objs.shape[0]:
-            in_objs = np.empty(2 * n_in + 2, dtype=np.int64)
-            out_objs = np.empty(2 * n_out + 2, dtype=np.int64)
-            dying = np.empty(2 * n_in + 2, dtype=np.int64)
-        for e in range(i0, i1):
-            busy[ins[e]] = True
-        for e in range(o0, o1):
-            busy[outs[e]] = True
-        # -- inputs not resident come in
-        for e in range(u0, u1):
-            t = uniq_in[e]
-            if obj_of[t] < 0:
-                if host_writer[t] == NOT_HOST:
-                    err[0], err[1], err[2] = NOT_ON_HOST, pos, t
-                    return (n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err,
-                            held, pl_ptr, pl_chunks, 0)
-                o, n = _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
-                                threshold_s, host_writer, writer, release, out, n, cand, err, tree, False, places)
-                if o < 0:
-                    return (n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err,
-                            held, pl_ptr, pl_chunks, 0)
-                arr, a, b = _settle(t, o, tenant, obj_of, places, next_use_at, use_time[next_read[t]],
-                                    _tree_key(t, next_read, use_time, key_end, pinned), tree)
-                cand[0] = host_writer[t]
-                c = 1
-                for j in range(a, b):
-                    c = _releases(cand, c, release, arr[j], seen, n)
-                n = _emit(out, n, SWAP_IN, t, o, True, cand, c)
-                for j in range(a, b):
-                    release[arr[j], 0], release[arr[j], 1], release[arr[j], 2] = -1, n - 1, -1
-                writer[t] = n - 1
-        for e in range(i0, i1):
-            in_objs[e - i0] = obj_of[ins[e]]
-        # -- inputs read for the last time here (in input order; freed in reverse below)
-        n_dying = 0
-        for e in range(u0, u1):
-            t = uniq_in[e]
-            if read_no[t] + 1 >= read_ptr0[t + 1] - read_ptr0[t] and not kept[t]:
-                dying[n_dying] = t
-                n_dying += 1
-        # -- outputs: in place over a dying input, or an object of their class
-        for k in range(n_out):
-            t = outs[o0 + k]
-            src = -1
-            if declares_inplace[nid]:
-                j = out_inplace[o0 + k]
-                if j >= 0:
-                    x = ins[i0 + j]
-                    times = 0
-                    for e in range(i0, i1):
-                        if ins[e] == x:
-                            times += 1
-                    at = -1
-                    for d in range(n_dying):
-                        if dying[d] == x:
-                            at = d
-                    if (times == 1 and at >= 0 and width[x] == width[t]
-                            and (klass[x] == chunk_class) == (klass[t] == chunk_class)):
-                        src = j
-                        for d in range(at, n_dying - 1):
-                            dying[d] = dying[d + 1]
-                        n_dying -= 1
-            if src >= 0:
-                x = ins[i0 + src]
-                o = in_objs[src]
-                arr, a, b = _span(x, obj_of, places)
-                for j in range(a, b):
-                    tenant[arr[j]] = -1
-                _tree_set(_key_object(x, obj_of, places), -np.inf, tree)
-                for j in range(width[t] if klass[t] == chunk_class else 0):   # its chunks and placement
-                    held[slot_ptr[t] + j] = held[slot_ptr[x] + j]
-                obj_of[x] = -1
-                out_objs[k] = o
-            else:
-                o, n = _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
-                                threshold_s, host_writer, writer, release, out, n, cand, err, tree, True, places)
-                if o < 0:
-                    return (n, kind, target, obj, copy, dep_ptr, deps, obj_count, objects, obj_of, no_strays, err,
-                            held, pl_ptr, pl_chunks, 0)
-                out_objs[k] = o
-        # -- the compute
-        c = 0
-        for e in range(i0, i1):
-            cand[c] = writer[ins[e]]
-            c += 1
-        for k in range(n_out):
-            t = outs[o0 + k]
-            a, b = (slot_ptr[t], slot_ptr[t] + width[t]) if klass[t] == chunk_class else (0, 1)
+
+@numba.njit(cache=True)
+def _scratch(graph, order, layout):
+    """Per-step scratch sized for the largest step: candidate dependencies (a chunked tensor's
+    copy or compute waits on each of its chunks), objects of inputs and outputs, dying inputs,
+    the classes a step touches."""
+    need, most_in, most_out = 64, 64, 64
+    for pos in range(order.schedule.shape[0]):
+        nid = order.schedule[pos]
+        n_in = graph.in_ptr[nid + 1] - graph.in_ptr[nid]
+        n_out = graph.out_ptr[nid + 1] - graph.out_ptr[nid]
+        here = n_in + 3 * n_out + 4
+        if layout.chunk_class >= 0:
+            for e in range(graph.out_ptr[nid], graph.out_ptr[nid + 1]):
+                here += 3 * (layout.width[graph.outs[e]] - 1)
+            for e in range(graph.uniq_ptr[nid], graph.uniq_ptr[nid + 1]):
+                here = max(here, 3 * layout.width[graph.uniq_in[e]] + 1)
+        need, most_in, most_out = max(need, here), max(most_in, n_in), max(most_out, n_out)
+    n_cls = layout.class_first.shape[0] - 1
+    return StepScratch(np.empty(need, dtype=np.int64), np.empty(most_in, dtype=np.int64),
+                       np.empty(most_out, dtype=np.int64), np.empty(most_in, dtype=np.int64),
+                       np.empty(n_cls, dtype=np.int64), np.full(n_cls, -1, dtype=np.int64))
+
+
+@numba.njit(cache=True, inline="always")
+def _step(st, pos):
+    """Run step ``pos``: bring its inputs in, place its outputs, emit the compute, free what
+    died, evict ahead. Returns early with a fault set."""
+    g, out = st.graph, st.out
+    nid = st.order.schedule[pos]
+    i0, i1 = g.in_ptr[nid], g.in_ptr[nid + 1]
+    o0, o1 = g.out_ptr[nid], g.out_ptr[nid + 1]
+    busy = st.tensors.busy
+    for e in range(i0, i1):
+        busy[g.ins[e]] = True
+    for e in range(o0, o1):
+        busy[g.outs[e]] = True
+    _bring_inputs(st, pos, nid)
+    if out.fault[FAULT_CODE] != OK:
+        return
+    for e in range(i0, i1):
+        st.scratch.in_objs[e - i0] = st.res.obj_of[g.ins[e]]
+    n_dying = _place_outputs(st, pos, nid, _dying_inputs(st, nid))
+    if out.fault[FAULT_CODE] != OK:
+        return
+    i = _emit_compute(st, nid)
+    if out.fault[FAULT_CODE] != OK:
+        return
+    _after_compute(st, pos, nid, i, n_dying)
+    for e in range(i0, i1):
+        busy[g.ins[e]] = False
+    for e in range(o0, o1):
+        busy[g.outs[e]] = False
+    if st.rules.evict_ahead:
+        _keep_headroom(st, pos, nid)
+
+
+@numba.njit(cache=True, inline="always")
+def _bring_inputs(st, pos, nid):
+    """Swap in the inputs of node nid that are not resident."""
+    g, tensors, cand = st.graph, st.tensors, st.scratch.cand
+    for e in range(g.uniq_ptr[nid], g.uniq_ptr[nid + 1]):
+        t = g.uniq_in[e]
+        if st.res.obj_of[t] >= 0:
+            continue
+        if tensors.host_writer[t] == NOT_HOST:
+            _fault(st, NOT_ON_HOST, pos, t)
+            return
+        o = _acquire(st, t, pos, False)
+        if o < 0:
+            return
+        arr, a, b = _settle(st, t, o)
+        cand[0] = tensors.host_writer[t]
+        c = 1
+        for j in range(a, b):
+            c = _releases(st, c, arr[j])
+        i = _emit(st, SWAP_IN, t, o, True, c)
+        release = st.res.release
+        for j in range(a, b):
+            release[arr[j], COMPUTE], release[arr[j], SWAP_IN], release[arr[j], SWAP_OUT] = -1, i, -1
+        tensors.writer[t] = i
+
+
+@numba.njit(cache=True, inline="always")
+def _dying_inputs(st, nid):
+    """Put node nid's inputs read for the last time here (in input order, not kept) in the
+    step scratch's ``dying``; how many."""
+    g, tensors, dying = st.graph, st.tensors, st.scratch.dying
+    n_dying = 0
+    for e in range(g.uniq_ptr[nid], g.uniq_ptr[nid + 1]):
+        t = g.uniq_in[e]
+        if tensors.read_no[t] + 1 >= st.order.read_ptr[t + 1] - st.order.read_ptr[t] and not g.kept[t]:
+            dying[n_dying] = t
+            n_dying += 1
+    return n_dying
+
+
+@numba.njit(cache=True, inline="always")
+def _place_outputs(st, pos, nid, n_dying):
+    """An object for each output of node nid (the step scratch's ``out_objs``): the input's
+    object where the in-place rule writes it over a dying input (which then leaves ``dying``),
+    else an object of its class. The number of inputs still dying."""
+    g, layout, res, chunks = st.graph, st.layout, st.res, st.chunks
+    dying, in_objs, out_objs = st.scratch.dying, st.scratch.in_objs, st.scratch.out_objs
+    i0, o0 = g.in_ptr[nid], g.out_ptr[nid]
+    for k in range(g.out_ptr[nid + 1] - o0):
+        t = g.outs[o0 + k]
+        src = st.order.in_place[o0 + k]
+        if src < 0:
+            o = _acquire(st, t, pos, True)
+            if o < 0:
+                return n_dying
+            out_objs[k] = o
+            continue
+        x = g.ins[i0 + src]
+        at = -1
+        for d in range(n_dying):
+            if dying[d] == x:
+                at = d
+        if at < 0:                  # the in-place rule and this pass disagree on x dying here
+            _fault(st, IN_PLACE_NOT_DYING, pos, x)
+            return n_dying
+        for d in range(at, n_dying - 1):
+            dying[d] = dying[d + 1]
+        n_dying -= 1
+        arr, a, b = _span(st, x)
+        for j in range(a, b):
+            res.tenant[arr[j]] = -1
+        _tree_set(st, _key_object(st, x), -np.inf)
+        if layout.klass[t] == layout.chunk_class:       # its chunks and placement
+            for j in range(layout.width[t]):
+                chunks.held[layout.slot_ptr[t] + j] = chunks.held[layout.slot_ptr[x] + j]
+        res.obj_of[x] = -1
+        out_objs[k] = in_objs[src]
+    return n_dying
+
+
+@numba.njit(cache=True, inline="always")
+def _emit_compute(st, nid):
+    """Emit node nid's compute, depending on its inputs' writers and its outputs' objects'
+    releases, with the objects it touches (inputs, then outputs); its index."""
+    g, layout, out = st.graph, st.layout, st.out
+    cand, in_objs, out_objs = st.scratch.cand, st.scratch.in_objs, st.scratch.out_objs
+    i0, i1 = g.in_ptr[nid], g.in_ptr[nid + 1]
+    o0, o1 = g.out_ptr[nid], g.out_ptr[nid + 1]
+    c = 0
+    for e in range(i0, i1):
+        cand[c] = st.tensors.writer[g.ins[e]]
+        c += 1
+    for k in range(o1 - o0):
+        t = g.outs[o0 + k]
+        if layout.klass[t] == layout.chunk_class:
+            for j in range(layout.slot_ptr[t], layout.slot_ptr[t] + layout.width[t]):
+                c = _releases(st, c, st.chunks.held[j])
+        else:
+            c = _releases(st, c, out_objs[k])
+    i = _emit(st, COMPUTE, nid, -1, True, c)
+    n_in, n_out = i1 - i0, o1 - o0
+    at = out.n_objects[0]
+    if i < 0:
+        return i
+    if at + n_in + n_out > out.objects.shape[0]:
+        _fault(st, BUFFER_FULL, -1, OBJECTS_BUFFER)
+        return i
+    out.obj_count[i] = n_in + n_out
+    for e in range(n_in):
+        out.objects[at + e] = in_objs[e]
+    for k in range(n_out):
+        out.objects[at + n_in + k] = out_objs[k]
+    out.n_objects[0] = at + n_in + n_out
+    return i
+
+
+@numba.njit(cache=True, inline="always")
+def _after_compute(st, pos, nid, i, n_dying):
+    """After compute i of node nid at step pos: its inputs' reads advance and their objects are
+    released by it, its outputs settle in their objects, and what died is freed."""
+    g, order, res, tensors = st.graph, st.order, st.res, st.tensors
+    release, next_read = res.release, tensors.next_read
+    for e in range(g.uniq_ptr[nid], g.uniq_ptr[nid + 1]):
+        t = g.uniq_in[e]
+        tensors.read_no[t] += 1
+        r = order.read_ptr[t] + tensors.read_no[t]
+        next_read[t] = order.reads[r] if r < order.read_ptr[t + 1] else order.after_reads[t]
+        tensors.last_touch[t] = pos
+        if res.obj_of[t] >= 0:
+            arr, a, b = _span(st, t)
             for j in range(a, b):
-                o = held[j] if klass[t] == chunk_class else out_objs[k]
-                c = _releases(cand, c, release, o, seen, n)
-        n = _emit(out, n, COMPUTE, nid, -1, True, cand, c)
-        i = n - 1
-        obj_count[i] = n_in + n_out
-        for e in range(n_in):
-            objects[n_objects] = in_objs[e]
-            n_objects += 1
-        for k in range(n_out):
-            objects[n_objects] = out_objs[k]
-            n_objects += 1
-        for e in range(u0, u1):
-            t = uniq_in[e]
-            read_no[t] += 1
-            r = read_ptr0[t] + read_no[t]
-            next_read[t] = reads[r] if r < read_ptr0[t + 1] else after_reads[t]
-            last_touch[t] = pos
-            if obj_of[t] >= 0:
-                arr, a, b = _span(t, obj_of, places)
-                for j in range(a, b):
-                    release[arr[j], COMPUTE] = i
-                    next_use_at[arr[j]] = use_time[next_read[t]]
-                _tree_set(_key_object(t, obj_of, places), _tree_key(t, next_read, use_time, key_end, pinned), tree)
-        for k in range(n_out):
-            t = outs[o0 + k]
-            arr, a, b = _settle(t, out_objs[k], tenant, obj_of, places, next_use_at, use_time[next_read[t]],
-                                _tree_key(t, next_read, use_time, key_end, pinned), tree)
-            for j in range(a, b):
-                release[arr[j], 0], release[arr[j], 1], release[arr[j], 2] = i, -1, -1
-            writer[t] = i
-            last_touch[t] = pos
-        for d in range(n_dying - 1, -1, -1):
-            t = dying[d]
-            if not stays[t]:
-                _free(t, pool, tree, places)
-        for k in range(n_out):
-            t = outs[o0 + k]
-            if read_ptr0[t + 1] == read_ptr0[t] and not kept[t]:
-                _free(t, pool, tree, places)
-        for e in range(i0, i1):
-            busy[ins[e]] = False
-        for e in range(o0, o1):
-            busy[outs[e]] = False
-        if use_headroom:
-            # -- evict ahead of need in each class this operator touched, ascending
-            n_cls_here = 0
-            for e in range(i0, i1 + o1 - o0):
-                t = ins[e] if e < i1 else outs[o0 + e - i1]
-                kt = klass[t]
-                if class_seen_at[kt] != pos:
-                    class_seen_at[kt] = pos
-                    classes[n_cls_here] = kt
-                    n_cls_here += 1
-            classes[:n_cls_here].sort()
-            now = step_end[pos]
-            for q in range(n_cls_here):
-                kq = classes[q]
-                # Most steps stop here: the class has its headroom, or its furthest tenant (the
-                # root of its max-tree; those kept to the end aside) comes back too soon to leave.
-                root = tree_base[kq] + 1
-                if headroom[kq] <= size[kq] + size2[kq] or tree_val[root] == -np.inf:
-                    continue
-                first = tenant[tree_obj[root]]
-                r = next_read[first]
-                if r < end and _too_soon(first, r, pos, now, use_time, nbytes, link, ahead_gap):
-                    continue
-                n = _evict_ahead(pos, kq, headroom, pool, next_read, next_use_at, use_time, step_end, nbytes, link,
-                                 ahead_gap, key_end, host_writer, writer, release, out, n, cand, tree, pinned, places)
-    # ---- state leaving: a next value not back in its home object is written to the host;
-    # resident state whose next value strayed is reported
-    strayed = np.zeros(state_cur.shape[0], dtype=np.bool_)
-    for q in range(state_cur.shape[0]):
-        cur, nxt = state_cur[q], state_nxt[q]
-        home = home_of[cur]
-        if home >= 0 and obj_of[nxt] == home:
+                release[arr[j], COMPUTE] = i
+                res.next_use_at[arr[j]] = order.use_time[next_read[t]]
+            _tree_set(st, _key_object(st, t), _tree_key(st, t))
+    o0, o1 = g.out_ptr[nid], g.out_ptr[nid + 1]
+    for k in range(o1 - o0):
+        t = g.outs[o0 + k]
+        arr, a, b = _settle(st, t, st.scratch.out_objs[k])
+        for j in range(a, b):
+            release[arr[j], COMPUTE], release[arr[j], SWAP_IN], release[arr[j], SWAP_OUT] = i, -1, -1
+        tensors.writer[t] = i
+        tensors.last_touch[t] = pos
+    # Inputs that die are freed in reverse input order, then outputs nothing reads.
+    dying = st.scratch.dying
+    for d in range(n_dying - 1, -1, -1):
+        t = dying[d]
+        if not g.stays[t]:
+            _free(st, t)
+    for e in range(o0, o1):
+        t = g.outs[e]
+        if order.read_ptr[t + 1] == order.read_ptr[t] and not g.kept[t]:
+            _free(st, t)
+
+
+@numba.njit(cache=True, inline="always")
+def _keep_headroom(st, pos, nid):
+    """Evict ahead of need in each class node nid touched, ascending."""
+    g, layout, tree, free = st.graph, st.layout, st.tree, st.free
+    classes, class_seen_at = st.scratch.classes, st.scratch.class_seen_at
+    i0, i1 = g.in_ptr[nid], g.in_ptr[nid + 1]
+    o0, o1 = g.out_ptr[nid], g.out_ptr[nid + 1]
+    n_cls_here = 0
+    for e in range(i0, i1 + o1 - o0):
+        t = g.ins[e] if e < i1 else g.outs[o0 + e - i1]
+        kt = layout.klass[t]
+        if class_seen_at[kt] != pos:
+            class_seen_at[kt] = pos
+            classes[n_cls_here] = kt
+            n_cls_here += 1
+    classes[:n_cls_here].sort()
+    now = st.order.step_end[pos]
+    end = st.order.schedule.shape[0]
+    for q in range(n_cls_here):
+        k = classes[q]
+        # Most steps stop here: the class has its headroom, or its furthest tenant (the
+        # root of its max-tree; those kept to the end aside) comes back too soon to leave.
+        root = tree.base[k] + 1
+        if layout.headroom[k] <= free.clean_size[k] + free.dirty_size[k] or tree.val[root] == -np.inf:
+            continue
+        first = st.res.tenant[tree.obj[root]]
+        r = st.tensors.next_read[first]
+        if r < end and _too_soon(st, first, r, pos, now):
+            continue
+        _evict_ahead(st, pos, k)
+        if st.out.fault[FAULT_CODE] != OK:
+            return
+
+
+@numba.njit(cache=True)
+def _leave_state(st):
+    """State leaving: a next value not back in its home object is written to the host. Which
+    resident state's next value strayed from its home (per state pair)."""
+    g, res, tensors, cand = st.graph, st.res, st.tensors, st.scratch.cand
+    strayed = np.zeros(g.state_cur.shape[0], dtype=np.bool_)
+    for q in range(g.state_cur.shape[0]):
+        cur, nxt = g.state_cur[q], g.state_nxt[q]
+        home = res.home_of[cur]
+        if home >= 0 and res.obj_of[nxt] == home:
             continue
         if home >= 0:
             strayed[q] = True
-        if host_writer[nxt] == NOT_HOST:
-            cand[0] = writer[nxt]
-            n = _emit(out, n, SWAP_OUT, nxt, obj_of[nxt], True, cand, 1)
-            host_writer[nxt] = n - 1
+        if tensors.host_writer[nxt] == NOT_HOST:
+            cand[0] = tensors.writer[nxt]
+            tensors.host_writer[nxt] = _emit(st, SWAP_OUT, nxt, res.obj_of[nxt], True, 1)
+    return strayed
+
+
+@numba.njit(cache=True)
+def _result(st, strayed):
+    out, chunks = st.out, st.chunks
+    n = out.count[0]
     obj_ptr = np.zeros(n + 1, dtype=np.int64)
-    obj_ptr[1:] = np.cumsum(obj_count[:n])
-    return (n, kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects, obj_of, strayed, err,
-            held, pl_ptr, pl_chunks, n_pl[0])
+    obj_ptr[1:] = np.cumsum(out.obj_count[:n])
+    return PassResult(n, out.kind, out.target, out.obj, out.copy, out.dep_ptr, out.deps, obj_ptr, out.objects,
+                      st.res.obj_of, strayed, out.fault, chunks.held, chunks.placement_ptr, chunks.placement_chunks,
+                      chunks.n_placements[0])
 
 
 @numba.njit(cache=True, inline="always")
-def _span(t, obj_of, places):
-    """The objects resident tensor t sits in, as (array, first, end): its chunks for the chunk
-    class, else its one object (``obj_of[t]``)."""
-    held, slot_ptr, width, klass, chunk_class = places[0], places[1], places[2], places[3], places[4]
-    if klass[t] == chunk_class:
-        return held, slot_ptr[t], slot_ptr[t] + width[t]
-    return obj_of, t, t + 1
+def _fault(st, code, pos, subject):
+    fault = st.out.fault
+    fault[FAULT_CODE], fault[FAULT_STEP], fault[FAULT_SUBJECT] = code, pos, subject
 
 
 @numba.njit(cache=True, inline="always")
-def _settle(t, o, tenant, obj_of, places, next_use_at, next_use, key, tree):
-    """Make t the tenant of object o (for the chunk class: placement o, on the chunks it holds),
-    with its next use and Belady key; the span of its objects (``_span``)."""
-    obj_of[t] = o
-    arr, a, b = _span(t, obj_of, places)
-    lowest = arr[a]
-    for j in range(a, b):
-        tenant[arr[j]] = t
-        next_use_at[arr[j]] = next_use
-        lowest = min(lowest, arr[j])
-    places[9][t] = lowest
-    _tree_set(lowest, key, tree)
-    return arr, a, b
-
-
-@numba.njit(cache=True, inline="always")
-def _key_object(t, obj_of, places):
-    """The object that holds resident t's key in its class's max-tree: its object, or for the
-    chunk class its lowest chunk (set by ``_settle``)."""
-    return places[9][t] if places[3][t] == places[4] else obj_of[t]
-
-
-@numba.njit(cache=True, inline="always")
-def _new_placement(t, places):
-    """Record t's chunks (held) as a new placement; its object id (past the layout's objects)."""
-    held, slot_ptr, width, pl_ptr, pl_chunks, n_pl, n_obj = (places[0], places[1], places[2], places[5],
-                                                              places[6], places[7], places[8])
-    j = n_pl[0]
-    base = pl_ptr[j]
-    for i in range(width[t]):
-        pl_chunks[base + i] = held[slot_ptr[t] + i]
-    pl_ptr[j + 1] = base + width[t]
-    n_pl[0] = j + 1
-    return n_obj + j
-
-
-@numba.njit(cache=True, inline="always")
-def _free(t, pool, tree, places):
-    """Give back the objects of t, which dies (clean: nothing to copy out)."""
-    tenant, obj_of = pool[4], pool[5]
-    _tree_set(_key_object(t, obj_of, places), -np.inf, tree)
-    arr, a, b = _span(t, obj_of, places)
-    _push_free_from(arr, a, b, tree[4][arr[a]], False, pool)
-    for j in range(a, b):
-        tenant[arr[j]] = -1
-    obj_of[t] = -1
-
-
-@numba.njit(cache=True, inline="always")
-def _evict(victim, pool, host_writer, writer, release, out, n, cand, tree, places):
-    """Take victim off the device, copying it out if its host copy is stale; (object, n). Its
-    objects are not put back on a free ring (``_push_objects``)."""
-    obj_of, tenant = pool[5], pool[4]
-    o = obj_of[victim]
-    arr, a, b = _span(victim, obj_of, places)
-    if host_writer[victim] == NOT_HOST:
-        cand[0] = writer[victim]
-        n = _emit(out, n, SWAP_OUT, victim, o, True, cand, 1)
-        host_writer[victim] = n - 1
-        for j in range(a, b):
-            release[arr[j], SWAP_OUT] = n - 1
-    for j in range(a, b):
-        tenant[arr[j]] = -1
-    _tree_set(_key_object(victim, obj_of, places), -np.inf, tree)
-    obj_of[victim] = -1
-    return o, n
-
-
-@numba.njit(cache=True, inline="always")
-def _push_objects(t, o, k, dirty, pool, places):
-    """Put the objects evicted tensor t sat in (its chunks, or o) on class k's free ring; how many."""
-    held, slot_ptr, width, klass, chunk_class = places[0], places[1], places[2], places[3], places[4]
-    if klass[t] != chunk_class:
-        _push_free(o, k, dirty, pool)
-        return 1
-    _push_free_from(held, slot_ptr[t], slot_ptr[t] + width[t], k, dirty, pool)
-    return width[t]
-
-
-@numba.njit(cache=True, inline="always")
-def _take_chunks(t, pos, for_output, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru, threshold_s,
-                 host_writer, writer, release, out, n, cand, err, tree, places):
-    """width[t] free chunks for t (into held), evicting residents of the chunk class (Belady, as
-    ``_acquire``) until enough are free; n, with err set when every resident is busy."""
-    held, slot_ptr, width, chunk_class = places[0], places[1], places[2], places[4]
-    base, w = slot_ptr[t], width[t]
-    got = 0
-    while True:
-        got += _pop_free_into(chunk_class, pool, for_output, held, base + got, w - got)
-        if got == w:
-            return n
-        victim = _victim(t, chunk_class, pos, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
-                         threshold_s)
-        if victim < 0:
-            err[0], err[1], err[2] = NEEDS_MORE_OBJECTS, pos, chunk_class
-            return n
-        n_before = n
-        o, n = _evict(victim, pool, host_writer, writer, release, out, n, cand, tree, places)
-        _push_objects(victim, o, chunk_class, n > n_before, pool, places)
-
-
-@numba.njit(cache=True, inline="always")
-def _acquire(t, pos, klass, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru, threshold_s,
-             host_writer, writer, release, out, n, cand, err, tree, for_output, places):
-    """A free object of t's class (``_pop_free``), evicting a resident tensor if none is free;
-    (object, n), object -1 with err set when every object of the class is busy. For the chunk
-    class, the placement of the chunks it takes (``_take_chunks``)."""
-    k = klass[t]
-    if k == places[4]:
-        n = _take_chunks(t, pos, for_output, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru,
-                         threshold_s, host_writer, writer, release, out, n, cand, err, tree, places)
-        return (-1 if err[0] != OK else _new_placement(t, places)), n
-    o = _pop_free(k, pool, for_output)
-    if o >= 0:
-        return o, n
-    best = _victim(t, k, pos, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru, threshold_s)
-    if best < 0:
-        err[0], err[1], err[2] = NEEDS_MORE_OBJECTS, pos, k
-        return -1, n
-    return _evict(best, pool, host_writer, writer, release, out, n, cand, tree, places)
-
-
-@numba.njit(cache=True, inline="always")
-def _victim(t, k, pos, pool, busy, last_touch, step_end, next_use_at, nbytes, link, lru, threshold_s):
-    """The resident tensor of class k to evict to make room for t, or -1 when every one is busy:
-    Belady among those idle for at least the threshold (LRU for on-demand swapping); ties go to
-    the lowest tensor id."""
-    class_first, tenant = pool[3], pool[4]
-    lo, hi = class_first[k], class_first[k + 1]
-    now = step_end[pos - 1] if pos > 0 else 0.0
-    if lru:
-        best, best_touch = -1, 0
-        for o in range(lo, hi):
-            x = tenant[o]
-            if x >= 0 and not busy[x]:
-                if best < 0 or last_touch[x] < best_touch or (last_touch[x] == best_touch and x < best):
-                    best, best_touch = x, last_touch[x]
-    else:
-        threshold = threshold_s
-        if threshold < 0:
-            threshold = nbytes[t] / link if link > 0 else 0.0
-        any_idle = False
-        for o in range(lo, hi):
-            x = tenant[o]
-            if x >= 0 and not busy[x]:
-                tx = last_touch[x]
-                if tx < 0 or now - step_end[max(tx, 0)] >= threshold:
-                    any_idle = True
-                    break
-        best, best_far = -1, -np.inf
-        for o in range(lo, hi):
-            far = next_use_at[o] - now
-            if far < best_far:           # the common case: no better than the best so far
-                continue
-            x = tenant[o]
-            if x < 0 or busy[x]:
-                continue
-            if any_idle:
-                tx = last_touch[x]
-                if not (tx < 0 or now - step_end[max(tx, 0)] >= threshold):
-                    continue
-            if best < 0 or far > best_far or x < best:
-                best, best_far = x, far
-    return best
-
-
-@numba.njit(cache=True, inline="always")
-def _evict_ahead(pos, k, headroom, pool, next_read, next_use_at, use_time, step_end, nbytes, link, ahead_gap, end,
-                 host_writer, writer, release, out, n, cand, tree, pinned, places):
-    """Keep class k's headroom free: of the ``want`` tenants used furthest ahead (ties: object
-    order), evict those whose next use leaves time to swap them out and back, stopping at the
-    first that comes back too soon. Tenants kept to the end (a state's next value, the loss)
-    never leave here but take their place in that order: after those never used again, before
-    the rest; the class's max-tree holds the others in order. ``end`` is the scan's
-    ``key_end``: with kept_ahead no tenant's next use equals it, and those kept to the end are
-    in the tree like the rest."""
-    class_first, tenant = pool[3], pool[4]
-    tree_val, tree_obj, tree_base = tree[0], tree[1], tree[2]
-    want = headroom[k] - pool[2][k] - pool[8][k]
-    lo, hi = class_first[k], class_first[k + 1]
-    now = step_end[pos]
-    root = tree_base[k] + 1
-    kept_counted = False
-    while want > 0 and tree_val[root] != -np.inf:
-        if tree_val[root] != np.inf and not kept_counted:
-            kept_counted = True
-            for o in range(lo, hi):
-                if tenant[o] >= 0 and (next_read[tenant[o]] == end or pinned[tenant[o]]):
-                    want -= 1
-            if want <= 0:
-                break
-        t = tenant[tree_obj[root]]
-        r = next_read[t]
-        if r < end and _too_soon(t, r, pos, now, use_time, nbytes, link, ahead_gap):
-            break
-        n_before = n
-        o, n = _evict(t, pool, host_writer, writer, release, out, n, cand, tree, places)
-        want -= _push_objects(t, o, k, n > n_before, pool, places)      # dirty when a copy out was emitted
+def _emit(st, kind, target, obj, copy, n_cand):
+    """Append an instruction whose dependencies are the step scratch's candidates cand[:n_cand]
+    (those >= 0, sorted, unique); its index, or -1 with a BUFFER_FULL fault."""
+    out, cand = st.out, st.scratch.cand
+    n = out.count[0]
+    if n >= out.kind.shape[0]:
+        _fault(st, BUFFER_FULL, -1, INSTRS_BUFFER)
+        return -1
+    e = out.dep_ptr[n]
+    if e + n_cand > out.deps.shape[0]:
+        _fault(st, BUFFER_FULL, -1, DEPS_BUFFER)
+        return -1
+    out.kind[n] = kind
+    out.target[n] = target
+    out.obj[n] = obj
+    out.copy[n] = copy
+    if n_cand > 32:                     # a chunked tensor's releases
+        cand[:n_cand].sort()
+    else:                               # insertion sort: a handful of candidates
+        for a in range(1, n_cand):
+            x = cand[a]
+            b = a - 1
+            while b >= 0 and cand[b] > x:
+                cand[b + 1] = cand[b]
+                b -= 1
+            cand[b + 1] = x
+    last = -1
+    for a in range(n_cand):
+        x = cand[a]
+        if x >= 0 and x != last:
+            out.deps[e] = x
+            e += 1
+            last = x
+    out.dep_ptr[n + 1] = e
+    out.count[0] = n + 1
     return n
 
 
 @numba.njit(cache=True, inline="always")
-def _too_soon(t, r, pos, now, use_time, nbytes, link, ahead_gap):
-    """Whether t, next read at step r, comes back too soon to be evicted ahead of need: its
-    swap-out and swap-in back would not both fit before r (without a link: r is the next step)."""
-    travel = nbytes[t] / link if link > 0 else 0.0
-    return use_time[r] - now < ahead_gap * travel or (link <= 0 and r - pos < 2)
+def _releases(st, c, o):
+    """Append object o's three releases to the candidates cand[:c] of the next instruction; the
+    new count. Skips none (-1) and those already candidates of it (``seen[x] == n``), so that a
+    chunked tensor's chunks, released by a few instructions, add a few candidates rather than
+    three per chunk."""
+    cand, seen, release = st.scratch.cand, st.out.seen, st.res.release
+    n = st.out.count[0]
+    for s in range(3):
+        x = release[o, s]
+        if x >= 0 and seen[x] != n:
+            seen[x] = n
+            cand[c] = x
+            c += 1
+    return c
 
 
 @numba.njit(cache=True, inline="always")
-def _tree_set(o, value, tree):
+def _span(st, t):
+    """The objects resident tensor t sits in, as (array, first, end): its chunks for the chunk
+    class, else its one object (``obj_of[t]``)."""
+    layout = st.layout
+    if layout.klass[t] == layout.chunk_class:
+        return st.chunks.held, layout.slot_ptr[t], layout.slot_ptr[t] + layout.width[t]
+    return st.res.obj_of, t, t + 1
+
+
+@numba.njit(cache=True, inline="always")
+def _settle(st, t, o):
+    """Make t the tenant of object o (for the chunk class: placement o, on the chunks it holds),
+    with its next use and Belady key; the span of its objects (``_span``)."""
+    res = st.res
+    res.obj_of[t] = o
+    next_use = st.order.use_time[st.tensors.next_read[t]]
+    arr, a, b = _span(st, t)
+    lowest = arr[a]
+    for j in range(a, b):
+        res.tenant[arr[j]] = t
+        res.next_use_at[arr[j]] = next_use
+        lowest = min(lowest, arr[j])
+    st.chunks.key_chunk[t] = lowest
+    _tree_set(st, lowest, _tree_key(st, t))
+    return arr, a, b
+
+
+@numba.njit(cache=True, inline="always")
+def _key_object(st, t):
+    """The object that holds resident t's key in its class's max-tree: its object, or for the
+    chunk class its lowest chunk (set by ``_settle``)."""
+    return st.chunks.key_chunk[t] if st.layout.klass[t] == st.layout.chunk_class else st.res.obj_of[t]
+
+
+@numba.njit(cache=True, inline="always")
+def _new_placement(st, t):
+    """Record t's chunks (held) as a new placement; its object id (past the layout's objects)."""
+    chunks, layout = st.chunks, st.layout
+    j = chunks.n_placements[0]
+    base = chunks.placement_ptr[j]
+    w = layout.width[t]
+    if j + 1 >= chunks.placement_ptr.shape[0]:
+        _fault(st, BUFFER_FULL, -1, PLACEMENTS_BUFFER)
+        return chunks.n_layout_objects + j
+    if base + w > chunks.placement_chunks.shape[0]:
+        _fault(st, BUFFER_FULL, -1, PLACEMENT_CHUNKS_BUFFER)
+        return chunks.n_layout_objects + j
+    for i in range(w):
+        chunks.placement_chunks[base + i] = chunks.held[layout.slot_ptr[t] + i]
+    chunks.placement_ptr[j + 1] = base + w
+    chunks.n_placements[0] = j + 1
+    return chunks.n_layout_objects + j
+
+
+@numba.njit(cache=True, inline="always")
+def _free(st, t):
+    """Give back the objects of t, which dies (clean: nothing to copy out)."""
+    res = st.res
+    _tree_set(st, _key_object(st, t), -np.inf)
+    arr, a, b = _span(st, t)
+    _push_free_from(st, arr, a, b, st.layout.object_class[arr[a]], False)
+    for j in range(a, b):
+        res.tenant[arr[j]] = -1
+    res.obj_of[t] = -1
+
+
+@numba.njit(cache=True, inline="always")
+def _evict(st, victim):
+    """Take victim off the device, copying it out if its host copy is stale; (its object,
+    whether a copy out was emitted: its objects are dirty until it ends). Its objects are not
+    put back on a free ring (``_push_objects``)."""
+    res, tensors = st.res, st.tensors
+    o = res.obj_of[victim]
+    arr, a, b = _span(st, victim)
+    dirty = False
+    if tensors.host_writer[victim] == NOT_HOST:
+        st.scratch.cand[0] = tensors.writer[victim]
+        i = _emit(st, SWAP_OUT, victim, o, True, 1)
+        tensors.host_writer[victim] = i
+        dirty = True
+        for j in range(a, b):
+            res.release[arr[j], SWAP_OUT] = i
+    for j in range(a, b):
+        res.tenant[arr[j]] = -1
+    _tree_set(st, _key_object(st, victim), -np.inf)
+    res.obj_of[victim] = -1
+    return o, dirty
+
+
+@numba.njit(cache=True, inline="always")
+def _push_objects(st, t, o, k, dirty):
+    """Put the objects evicted tensor t sat in (its chunks, or o) on class k's free ring; how many."""
+    layout = st.layout
+    if layout.klass[t] != layout.chunk_class:
+        _push_free(st, o, k, dirty)
+        return 1
+    _push_free_from(st, st.chunks.held, layout.slot_ptr[t], layout.slot_ptr[t] + layout.width[t], k, dirty)
+    return layout.width[t]
+
+
+@numba.njit(cache=True, inline="always")
+def _take_chunks(st, t, pos, for_output):
+    """width[t] free chunks for t (into held), evicting residents of the chunk class (Belady, as
+    ``_acquire``) until enough are free; a NEEDS_MORE_OBJECTS fault when every resident is busy."""
+    layout = st.layout
+    k = layout.chunk_class
+    base, w = layout.slot_ptr[t], layout.width[t]
+    got = 0
+    while True:
+        got += _pop_free_into(st, k, for_output, st.chunks.held, base + got, w - got)
+        if got == w:
+            return
+        victim = _victim(st, t, k, pos)
+        if victim < 0:
+            _fault(st, NEEDS_MORE_OBJECTS, pos, k)
+            return
+        o, dirty = _evict(st, victim)
+        _push_objects(st, victim, o, k, dirty)
+
+
+@numba.njit(cache=True, inline="always")
+def _acquire(st, t, pos, for_output):
+    """A free object of t's class (``_pop_free``), evicting a resident tensor if none is free;
+    -1 with a fault set when every object of the class is busy. For the chunk class, the
+    placement of the chunks it takes (``_take_chunks``)."""
+    k = st.layout.klass[t]
+    if k == st.layout.chunk_class:
+        _take_chunks(st, t, pos, for_output)
+        return -1 if st.out.fault[FAULT_CODE] != OK else _new_placement(st, t)
+    o = _pop_free(st, k, for_output)
+    if o >= 0:
+        return o
+    best = _victim(st, t, k, pos)
+    if best < 0:
+        _fault(st, NEEDS_MORE_OBJECTS, pos, k)
+        return -1
+    o, _ = _evict(st, best)
+    return o
+
+
+@numba.njit(cache=True, inline="always")
+def _victim(st, t, k, pos):
+    """The resident tensor of class k to evict to make room for t, or -1 when every one is busy:
+    ``evicts_first`` by next use (Belady) among those idle for at least the threshold, or by
+    last use (LRU, for on-demand swapping)."""
+    rules, tenant = st.rules, st.res.tenant
+    busy, last_touch, step_end = st.tensors.busy, st.tensors.last_touch, st.order.step_end
+    lo, hi = st.layout.class_first[k], st.layout.class_first[k + 1]
+    now = step_end[pos - 1] if pos > 0 else 0.0
+    best = -1
+    if rules.victim == LRU:
+        best_key = 0
+        for o in range(lo, hi):
+            x = tenant[o]
+            if x >= 0 and not busy[x] and evicts_first(-last_touch[x], x, best_key, best):
+                best, best_key = x, -last_touch[x]
+        return best
+    threshold = rules.threshold_s
+    if threshold < 0:
+        threshold = st.graph.nbytes[t] / rules.link if rules.link > 0 else 0.0
+    any_idle = False
+    for o in range(lo, hi):
+        x = tenant[o]
+        if x >= 0 and not busy[x]:
+            tx = last_touch[x]
+            if tx < 0 or now - step_end[max(tx, 0)] >= threshold:
+                any_idle = True
+                break
+    next_use_at = st.res.next_use_at
+    best_far = -np.inf
+    for o in range(lo, hi):
+        far = next_use_at[o] - now
+        if far < best_far:           # the common case: no better than the best so far
+            continue
+        x = tenant[o]
+        if x < 0 or busy[x]:
+            continue
+        if any_idle:
+            tx = last_touch[x]
+            if not (tx < 0 or now - step_end[max(tx, 0)] >= threshold):
+                continue
+        if evicts_first(far, x, best_far, best):
+            best, best_far = x, far
+    return best
+
+
+@numba.njit(cache=True, inline="always")
+def _evict_ahead(st, pos, k):
+    """Keep class k's headroom free: of the ``want`` tenants used furthest ahead (ties: object
+    order), evict those whose next use leaves time to swap them out and back, stopping at the
+    first that comes back too soon. Tenants kept to the end (a state's next value, the loss)
+    never leave here but take their place in that order: after those never used again, before
+    the rest; the class's max-tree holds the others in order. With kept_ahead no tenant's next
+    use equals ``key_end``, and those kept to the end are in the tree like the rest."""
+    tree, tenant, tensors = st.tree, st.res.tenant, st.tensors
+    want = st.layout.headroom[k] - st.free.clean_size[k] - st.free.dirty_size[k]
+    lo, hi = st.layout.class_first[k], st.layout.class_first[k + 1]
+    end = st.key_end
+    now = st.order.step_end[pos]
+    root = tree.base[k] + 1
+    kept_counted = False
+    while want > 0 and tree.val[root] != -np.inf:
+        if tree.val[root] != np.inf and not kept_counted:
+            kept_counted = True
+            for o in range(lo, hi):
+                if tenant[o] >= 0 and (tensors.next_read[tenant[o]] == end or tensors.pinned[tenant[o]]):
+                    want -= 1
+            if want <= 0:
+                break
+        t = tenant[tree.obj[root]]
+        r = tensors.next_read[t]
+        if r < end and _too_soon(st, t, r, pos, now):
+            break
+        o, dirty = _evict(st, t)
+        want -= _push_objects(st, t, o, k, dirty)
+
+
+@numba.njit(cache=True, inline="always")
+def _too_soon(st, t, r, pos, now):
+    """Whether t, next read at step r, comes back too soon to be evicted ahead of need: its
+    swap-out and swap-in back would not both fit before r (without a link: r is the next step)."""
+    link = st.rules.link
+    travel = st.graph.nbytes[t] / link if link > 0 else 0.0
+    return st.order.use_time[r] - now < st.rules.ahead_gap * travel or (link <= 0 and r - pos < 2)
+
+
+@numba.njit(cache=True, inline="always")
+def _tree_set(st, o, value):
     """Set object o's Belady key in its class's max-tree (ties: the lower object)."""
-    tree_val, tree_obj, tree_base, tree_size, object_class, class_first = tree
-    if tree_val.shape[0] == 0:        # no tree: not evicting ahead
+    tree, layout = st.tree, st.layout
+    if tree.val.shape[0] == 0:        # no tree: not evicting ahead
         return
-    k = object_class[o]
-    i = tree_size[k] + o - class_first[k]
-    base = tree_base[k]
-    tree_val[base + i] = value
+    k = layout.object_class[o]
+    i = tree.size[k] + o - layout.class_first[k]
+    base = tree.base[k]
+    val, obj = tree.val, tree.obj
+    val[base + i] = value
     i //= 2
     while i >= 1:
         a, b = base + 2 * i, base + 2 * i + 1
-        c = b if tree_val[b] > tree_val[a] else a
-        if tree_val[base + i] == tree_val[c] and tree_obj[base + i] == tree_obj[c]:
+        c = b if val[b] > val[a] else a
+        if val[base + i] == val[c] and obj[base + i] == obj[c]:
             break                       # nothing above changes
-        tree_val[base + i], tree_obj[base + i] = tree_val[c], tree_obj[c]
+        val[base + i], obj[base + i] = val[c], obj[c]
         i //= 2
 
 
 @numba.njit(cache=True, inline="always")
-def _push_free(o, k, dirty, pool):
-    """Put object o of class k at the back of its class's free ring (``_push_free_from``)."""
-    one = pool[12]
-    one[0] = o
-    _push_free_from(one, 0, 1, k, dirty, pool)
+def _tree_key(st, t):
+    """A resident tensor's key in its class's max-tree: when it is next used; -inf (out of the
+    tree) for a tensor kept to the end, which is never evicted ahead, and for state nothing
+    updates (``pinned``: evicting it ahead only brings it back, this iteration or the next)."""
+    r = st.tensors.next_read[t]
+    return -np.inf if r == st.key_end or st.tensors.pinned[t] else st.order.use_time[r]
 
 
 @numba.njit(cache=True, inline="always")
-def _push_free_from(src, a, b, k, dirty, pool):
+def _push_free(st, o, k, dirty):
+    """Put object o of class k at the back of its class's free ring (``_push_free_from``)."""
+    one = st.free.one
+    one[0] = o
+    _push_free_from(st, one, 0, 1, k, dirty)
+
+
+@numba.njit(cache=True, inline="always")
+def _push_free_from(st, src, a, b, k, dirty):
     """Put objects src[a:b] of class k, in turn, at the back of its class's free ring: the dirty
-    one when the copy out of their last tenant is still to finish, else the clean one. (One
-    call for a chunked tensor's chunks: numba counts references to the pool's arrays each
-    time a helper unpacks them, which per chunk cost more than the work.)"""
-    class_first, freed_at, clock = pool[3], pool[9], pool[10]
-    ring, head, size = (pool[6], pool[7], pool[8]) if dirty else (pool[0], pool[1], pool[2])
-    lo = class_first[k]
-    cap = class_first[k + 1] - lo
+    one when the copy out of their last tenant is still to finish, else the clean one."""
+    free = st.free
+    ring, head, size = (free.dirty, free.dirty_head, free.dirty_size) if dirty else \
+        (free.clean, free.clean_head, free.clean_size)
+    lo = st.layout.class_first[k]
+    cap = st.layout.class_first[k + 1] - lo
     for j in range(a, b):
         o = src[j]
         ring[lo + (head[k] + size[k]) % cap] = o
         size[k] += 1
-        freed_at[o] = clock[0]
-        clock[0] += 1
+        free.freed_at[o] = free.clock[0]
+        free.clock[0] += 1
 
 
 @numba.njit(cache=True, inline="always")
-def _pop_free(k, pool, for_output):
+def _pop_free(st, k, for_output):
     """A free object of class k, or -1 (``_pop_free_into``)."""
-    one = pool[12]
-    return one[0] if _pop_free_into(k, pool, for_output, one, 0, 1) else -1
+    one = st.free.one
+    return one[0] if _pop_free_into(st, k, for_output, one, 0, 1) else -1
 
 
 @numba.njit(cache=True, inline="always")
-def _pop_free_into(k, pool, for_output, dest, at, count):
+def _pop_free_into(st, k, for_output, dest, at, count):
     """Up to ``count`` free objects of class k into dest[at:], one after another; how many
     (fewer when the class runs out). For a swap-in, the one freed earliest (the copy into it
     can start soonest). For a compute's output (with ``newest_for_outputs``), the one a compute
     freed last: its release lies earlier on the compute stream, so the output waits for
     nothing, and the objects freed long ago stay free for swap-ins to start early; a dirty one
     (its copy out still running) only when no clean one is left."""
-    ring, head, size, class_first = pool[0], pool[1], pool[2], pool[3]
-    ring2, head2, size2, freed_at, newest = pool[6], pool[7], pool[8], pool[9], pool[11]
-    lo = class_first[k]
-    cap = class_first[k + 1] - lo
+    free = st.free
+    ring, head, size = free.clean, free.clean_head, free.clean_size
+    ring2, head2, size2, freed_at = free.dirty, free.dirty_head, free.dirty_size, free.freed_at
+    newest = st.rules.newest_for_outputs
+    lo = st.layout.class_first[k]
+    cap = st.layout.class_first[k + 1] - lo
     got = 0
     while got < count and (size[k] > 0 or size2[k] > 0):
         if for_output and newest and size[k] > 0:
@@ -718,11 +899,3 @@ def _pop_free_into(k, pool, for_output, dest, at, count):
         dest[at + got] = o
         got += 1
     return got
-
-
-@numba.njit(cache=True, inline="always")
-def _tree_key(t, next_read, use_time, end, pinned):
-    """A resident tensor's key in its class's max-tree: when it is next used; -inf (out of the
-    tree) for a tensor kept to the end, which is never evicted ahead, and for state nothing
-    updates (``pinned``: evicting it ahead only brings it back, this iteration or the next)."""
-    return -np.inf if next_read[t] == end or pinned[t] else use_time[next_read[t]]

@@ -162,6 +162,7 @@ class CapturedGraph:
 
 class CpuBackend:
     name = "cpu"
+    device_name = ""        # the host: the report names none
 
     def __init__(self, link: EmulatedLink = EmulatedLink(), sanitize: bool = False, seed: int = 0,
                  jitter_s: float | tuple[float, float, float] = 0.5e-3):

@@ -29,7 +29,7 @@ and are released on ``close``. Its operator scratch is a separate allocation of
 ``scratch_bytes``, counted in the same budget.
 
 Scratch memory for operators that declare it (``Op.cuda_workspaces``) is the arena's
-last ``scratch_bytes`` (``Pool.scratch_bytes``, sized by the planner and counted in the
+last ``scratch_bytes`` (``Arena.scratch_bytes``: ``planner.facts.GraphFacts.scratch``, counted in the
 budget): kernels run in order on the compute stream, so they share it, and nothing is
 ever allocated beside the arena.
 """
@@ -320,8 +320,8 @@ class CudaBackend:
             raise CudaError(f"'{node.op}' needs scratch, which only kernels on the compute stream may use")
         if need > self._scratch_bytes:
             raise CudaError(f"'{node.op}' (node {node.id}) needs {need} bytes of operator scratch but the "
-                            f"arena reserves {self._scratch_bytes}; plan the program for this graph "
-                            "(Pool.scratch_bytes comes from Graph.scratch_bytes)")
+                            f"arena reserves {self._scratch_bytes}: the Program was planned for another graph; plan "
+                            "it for this one (its Arena.scratch_bytes is planner.facts.GraphFacts.scratch)")
         return self._scratch_ptr
 
     # ------------------------------------------------------------------ kernels

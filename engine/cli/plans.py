@@ -6,7 +6,6 @@ that will run (``engine.backend_registry``).
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -22,6 +21,7 @@ from planner.verify import verify
 
 from ..autodiff import make_optimizer
 from ..backend_registry import Placement
+from ..files import read_json
 from ..graph_io import fingerprint
 from ..ir import Graph, Kind
 from ..profile import DEVICES, Profile, analytic_profile
@@ -136,17 +136,9 @@ def grow_default_budget(cfg: RunConfig, facts: GraphFacts, budget: Budget, profi
 
 def read_plan(path: str) -> Program:
     """A saved Program, parsed (its safety is planner.verify's question, asked before it runs)."""
+    d = read_json(path, "plan file", UsageError, "a JSON file --save-plan wrote")
     try:
-        with open(path, encoding="utf-8") as f:
-            return Program.from_dict(json.load(f))
-    except FileNotFoundError:
-        raise UsageError(f"plan file '{path}' does not exist") from None
-    except IsADirectoryError:
-        raise UsageError(f"plan file '{path}' is a directory; give a JSON file --save-plan wrote") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"plan file '{path}' is not text (binary data); give a JSON file --save-plan wrote") from None
-    except json.JSONDecodeError as e:
-        raise UsageError(f"plan file '{path}' is not valid JSON ({e})") from None
+        return Program.from_dict(d)
     except ProgramFormatError as e:
         raise UsageError(f"plan file '{path}': {e}") from None
     except (AttributeError, IndexError) as e:      # shapes from_dict does not expect

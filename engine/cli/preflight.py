@@ -159,11 +159,7 @@ def check_search_checkpoint(path: str) -> None:
     """The fields ga.search reads from a checkpoint it resumes, present and of their type."""
     from ga import checkpoint as ga_checkpoint
 
-    try:
-        state = ga_checkpoint.load(path)
-    except UnicodeDecodeError:
-        raise UsageError(f"search checkpoint '{path}' is not text (binary data); give the JSON file "
-                         "--search-checkpoint wrote") from None
+    state = ga_checkpoint.load(path)
     for key, kind in SEARCH_CHECKPOINT_FIELDS.items():
         if not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
             raise UsageError(f"search checkpoint '{path}' is malformed: '{key}' is missing or not a "

@@ -17,7 +17,8 @@ Two things the paper leaves open, decided here: operator i's own inputs and outp
 placed before the window's prefetches, and a prefetch that finds no room even after every
 reserved swap-out is done waits for a later step (it is retried each step, in window order).
 An operator whose own tensors find no room after all that evicts the resident tensors used
-furthest ahead (written back if stale); a good window rarely needs it.
+furthest ahead (written back if stale; ties: the lowest tensor id, the swap pass's own rule,
+``planner.swap_scan.evicts_first``); a good window rarely needs it.
 
 Persistent state starts resident (placed before anything else) and is swapped like any
 tensor; a state whose next value does not end in its home object (it left the device and came
@@ -43,6 +44,7 @@ from ..online_program import (NEVER, OnlineProgram, StepFacts, fastest, online_a
                               settle)
 from ..policy import PlanRequest, Policy, register
 from ..swap_planner import GraphArrays
+from ..swap_scan import first_to_leave
 
 # Window sizes the search tries, as fractions of the pool; without a profile, the default.
 SEARCH_FRACTIONS = tuple(float(x) for x in np.geomspace(1 / 64, 2.0, 15))
@@ -157,7 +159,8 @@ def _one_pass(request: PlanRequest, window_bytes: int, order, steps: StepFacts, 
                                 f"'{g.tensors[t].name}' ({format_bytes(nbytes[t])}) in a pool of "
                                 f"{format_bytes(budget.pool_bytes)} with allocator '{alloc.name}', even with "
                                 "only its own tensors on the device; give more --memory")
-            victim = max(victims, key=lambda x: (next_use[x], x))
+            victim = int(first_to_leave(np.array(victims, dtype=np.int64),
+                                        np.array([next_use[x] for x in victims], dtype=np.int64)))
             out.write_back(victim)
             out.drop(victim)
             stats.evictions += 1

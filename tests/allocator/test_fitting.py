@@ -1,10 +1,10 @@
-"""Tests for allocator/fitting.py: the CNT repair, class merging and the two generators."""
+"""Tests for allocator/fitting.py: the CNT repair, class merging and the random generator."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from allocator.fitting import (AllocationDoesNotFit, fit_to_budget, greedy_allocation,
-                              merge_classes_to_fit, random_allocation, repair_cnt)
+from allocator.fitting import (AllocationDoesNotFit, fit_to_budget, merge_classes_to_fit, random_allocation,
+                              repair_cnt)
 from allocator.size_classes import Allocation, cls_problem
 
 MB = 2**20
@@ -129,14 +129,12 @@ def test_random_allocation_varies_caps_and_refuses():
         random_allocation(sizes, 19_999, rng)
 
 
-def test_greedy_allocation_one_class_per_size():
-    assert greedy_allocation(FIG5_SIZES, [8, 0, 2, 1], 100 * MB).to_dict() == {
-        "sizes": FIG5_SIZES, "cls": [0, 1, 2, 3], "cnt": [8, 1, 2, 1]}
-    shrunk = greedy_allocation(FIG5_SIZES, [8, 1, 2, 1], 12 * MB)
+def test_fit_to_budget_shrinks_counts_then_merges_classes():
+    one_per_size = Allocation(FIG5_SIZES, [0, 1, 2, 3], [8, 1, 2, 1])
+    assert fit_to_budget(one_per_size, 100 * MB) == one_per_size
+    shrunk = fit_to_budget(one_per_size, 12 * MB)
     assert shrunk.cls.tolist() == [0, 1, 2, 3] and shrunk.pool_bytes <= 12 * MB
-    merged = greedy_allocation(FIG5_SIZES, [8, 1, 2, 1], 7 * MB)
+    merged = fit_to_budget(one_per_size, 7 * MB)
     assert merged.cls.tolist() == [0, 1, 2, 2] and merged.pool_bytes <= 7 * MB
-    with pytest.raises(ValueError, match="3 entries for 4 sizes"):
-        greedy_allocation(FIG5_SIZES, [1, 1, 1], 100 * MB)
     with pytest.raises(AllocationDoesNotFit):
-        greedy_allocation(FIG5_SIZES, [1, 1, 1, 1], MB)
+        fit_to_budget(Allocation(FIG5_SIZES, [0, 1, 2, 3], [1, 1, 1, 1]), MB)

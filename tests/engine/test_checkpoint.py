@@ -85,7 +85,7 @@ def test_an_object_array_is_refused_without_unpickling(tmp_path):
         buf = io.BytesIO()
         np.save(buf, np.array([{"a": 1}], dtype=object), allow_pickle=True)
         z.writestr("t/w.npy", buf.getvalue())
-    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+    with pytest.raises(CheckpointError, match="cannot be read"):
         checkpoint.read(str(path))
 
 

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from engine import graph_io
-from engine.graph_io import fingerprint, graph_from_dict, graph_to_dict, to_networkx
+from engine.graph_io import fingerprint, graph_from_dict, graph_to_dict
 from engine.ir import GraphError
 
 from .test_ir import small_graph
@@ -40,10 +40,3 @@ def test_fingerprint_is_cached_until_the_graph_grows(monkeypatch):
     assert fingerprint(g) == first and not calls
     g.input("extra", (1,))
     assert fingerprint(g) != first and len(calls) == 1
-
-
-def test_networkx_view():
-    g, *_ = small_graph()
-    dg = to_networkx(g)
-    assert sorted(dg.edges) == [(0, 1), (0, 2), (1, 2)]
-    assert dg.nodes[2]["op"] == "add" and dg.edges[0, 2]["tensors"] == [g.nodes[0].outputs[0]]

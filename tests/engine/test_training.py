@@ -69,5 +69,5 @@ def test_checkpoint_errors_are_one_line(tmp_path):
         tr.load(str(tmp_path / "missing.npz"))
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"not a zip")
-    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+    with pytest.raises(CheckpointError, match="cannot be read"):
         tr.load(str(bad))

@@ -19,11 +19,11 @@ def breeder(mode="both", budget_scale=1.5, mutation=0.1, seed=0):
     return Breeder(ctx, Evaluator(facts, PROFILE, budget), Variation(mode, mutation), seed, simple)
 
 
-def test_the_breeder_budget_is_the_pool_the_device_budget_leaves():
+def test_the_breeders_pool_bytes_are_what_the_device_budget_leaves():
     b = breeder()
     budget = b.evaluator.budget
-    assert b.budget == budget.pool_bytes == budget.device_bytes - budget.scratch_bytes
-    assert budget.scratch_bytes > 0 and isinstance(b.budget, int)
+    assert b.pool_bytes == budget.pool_bytes == budget.device_bytes - budget.scratch_bytes
+    assert budget.scratch_bytes > 0 and isinstance(b.pool_bytes, int)
 
 
 # --- Eq. 1 ---
@@ -96,7 +96,7 @@ def test_first_individual_is_the_default_order_with_the_simple_allocation():
     assert math.isfinite(first.time)
     others = [b.first(i) for i in range(1, 5)]
     assert all(b.ctx.check_order(o.schedule) for o in others)
-    assert all(ao.is_feasible(b.ctx, o.allocation, b.budget) for o in others)
+    assert all(ao.is_feasible(b.ctx, o.allocation, b.pool_bytes) for o in others)
     assert len({o.schedule.tobytes() for o in others}) == 4
     again = b.first(3)
     assert np.array_equal(again.schedule, others[2].schedule) and again.allocation == others[2].allocation
@@ -112,10 +112,10 @@ def test_each_crossover_yields_its_children(mode, count):
         assert b.ctx.check_order(kid.schedule)
         minima = b.ctx.class_minima(kid.allocation.cls)
         assert np.all(kid.allocation.cnt >= minima)
-        if ao.is_feasible(b.ctx, kid.allocation, b.budget):
+        if ao.is_feasible(b.ctx, kid.allocation, b.pool_bytes):
             assert math.isfinite(kid.time)
         else:  # a child whose class minima alone exceed the budget: infeasible, time inf
-            assert int(minima @ kid.allocation.class_slot_bytes) > b.budget and kid.time == math.inf
+            assert int(minima @ kid.allocation.class_slot_bytes) > b.pool_bytes and kid.time == math.inf
         if mode == "schedule":
             assert kid.allocation == b.simple
         if mode == "allocation":
@@ -149,7 +149,7 @@ def test_a_child_equal_to_a_population_member_is_bred_again_or_dropped():
 def test_an_immigrant_is_a_random_individual_outside_the_known_ones():
     b = breeder()
     one = b.child((2, 5, IMMIGRANT, None, None, frozenset()))
-    assert b.ctx.check_order(one.schedule) and ao.is_feasible(b.ctx, one.allocation, b.budget)
+    assert b.ctx.check_order(one.schedule) and ao.is_feasible(b.ctx, one.allocation, b.pool_bytes)
     other = b.child((2, 6, IMMIGRANT, None, None, frozenset()))
     assert one.schedule.tobytes() != other.schedule.tobytes()
     known = frozenset({genome_key(one.schedule, one.allocation)})
