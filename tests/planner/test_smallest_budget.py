@@ -24,16 +24,16 @@ import numpy as np
 import pytest
 
 from engine.inplace import in_place_input
-from engine.ir import PERSISTENT_KINDS, Graph, GraphError
+from engine.ir import PERSISTENT_KINDS, Graph
 from engine.profile import analytic_profile
-from engine.schedules import updates_when_ready
+from engine.schedules import updates_when_ready, write_after_read_edges
 from planner import policy
-from planner.allocation import chunked_allocation, simple_allocation
+from planner.allocation import simple_allocation
 from planner.budget import AUTO, POOL, make_budget, smallest_budget, smallest_that_plans
 from planner.errors import PlanError
 from planner.facts import GraphFacts
 from planner.swap_planner import plan
-from planner.verify import VerificationError, verify
+from planner.verify import verify
 
 KIB = 1024
 UNIT = 1024     # float32 elements of the random graphs' unit tensor: 4 KiB (a page: va's chunks are pages)
@@ -241,23 +241,18 @@ def random_graph(seed: int) -> Graph:
     return g
 
 
-# ----------------------------------------------------------------------------- the known defect
+# ----------------------------------------------------------------------------- structural checks
 
-def unhonoured_in_place(g: Graph, order=None) -> list[str]:
-    """The operators whose in-place write the facts count but the planner cannot take in
-    ``order`` (default: insertion order), each as 'node (op): why'.
-
-    ``size_demand`` (planner/facts.py, ``per_node``) leaves every output that ``in_place_pairs``
-    declares out of an operator's demand: the declaration alone, ``in_place_input(node, k)``
-    without ``dies``. The compiled pass (planner/swap_scan.py, the outputs loop: ``times == 1
-    and at >= 0``, ``at`` the input's place among the node's dying inputs) and liveness
-    (engine/liveness.py, ``dies``) write the output over the input only when the node reads it
-    once, nothing reads it later and it is not kept past the iteration; otherwise the output
-    takes an object of its own, which the minimal allocation (and the heaviest operator's
-    bytes) did not count."""
+def untaken_in_place(g: Graph, order=None) -> list[str]:
+    """The declared in-place writes (``in_place_input``) that a plan does not take in ``order``
+    (default: insertion order), each as 'node (op) over input: why'. The one decision
+    (``engine.inplace.InPlace``, read by liveness, the facts, the compiled pass and the online
+    policies) takes a write only when the node reads the input once, nothing reads it later and
+    it is not kept past the iteration; otherwise the output takes an object of its own, which
+    the facts must count (issue 43: they once counted the declaration alone)."""
     order = g.default_order() if order is None else list(order)
-    facts = GraphFacts(g, order)
-    lt = facts.lifetimes
+    lt = GraphFacts(g, order).lifetimes
+    kept = set(g.read_back()) | {nxt for _, nxt in g.state_pairs}
     out = []
     for n in g.nodes:
         for k, t in enumerate(n.outputs):
@@ -265,7 +260,6 @@ def unhonoured_in_place(g: Graph, order=None) -> list[str]:
             if j is None or lt.inplace_of[t] >= 0:
                 continue
             x = n.inputs[j]
-            kept = set(g.read_back()) | {nxt for _, nxt in g.state_pairs}
             why = ("read twice by the node" if n.inputs.count(x) > 1 else
                    "kept to the end" if x in kept else "read again later")
             out.append(f"{n.name} ({n.op}) over {g.tensors[x].name}: {why}")
@@ -275,16 +269,16 @@ def unhonoured_in_place(g: Graph, order=None) -> list[str]:
 def _honest_counts(g: Graph, node, klass: np.ndarray, width: np.ndarray, n_classes: int) -> np.ndarray:
     """Objects (chunks, for the chunk class) of each class ``node`` touches at once, counting
     every output that does not take an input's object in the default order (liveness's decision,
-    engine/liveness.py ``dies``, which the compiled pass shares)."""
+    which the compiled pass shares)."""
     lt = GraphFacts(g).lifetimes
     ts = [t for t in dict.fromkeys(node.inputs + node.outputs) if t not in node.outputs or lt.inplace_of[t] < 0]
     return np.bincount(klass[ts], weights=width[ts], minlength=n_classes).astype(np.int64)
 
 
-def defect_bites(g: Graph, alloc) -> bool:
-    """Whether ``alloc`` (a size-class or chunked allocation) lacks an object that an
-    unhonoured in-place write needs: some operator touches more objects (chunks) of a class than
-    it has. Then no plan on it can run that operator."""
+def allocation_short(g: Graph, alloc) -> bool:
+    """Whether ``alloc`` (a size-class or chunked allocation) lacks an object that some operator
+    needs when every output not written in place takes its own: then no plan on it can run that
+    operator (issue 43's defect, with the facts counting an in-place write the pass did not take)."""
     facts = GraphFacts(g)
     sizes = np.array([t.nbytes for t in g.tensors], dtype=np.int64)
     klass = alloc.cls[facts.demand.size_index]
@@ -302,29 +296,6 @@ def pool_allocation(g: Graph, label: str):
     return simple_allocation(facts, budget, None if label == "simple" else PROFILE)
 
 
-class _Short(Exception):
-    pass
-
-
-def va_defect_bites(g: Graph) -> bool:
-    """swapadvisor on va, grown as the command line grows it (``smallest_that_plans``, which grows
-    on OutOfRoom only): whether the chunked allocation at the first budget that gives one lacks
-    an object or chunk that an unhonoured in-place write needs (the planner then raises PlanError,
-    which ends the growth)."""
-    facts = GraphFacts(g)
-
-    def make(budget):
-        alloc = chunked_allocation(facts, budget, VA_SWAPADVISOR["chunk_bytes"], PROFILE)
-        if defect_bites(g, alloc):
-            raise _Short()
-        return alloc
-    try:
-        smallest_that_plans(facts, smallest_budget(facts, ("va",)), ("va",), make)
-    except _Short:
-        return True
-    return False
-
-
 def chunk_class_unused(g: Graph) -> bool:
     """Whether no operator touches a tensor of va's chunk class (the largest sizes, from the first
     of at least a chunk: ``chunked_allocation``), e.g. the only such tensor an input nothing
@@ -334,24 +305,12 @@ def chunk_class_unused(g: Graph) -> bool:
     return not any(g.tensors[t].nbytes >= sizes[n_small] for n in g.nodes for t in n.inputs + n.outputs)
 
 
-def war_cycle(g: Graph) -> bool:
-    """Whether the write-after-read edges of in-place updates form a cycle with the data edges
-    (a node reads an input that an in-place operator overwrites, and depends on that operator's
-    output): ``engine.schedules.updates_when_ready`` then raises GraphError."""
-    try:
-        updates_when_ready(g, PERSISTENT_KINDS)
-    except GraphError:
-        return True
-    return False
-
-
-def output_dropped(g: Graph) -> bool:
+def output_touched_early(g: Graph) -> bool:
     """Whether a graph output (``Graph.mark_output``, not the loss or a next value) is last
-    touched before the last step of one of smartswap's orders (eager, or the graph's own, which
-    it falls back to where the eager one finds no room): smartswap then releases it there."""
-    kept = {nxt for cur, nxt in g.state_pairs if cur != nxt}
-    orders = [g.default_order()] + ([] if war_cycle(g) else [updates_when_ready(g, PERSISTENT_KINDS)])
-    for order in orders:
+    touched before the last step of one of smartswap's orders (eager, or the graph's own): a
+    plan that keeps next values and the loss only releases it there."""
+    kept = {nxt for _, nxt in g.state_pairs}
+    for order in (g.default_order(), updates_when_ready(g, PERSISTENT_KINDS)):
         last = {}
         for pos, nid in enumerate(order):
             for t in g.nodes[nid].inputs + g.nodes[nid].outputs:
@@ -359,20 +318,6 @@ def output_dropped(g: Graph) -> bool:
         if any(t not in kept and last.get(t, -1) < len(order) - 1 for t in g.outputs):
             return True
     return False
-
-
-DEFECT = ("issue 43's root: GraphFacts.size_demand counts an output as written in place over an input "
-          "(the declaration alone, in_place_pairs, planner/facts.py per_node) where the compiled pass "
-          "(swap_scan.scan's outputs loop) and liveness give it an object of its own (the input is read "
-          "twice by the node, read again later, or kept), so the minimal allocation lacks that object")
-PHANTOM = ("allocator/size_class_layout.py PlacedLayout.__post_init__: with no placement (ptr == [0]) "
-           "`np.concatenate(([0], np.cumsum(width)[:-1]))` still gives one start, so the arena has one "
-           "object_offset more than object_bytes and planner.verify (Arena.physical_extents) raises IndexError")
-SMARTSWAP_OUTPUTS = ("planner/smartswap/stays.py kept_values: next values and the loss only, not Graph.outputs "
-                     "(Graph.read_back): an output is released after its last use and is not readable at the end")
-SMARTSWAP_WAR = ("planner/smartswap/plan.py: the eager order (engine.schedules.updates_when_ready) raises "
-                 "GraphError when write-after-read edges cycle with data edges, and policies/smartswap.make "
-                 "catches only NoRoom, so it never tries the given order")
 
 
 # ----------------------------------------------------------------------------- the property
@@ -453,41 +398,8 @@ FULL = os.environ.get("SWAPENGINE_FULL_PROPERTY") == "1"
 
 
 def _params(seeds):
-    """One case per (seed, policy and allocator); the pool cases of a graph on which the known
-    defect bites are expected to fail (strict: the fix flips them)."""
-    out = []
-    for seed in seeds:
-        g = random_graph(seed)
-        for label in CASES:
-            marks = [pytest.mark.xfail(strict=True, raises=raises, reason=reason)
-                     for raises, reason in known_failure(g, label)][:1]
-            out.append(pytest.param(seed, label, id=f"{seed}-{label}", marks=marks))
-    return out
-
-
-def known_failure(g: Graph, label: str) -> list[tuple[type, str]]:
-    """The defects (exception, reason) that make ``check(g, label)`` fail today, the first one
-    first: the case is marked xfail (strict) for it."""
-    if label in {c[0] for c in POOL_CASES}:
-        return [(PlanError, DEFECT)] if defect_bites(g, pool_allocation(g, label)) else []
-    if label == "swapadvisor-va":
-        return ([(PlanError, DEFECT)] if va_defect_bites(g) else []) + \
-               ([(IndexError, PHANTOM)] if chunk_class_unused(g) else [])
-    if label.startswith("smartswap"):
-        return [(GraphError, SMARTSWAP_WAR)] if war_cycle(g) else []
-    return []
-
-
-def run_case(g: Graph, label: str) -> None:
-    """``check``, except that smartswap's dropped output (SMARTSWAP_OUTPUTS) is an xfail where
-    it shows: whether the verifier sees it depends on whether a later stay reuses the output's
-    bytes, which only planning tells, so it cannot be marked strictly beforehand."""
-    try:
-        check(g, label)
-    except VerificationError as e:
-        if label.startswith("smartswap") and output_dropped(g) and "read back after the iteration" in str(e):
-            pytest.xfail(SMARTSWAP_OUTPUTS)
-        raise
+    """One case per (seed, policy and allocator)."""
+    return [pytest.param(seed, label, id=f"{seed}-{label}") for seed in seeds for label in CASES]
 
 
 @pytest.mark.parametrize("seed,label", _params(FAST_SEEDS))
@@ -501,7 +413,7 @@ def test_smallest_budget_plans(seed, label):
       are held to what planner.budget promises them: their smallest budget is a lower bound
       (the heaviest operator's bytes), a policy may refuse it with OutOfRoom only, and growing
       it with ``smallest_that_plans`` (as the command line does) ends in a Program that verifies."""
-    run_case(random_graph(seed), label)
+    check(random_graph(seed), label)
 
 
 @pytest.mark.parametrize("seed", FAST_SEEDS)
@@ -513,7 +425,7 @@ def test_one_byte_below_the_smallest_budget_is_refused(seed):
 @pytest.mark.skipif(not FULL, reason="the full property run: SWAPENGINE_FULL_PROPERTY=1")
 @pytest.mark.parametrize("seed,label", _params(range(FAST_SEEDS.stop, FAST_SEEDS.stop + FULL_COUNT)) if FULL else [])
 def test_smallest_budget_plans_full(seed, label):
-    run_case(random_graph(seed), label)
+    check(random_graph(seed), label)
 
 
 @pytest.mark.slow
@@ -523,7 +435,7 @@ def test_one_byte_below_the_smallest_budget_is_refused_full(seed):
     check_refusal(random_graph(seed))
 
 
-# ----------------------------------------------------------------------------- the defect, small
+# ----------------------------------------------------------------------------- the defects, small
 
 def read_after_update() -> Graph:
     """g1 = tanh(x); upd = accumulate(W, g1) (W's next value); h = tanh(W) (an output): W is read
@@ -564,10 +476,11 @@ SMALL = {"read-after-update": read_after_update, "accumulate-twice": accumulate_
 
 @pytest.mark.parametrize("label", [c[0] for c in POOL_CASES])
 @pytest.mark.parametrize("graph", list(SMALL))
-@pytest.mark.xfail(strict=True, raises=PlanError, reason=DEFECT)
-def test_the_smallest_graphs_with_an_unhonoured_in_place_write_plan(graph, label):
+def test_the_smallest_graphs_with_an_in_place_write_not_taken_plan(graph, label):
+    """The write is declared but not taken; the facts count the output's own object (they once
+    counted the declaration, and the allocation lacked it: PlanError)."""
     g = SMALL[graph]()
-    assert defect_bites(g, pool_allocation(g, label)) and unhonoured_in_place(g)
+    assert untaken_in_place(g) and not allocation_short(g, pool_allocation(g, label))
     check_pool(g, label)
 
 
@@ -582,8 +495,9 @@ def unread_chunk_input() -> Graph:
     return g
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError, reason=PHANTOM)
 def test_a_chunked_plan_with_no_placement_verifies():
+    """PlacedLayout with no placement once had one object_offset more than object_bytes (a start
+    for a placement that does not exist), and the verifier raised IndexError."""
     g = unread_chunk_input()
     assert chunk_class_unused(g)
     facts = GraphFacts(g)
@@ -614,16 +528,20 @@ def war_cycle_graph() -> Graph:
 
 
 @pytest.mark.parametrize("allocator", ["bestfit", "va"])
-@pytest.mark.xfail(strict=True, raises=VerificationError, reason=SMARTSWAP_OUTPUTS)
 def test_smartswap_keeps_an_output_nothing_reads(allocator):
+    """smartswap once kept next values and the loss only (planner/smartswap/stays.py), so ``a``
+    was released after its last use: 'not readable at the end'."""
     g = unread_output()
-    assert output_dropped(g)
+    assert output_touched_early(g)
     check_online(g, f"smartswap-{allocator}")
 
 
 @pytest.mark.parametrize("allocator", ["bestfit", "va"])
-@pytest.mark.xfail(strict=True, raises=GraphError, reason=SMARTSWAP_WAR)
-def test_smartswap_plans_a_graph_whose_write_after_read_edges_cycle(allocator):
+def test_smartswap_plans_a_graph_whose_in_place_write_is_never_taken(allocator):
+    """The write-after-read edge c -> s (for s's write over a) once cycled with s -> c, and
+    smartswap's eager order raised GraphError; no order can take that write, so no edge is
+    imposed (engine.schedules.write_after_read_edges)."""
     g = war_cycle_graph()
-    assert war_cycle(g)
+    assert untaken_in_place(g) == ["s (accumulate) over a: read again later"]
+    assert write_after_read_edges(g) == []
     check_online(g, f"smartswap-{allocator}")
