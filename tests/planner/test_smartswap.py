@@ -239,3 +239,18 @@ def test_a_graph_whose_in_place_write_is_never_taken_plans(allocator, order):
     s, = g.apply("accumulate", [a, y], name="s")
     g.apply("add", [a, s], name="c")
     assert _smallest_that_plans(g, allocator, order).schedule == [0, 1, 2]
+
+
+def test_kept_values_are_the_planners_but_state_nothing_updates():
+    # One notion with the swap planner (GraphArrays.kept), less a parameter nothing updates: its
+    # host copy stays current, so keeping it to the end would only take bytes (the GPT micro-step
+    # at its smallest budget then finds no room).
+    from engine.ir import Graph
+    from planner.smartswap.stays import kept_values
+    from planner.swap_planner import GraphArrays
+    g = Graph("unchanged-parameter")
+    x, w = g.input("x", (64,)), g.parameter("W", (64,))
+    a, = g.apply("add", [x, w], name="a")
+    g.mark_output(a)
+    assert (w, w) in g.state_pairs and GraphArrays.of(g).kept[w]
+    assert kept_values(g) == {a}
