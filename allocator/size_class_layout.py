@@ -104,8 +104,10 @@ class PlacedLayout:
 
     def __post_init__(self):
         chunk = self.base.allocation.chunk_bytes
-        width = np.diff(self.ptr)
-        starts = self.base.arena_bytes + chunk * np.concatenate(([0], np.cumsum(width)[:-1])).astype(np.int64)
+        width = np.diff(self.ptr).astype(np.int64)
+        # placement j starts past the pool after the chunks of placements 0 .. j-1 (an exclusive
+        # prefix sum: one start per placement, none when the plan placed nothing in the chunk class)
+        starts = self.base.arena_bytes + chunk * (np.cumsum(width) - width)
         object.__setattr__(self, "object_offset", _frozen(np.concatenate((self.base.object_offset, starts))))
         object.__setattr__(self, "object_bytes", _frozen(np.concatenate((self.base.object_bytes, width * chunk))))
         object.__setattr__(self, "virtual_bytes", int(self.base.arena_bytes + chunk * int(width.sum())))

@@ -47,6 +47,15 @@ def positions(g: Graph, order: Sequence[int]) -> np.ndarray:
     return pos
 
 
+def kept_mask(g: Graph) -> np.ndarray:
+    """Per tensor, whether it must survive the iteration (no in-place write may take it): the
+    next values of state, the loss and the graph's outputs (``Graph.read_back``)."""
+    kept = np.zeros(len(g.tensors), dtype=np.bool_)
+    kept[g.read_back()] = True
+    kept[[nxt for _, nxt in g.state_pairs]] = True
+    return kept
+
+
 def lifetimes(g: Graph, order: Sequence[int]) -> Lifetimes:
     n_steps = len(order)
     pos = positions(g, order)
@@ -59,9 +68,7 @@ def lifetimes(g: Graph, order: Sequence[int]) -> Lifetimes:
     end[g.read_back()] = n_steps - 1     # read back after the iteration
     for _, nxt in g.state_pairs:
         end[nxt] = n_steps - 1
-    kept = np.zeros(len(g.tensors), dtype=np.bool_)
-    kept[g.read_back()] = True
-    kept[[nxt for _, nxt in g.state_pairs]] = True
+    kept = kept_mask(g)
     # A tensor's end is its last read (or its start when nothing reads it, which no in-place
     # write can then take: the node that would take it reads it).
     inplace_of = InPlace.of(g).sources(len(g.tensors), pos, end, kept)

@@ -5,7 +5,9 @@ an output over one of its inputs (``Op.inplace``: an SGD update, a batch norm's
 running statistics, a gradient accumulation) runs after every other reader of that
 input, so the in-place write is always possible. The planner would be correct without
 them (it then gives the output an object of its own), but schedules that break them
-need more memory for nothing. The genetic search (ga/context.py) keeps them too.
+need more memory for nothing. The genetic search (ga/context.py) keeps them too. Only
+writes that some order can take impose them (``write_after_read_edges``), so the edges
+never cycle with the data edges.
 """
 from __future__ import annotations
 
@@ -14,18 +16,56 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .inplace import in_place_pairs
+from .inplace import InPlace
 from .ir import Graph, GraphError, Kind
+from .liveness import kept_mask
 
 
 def write_after_read_edges(g: Graph) -> list[tuple[int, int]]:
-    """(reader, updater) for every node reading a value that another node may write over."""
+    """(reader, updater) for every node reading a value that another node may write over, for
+    the in-place writes some order can take (``engine.inplace``): eligible (the node reads the
+    input once and it has the output's size), the input not kept past the iteration, and no
+    reader of the input needing the updater's output (``c = a + accumulate(a, y)``: ``c`` must
+    run after the update, so ``a`` never dies there). Writes are taken in node order and one
+    whose edges would close a cycle with the data edges and the edges kept so far (two updates
+    each of whose input is read by a descendant of the other) keeps none: every order still
+    honours one of them, and a schedule always exists (the graph's own order among them)."""
+    decl = InPlace.of(g)
+    kept = kept_mask(g)
+    writes = []                          # (updater, its input's other readers), in node order
+    for node, src, ok in zip(decl.node.tolist(), decl.src.tolist(), decl.eligible.tolist()):
+        readers = list(dict.fromkeys(r for r in g.users[src] if r != node))
+        if ok and not kept[src] and readers:
+            writes.append((node, readers))
+    successors = [list(dict.fromkeys(g.successors(n))) for n in range(len(g.nodes))]
+    every = [list(s) for s in successors]
+    for u, readers in writes:
+        for r in readers:
+            every[r].append(u)
+    ready: list[int] = []
+    if len(kahn_order(every, in_degrees(every), ready.append, ready.pop)) == len(g.nodes):
+        return [(r, u) for u, readers in writes for r in readers]      # no cycle: every write
     edges = []
-    for node in g.nodes:
-        for _, src in in_place_pairs(node):
-            cur = node.inputs[src]
-            edges.extend((r, node.id) for r in g.users[cur] if r != node.id)
+    for u, readers in writes:
+        if _reaches(successors, u, set(readers)):
+            continue
+        for r in readers:
+            successors[r].append(u)
+            edges.append((r, u))
     return edges
+
+
+def _reaches(successors: Sequence[Sequence[int]], start: int, targets: set) -> bool:
+    """Whether some node of ``targets`` can be reached from ``start`` along ``successors``."""
+    seen, stack = {start}, [start]
+    while stack:
+        for s in successors[stack.pop()]:
+            if s in targets:
+                return True
+            if s not in seen:
+                seen.add(s)
+                stack.append(s)
+    return False
 
 
 def schedule_successors(g: Graph) -> list[list[int]]:

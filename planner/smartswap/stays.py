@@ -5,8 +5,11 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+import numpy as np
+
 from engine.ir import Graph
 
+from ..swap_planner import GraphArrays
 from .candidates import Storage
 
 
@@ -28,8 +31,13 @@ class Stay:
 
 
 def kept_values(g: Graph) -> set:
-    """Tensors that outlive the iteration: next values of state and the loss."""
-    return {nxt for cur, nxt in g.state_pairs if cur != nxt} | ({g.loss} if g.loss is not None else set())
+    """Tensors whose last stay lasts to the end: the planner's one notion of what outlives the
+    iteration (``GraphArrays.kept``: next values of state, and ``Graph.read_back``, the loss and
+    the graph's outputs, so an output nothing reads is not released after its last use), except
+    state that nothing updates and nothing reads back: its host copy stays current, so it may
+    leave after its last read (Algorithm 2's ``unchanged``)."""
+    unchanged = {cur for cur, nxt in g.state_pairs if cur == nxt} - set(g.read_back())
+    return set(np.flatnonzero(GraphArrays.of(g).kept).tolist()) - unchanged
 
 
 def stays(stores: list[Storage], n: int, kept: set, release_at_sync: bool) -> list[Stay]:

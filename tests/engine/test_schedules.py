@@ -61,3 +61,63 @@ def test_updates_when_ready_runs_each_update_as_soon_as_it_can(make, kinds):
         assert all(order[i] in updates for i in range(ready + 1, pos[u])), g.nodes[u].name
     default = {n: i for i, n in enumerate(g.default_order())}
     assert sum(pos[u] for u in updates) < sum(default[u] for u in updates)
+
+
+def _war_cycle():
+    """a = tanh(x); s = accumulate(a, y) (may be written over a); c = a + s: c reads a and needs
+    s, so a never dies at s and the write is never taken (issue 43)."""
+    from engine.ir import Graph
+    g = Graph("war-cycle")
+    x, y = g.input("x", (1024,)), g.input("y", (1024,))
+    a, = g.apply("tanh", [x], name="a")
+    s, = g.apply("accumulate", [a, y], name="s")
+    g.apply("add", [a, s], name="c")
+    return g
+
+
+def test_a_write_no_order_can_take_imposes_no_edge():
+    # Before: the edge c -> s closed a cycle with s -> c, and every schedule (smartswap's eager
+    # order, the search's seeds, random orders) raised GraphError on a graph that runs.
+    from engine.ir import PERSISTENT_KINDS
+    from engine.liveness import lifetimes
+    from engine.schedules import updates_when_ready
+    g = _war_cycle()
+    assert write_after_read_edges(g) == []
+    assert updates_when_ready(g, PERSISTENT_KINDS) == g.default_order() == [0, 1, 2]
+    check_order(g, random_order(g, np.random.default_rng(0)))
+    assert lifetimes(g, g.default_order()).inplace_of[g.nodes[1].outputs[0]] == -1
+
+
+def test_writes_whose_edges_would_cycle_together_keep_the_first_ones():
+    # u1 over p1 and u2 over q1; r1 reads p1 and needs u2, r2 reads q1 and needs u1: either write
+    # alone can be taken (r1 before u1, or r2 before u2), not both. The first in node order keeps
+    # its edge, and every schedule takes it.
+    from engine.ir import Graph
+    from engine.liveness import lifetimes
+    g = Graph("war-cross")
+    x, y = g.input("x", (64,)), g.input("y", (64,))
+    p1, = g.apply("tanh", [x], name="p1")
+    q1, = g.apply("tanh", [y], name="q1")
+    u1, = g.apply("accumulate", [p1, y], name="u1")
+    u2, = g.apply("accumulate", [q1, x], name="u2")
+    g.apply("add", [p1, u2], name="r1")
+    g.apply("add", [q1, u1], name="r2")
+    assert write_after_read_edges(g) == [(4, 2)]            # r1 before u1
+    for seed in range(5):
+        order = random_order(g, np.random.default_rng(seed))
+        check_order(g, order)
+        assert lifetimes(g, order).inplace_of[u1] == p1
+
+
+def test_writes_never_taken_impose_no_edges():
+    # accumulate(x, x) reads x twice; a write over an output (kept to the end) is never taken.
+    from engine.ir import Graph
+    g = Graph("never-taken")
+    x, z = g.input("x", (64,)), g.input("z", (64,))
+    g.apply("tanh", [x], name="rx")
+    g.apply("accumulate", [x, x], name="dbl")
+    a, = g.apply("tanh", [z], name="a")
+    g.apply("relu", [a], name="ra")
+    g.apply("accumulate", [a, z], name="acc")
+    g.mark_output(a)
+    assert write_after_read_edges(g) == []

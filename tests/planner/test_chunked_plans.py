@@ -82,6 +82,21 @@ def test_the_page_table_has_a_row_per_run_of_chunks_adjacent_both_virtually_and_
     assert PlacedLayout(base, np.array([0]), np.array([], dtype=np.int64)).mappings.tolist() == [[0, 0, pool]]
 
 
+def test_a_layout_with_no_placement_has_the_base_objects_only():
+    """A plan that places nothing in the chunk class (issue 43: its only tensor of a chunk's size
+    an input nothing reads): no placement object, one object_offset per object_bytes, and every
+    object of the arena maps (the verifier's ``physical_extents`` raised IndexError on a phantom
+    offset)."""
+    base = SizeClassLayout.from_allocation(Allocation([100, 9000], [0, 1], [2, 3], chunk_bytes=CHUNK))
+    placed = PlacedLayout(base, np.array([0]), np.array([], dtype=np.int64))
+    assert placed.object_offset.tolist() == base.object_offset.tolist()
+    assert placed.object_bytes.tolist() == base.object_bytes.tolist()
+    assert placed.virtual_bytes == base.arena_bytes
+    arena = Arena.of(placed, 0)
+    assert arena.num_objects == base.num_objects
+    assert arena.all_physical_extents() == [[(int(o), int(b))] for o, b in zip(base.object_offset, base.object_bytes)]
+
+
 @pytest.fixture(scope="module", params=["wresnet", "inception", "brnn"])
 def model(request):
     g = zoo.tiny(request.param)

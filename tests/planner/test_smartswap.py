@@ -193,3 +193,64 @@ def test_a_small_rnn_at_a_third_of_its_peak_fits_by_releasing_copies_out_where_t
     program = plan.make()
     assert plan.bw_out == float("inf")                  # it took the last fallback
     verify(program, g, budget.device_bytes)
+
+
+def _smallest_that_plans(g, allocator, order):
+    """smartswap in ``order`` on ``allocator`` (va: 8 KiB chunks, 4 KiB slots) from the online
+    allocator's smallest budget, grown as the command line grows it; the Program verified."""
+    from planner.budget import smallest_budget, smallest_that_plans
+    facts = GraphFacts(g)
+    options = {"chunk_bytes": 8192, "small_bytes": 4096} if allocator == "va" else {}
+    budget, program = smallest_that_plans(
+        facts, smallest_budget(facts, (allocator,)), (allocator,),
+        lambda b: get("smartswap").make(PlanRequest(g, facts, b, allocator=allocator, allocator_options=options,
+                                                    policy_options={"order": order})))
+    verify(program, g, budget.device_bytes)
+    return program
+
+
+@pytest.mark.parametrize("order", ["eager", "given"])
+@pytest.mark.parametrize("allocator", ["bestfit", "va"])
+def test_an_output_nothing_reads_is_kept_to_the_end(allocator, order):
+    # Issue 43: smartswap kept next values and the loss only, so ``a`` was released after step 0,
+    # ``b`` took its bytes, and the verifier refused: "'a', read back after the iteration, is not
+    # readable at the end". It keeps what the planner keeps (GraphArrays.kept).
+    from engine.ir import Graph
+    from planner.smartswap.stays import kept_values
+    g = Graph("unread-output")
+    x = g.input("x", (1024,))
+    a, = g.apply("tanh", [x], name="a")
+    g.apply("tanh", [x], name="b")
+    g.mark_output(a)
+    assert a in kept_values(g)
+    _smallest_that_plans(g, allocator, order)
+
+
+@pytest.mark.parametrize("order", ["eager", "given"])
+@pytest.mark.parametrize("allocator", ["bestfit", "va"])
+def test_a_graph_whose_in_place_write_is_never_taken_plans(allocator, order):
+    # Issue 43: c = a + accumulate(a, y) reads a after the write over it; the write-after-read edge
+    # c -> s cycled with s -> c and the eager order raised GraphError. The edge is not imposed
+    # (engine.schedules.write_after_read_edges): both orders are the graph's own.
+    from engine.ir import Graph
+    g = Graph("war-cycle")
+    x, y = g.input("x", (1024,)), g.input("y", (1024,))
+    a, = g.apply("tanh", [x], name="a")
+    s, = g.apply("accumulate", [a, y], name="s")
+    g.apply("add", [a, s], name="c")
+    assert _smallest_that_plans(g, allocator, order).schedule == [0, 1, 2]
+
+
+def test_kept_values_are_the_planners_but_state_nothing_updates():
+    # One notion with the swap planner (GraphArrays.kept), less a parameter nothing updates: its
+    # host copy stays current, so keeping it to the end would only take bytes (the GPT micro-step
+    # at its smallest budget then finds no room).
+    from engine.ir import Graph
+    from planner.smartswap.stays import kept_values
+    from planner.swap_planner import GraphArrays
+    g = Graph("unchanged-parameter")
+    x, w = g.input("x", (64,)), g.parameter("W", (64,))
+    a, = g.apply("add", [x, w], name="a")
+    g.mark_output(a)
+    assert (w, w) in g.state_pairs and GraphArrays.of(g).kept[w]
+    assert kept_values(g) == {a}
