@@ -29,13 +29,14 @@ from engine.profile import analytic_profile
 from engine.schedules import updates_when_ready, write_after_read_edges
 from planner import policy
 from planner.allocation import simple_allocation
-from planner.budget import AUTO, POOL, make_budget, smallest_budget, smallest_that_plans
+from planner.budget import make_budget, smallest_budget, smallest_that_plans
 from planner.errors import PlanError
 from planner.facts import GraphFacts
 from planner.swap_planner import plan
 from planner.verify import verify
 
 KIB = 1024
+POOL, AUTO = "pool", "auto"     # allocator names (allocator/registry.py)
 UNIT = 1024     # float32 elements of the random graphs' unit tensor: 4 KiB (a page: va's chunks are pages)
 
 
