@@ -30,12 +30,27 @@ from dataclasses import dataclass
 import numpy as np
 
 from allocator import registry
+from engine.units import format_bytes
 from allocator.online import AllocatorMisuse, OnlineLayout, StatsCounter
 from allocator.registry import CHUNKED, ONLINE
 
 DEFAULT_CHUNK_BYTES = 20 << 20     # nnabla's and PyTorch's default chunk; 001 used 40 MB
 PAGE = 4096                         # the finest granularity a backend maps (CUDA's is 2 MiB)
 DEFAULT_SMALL_BYTES = 1 << 20
+# Without a chunk size given, a pool gets at least this many chunks (``chunk_for_pool``).
+CHUNKS_PER_POOL = 16
+
+
+def chunk_for_pool(capacity_bytes: int) -> int:
+    """The chunk a pool of ``capacity_bytes`` gets when none is given: the largest power of two
+    (a page at least) that is at most 1/CHUNKS_PER_POOL of the pool, never above the default.
+    001 used one fixed chunk on 16-32 GB GPUs; a fixed 20 MiB chunk is larger than a small
+    model's whole pool, and a tensor's rounding to whole chunks then wastes at most about a
+    sixteenth of the pool. Pools of 320 MiB and more keep the default."""
+    chunk = PAGE
+    while chunk * 2 <= int(capacity_bytes) // CHUNKS_PER_POOL:
+        chunk *= 2
+    return min(chunk, DEFAULT_CHUNK_BYTES)
 
 
 @dataclass
@@ -57,14 +72,21 @@ class _Placed:
 class VirtualChunkAllocator:
     name = "va"
 
-    def __init__(self, capacity_bytes: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    def __init__(self, capacity_bytes: int, chunk_bytes: int | None = None,
                  small_bytes: int | None = None, keep_history: bool = False):
-        """``small_bytes``: requests up to it share chunks (None: 1 MiB, or half a chunk if less)."""
-        chunk_bytes = int(chunk_bytes)
+        """``chunk_bytes``: None for ``chunk_for_pool(capacity_bytes)``; a chunk larger than the
+        pool is refused in one line. ``small_bytes``: requests up to it share chunks (None: 1 MiB,
+        or half a chunk if less)."""
+        chunk_bytes = chunk_for_pool(capacity_bytes) if chunk_bytes is None else int(chunk_bytes)
         small_bytes = min(DEFAULT_SMALL_BYTES, chunk_bytes // 2) if small_bytes is None else int(small_bytes)
         if chunk_bytes <= 0 or chunk_bytes % PAGE:
             raise AllocatorMisuse(f"the chunk size must be a positive multiple of {PAGE} bytes (a page), "
                                   f"not {chunk_bytes}")
+        if chunk_bytes > capacity_bytes >= PAGE:
+            fits = int(capacity_bytes) // PAGE * PAGE
+            raise AllocatorMisuse(f"a chunk of {format_bytes(chunk_bytes)} is larger than the whole pool of "
+                                  f"{format_bytes(capacity_bytes)}; give a chunk of at most {format_bytes(fits)} "
+                                  f"(--chunk-mib {fits / 2**20:.4g}), or leave it out to have one chosen")
         if not 0 <= small_bytes <= chunk_bytes // 2:
             raise AllocatorMisuse(f"small_bytes must be between 0 and half a chunk ({chunk_bytes // 2}), "
                                   f"not {small_bytes}")

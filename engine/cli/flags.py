@@ -178,9 +178,10 @@ def parser() -> argparse.ArgumentParser:
     memory.add_argument("--allocator", choices=allocator_names(), default=None,
                    help=_allocator_help())
     memory.add_argument("--chunk-mib", type=positive_float, default=None, metavar="MIB",
-                   help="with --allocator va (or auto): the physical chunk size in MiB (default 20 for the "
-                        "online policies, as nnabla and PyTorch, paper 001 used 40 MB; 2 for swapadvisor; on "
-                        "CUDA a multiple of the allocation granularity, 2)")
+                   help="with --allocator va (or auto): the physical chunk size in MiB (default for the online "
+                        "policies: the largest power of two at most a sixteenth of the pool, at most 20 as "
+                        "nnabla and PyTorch, paper 001 used 40 MB; 2 for swapadvisor; on CUDA a multiple of "
+                        "the allocation granularity, 2)")
     memory.add_argument("--window", type=window, default=None, metavar="SIZE|auto",
                    help="with --policy window: paper 001's look-ahead window in bytes (e.g. 2GiB), or auto: the "
                         "fastest on the simulator among sizes from 1/64 to 2 times the pool and the whole sequence "

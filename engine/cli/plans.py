@@ -163,6 +163,8 @@ def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Pr
             program = (made or {}).get(policy.name)
         program, sim = planning.verified(policy, request, program)
         placed = program.arena.allocator.get("name", "?")
+        if program.arena.allocator.get("chunk_bytes"):
+            placed += f", {format_bytes(program.arena.allocator['chunk_bytes'])} chunks"
         print(f"plan   {policy.name:12s} {len(program.instrs)} instructions ({placed}), verified, simulated "
               f"{sim.total:.4f} s/iter ({time.perf_counter() - t0:.2f} s to plan)", flush=True)
         programs[policy.name] = (program, sim)

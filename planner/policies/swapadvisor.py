@@ -69,8 +69,8 @@ def _allocations(request: PlanRequest, kinds: tuple[str, ...]) -> list:
     given = request.allocation
     out = []
     if SIZE_CLASSES in kinds:
-        pool = given is not None and not given.chunk_bytes
-        out.append(given if pool else simple_allocation(request.facts, request.budget, request.profile,
+        given_size_classes = given is not None and not given.chunk_bytes
+        out.append(given if given_size_classes else simple_allocation(request.facts, request.budget, request.profile,
                                                         request.node_seconds))
     if CHUNKED in kinds:
         try:
