@@ -66,13 +66,8 @@ def test_updates_when_ready_runs_each_update_as_soon_as_it_can(make, kinds):
 def _war_cycle():
     """a = tanh(x); s = accumulate(a, y) (may be written over a); c = a + s: c reads a and needs
     s, so a never dies at s and the write is never taken (issue 43)."""
-    from engine.ir import Graph
-    g = Graph("war-cycle")
-    x, y = g.input("x", (1024,)), g.input("y", (1024,))
-    a, = g.apply("tanh", [x], name="a")
-    s, = g.apply("accumulate", [a, y], name="s")
-    g.apply("add", [a, s], name="c")
-    return g
+    from tests.planner.test_smallest_budget import war_cycle_graph
+    return war_cycle_graph()
 
 
 def test_a_write_no_order_can_take_imposes_no_edge():
