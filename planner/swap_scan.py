@@ -105,7 +105,6 @@ State = namedtuple("State", ["graph", "order", "layout", "rules", "res", "tensor
                              "scratch", "key_end"])
 
 
-
 @numba.njit(cache=True)
 def reads_of(schedule, in_ptr, uniq_in, n_tensors):
     """Per tensor, the steps that read it (each node's distinct inputs), in CSR form."""
