@@ -93,6 +93,7 @@ class Graph:
         self.producer: list[int] = []          # tensor id -> node id, or -1 for a leaf
         self.users: list[list[int]] = []       # tensor id -> node ids reading it, in insertion order
         self._updates: list[tuple[int, int]] = []   # (current value, next value an operator writes)
+        self._updated: set[int] = set()             # the current values in _updates, for a check per update
         self._pairs_key: tuple[int, int, int] | None = None
         self._pairs: list[tuple[int, int]] = []
         self.loss: int | None = None
@@ -196,10 +197,11 @@ class Graph:
         for out_i, in_i in decl.state_outputs.items():
             cur = inputs[in_i]
             if self.tensors[cur].kind in PERSISTENT_KINDS and self.producer[cur] == -1:
-                if any(c == cur for c, _ in self._updates):
+                if cur in self._updated:
                     raise GraphError(f"node '{node_name}' ({op}): state '{self.tensors[cur].name}' "
                                      "already has a next value")
                 self._updates.append((cur, outputs[out_i]))
+                self._updated.add(cur)
         return tuple(outputs)
 
     def set_loss(self, t: int) -> None:
@@ -253,6 +255,7 @@ class Graph:
     @state_pairs.setter
     def state_pairs(self, pairs) -> None:     # graphs read back from a file (engine.graph_io)
         self._updates = [(int(c), int(x)) for c, x in pairs if int(c) != int(x)]
+        self._updated = {c for c, _ in self._updates}
         self._pairs_key = None
 
     def shape(self, t: int) -> tuple[int, ...]:

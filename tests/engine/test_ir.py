@@ -95,3 +95,17 @@ def test_ten_thousand_nodes_build_fast_without_allocating_data():
     tracemalloc.stop()
     assert peak < 64 * 2**20, f"building allocated {peak / 2**20:.0f} MiB"
     assert elapsed < 1.0, f"10^4 nodes took {elapsed:.2f} s"
+
+
+def test_a_second_update_of_one_state_is_refused_naming_it():
+    g = Graph("twice")
+    w, m, grad = g.parameter("w", (4,)), g.state("m", (4,)), g.input("grad", (4,))
+    g.apply("sgd_update", [w, grad, m], name="first")
+    with pytest.raises(GraphError, match=r"node 'second' \(sgd_update\): state 'w' already has a next value"):
+        g.apply("sgd_update", [w, grad, m], name="second")
+    g2 = Graph("restored")
+    w2 = g2.parameter("w", (4,))
+    (nxt,) = g2.apply("relu", [w2])
+    g2.state_pairs = [(w2, nxt)]          # as engine.graph_io restores them
+    with pytest.raises(GraphError, match="already has a next value"):
+        g2.apply("sgd_update", [w2, g2.input("grad", (4,)), g2.state("m", (4,))], name="again")
