@@ -83,8 +83,14 @@ def _check_arena(program: Program, graph: Graph, budget: int | None) -> None:
     if p.virtual:
         _check_page_table(p)
     elif len(p.object_offset) and (p.object_offset.min() < 0 or p.object_bytes.min() < 0
-                                   or (p.object_offset + p.object_bytes).max() > p.scratch_offset):
+                                   or _ends_past(p.object_offset, p.object_bytes, p.scratch_offset)):
         raise VerificationError("an arena object lies outside the arena or in its scratch region")
+
+
+def _ends_past(start: np.ndarray, size: np.ndarray, limit: int) -> bool:
+    """Whether some non-negative range (start, size) ends past ``limit``, decided without
+    forming start + size, which wraps past 2**63 in int64 (a wrapped end looks inside)."""
+    return bool(np.any(start > int(limit) - size))
 
 
 def _check_page_table(p) -> None:
@@ -94,12 +100,12 @@ def _check_page_table(p) -> None:
     if rows.ndim != 2 or rows.shape[1] != 3:
         raise VerificationError("the arena's page table must be rows of (virtual, physical, bytes)")
     v, ph, n = rows[:, 0], rows[:, 1], rows[:, 2]
-    if len(rows) and (n.min() <= 0 or v.min() < 0 or ph.min() < 0 or (ph + n).max() > p.scratch_offset
-                      or (v + n).max() > p.virtual_bytes):
+    if len(rows) and (n.min() <= 0 or v.min() < 0 or ph.min() < 0 or _ends_past(ph, n, p.scratch_offset)
+                      or _ends_past(v, n, p.virtual_bytes)):
         raise VerificationError("a page-table row maps bytes outside physical memory (or into its scratch) "
                                 "or outside the virtual address space")
     order = np.argsort(v, kind="stable")
-    if np.any((v + n)[order][:-1] > v[order][1:]):
+    if np.any(n[order][:-1] > np.diff(v[order])):          # each row ends past the next one's start
         raise VerificationError("two page-table rows map one virtual byte")
     if len(p.object_offset) and (p.object_offset.min() < 0 or p.object_bytes.min() < 0):
         raise VerificationError("an arena object has a negative offset or size")
@@ -109,7 +115,7 @@ def _check_page_table(p) -> None:
         raise VerificationError(f"the arena's page table leaves {e}") from None
     for o, pieces in enumerate(extents):
         pieces = sorted(pieces)
-        if any(a + an > b for (a, an), (b, _) in zip(pieces, pieces[1:])):
+        if any(int(a) + int(an) > int(b) for (a, an), (b, _) in zip(pieces, pieces[1:])):
             raise VerificationError(f"object {o}'s virtual range maps one physical byte twice")
 
 

@@ -64,3 +64,27 @@ def test_a_plan_file_with_a_malformed_page_table_is_one_line():
     del d["arena"]["mappings"]
     with pytest.raises(ProgramFormatError, match="malformed program description"):
         Program.from_dict(d)
+
+
+BIG = 1 << 62
+
+
+def test_an_object_past_the_arena_by_int64_wraparound_is_refused(moved):
+    """offset 2**62 + bytes 2**62 wraps int64 to a negative end: the sum may not decide (issue 39)."""
+    g, _ = moved
+    program = plan_with("odswap", g, GraphFacts(g).smallest_budget * 2)
+    arena = program.arena
+    offsets, sizes = arena.object_offset.copy(), arena.object_bytes.copy()
+    offsets[0], sizes[0] = BIG, BIG
+    broken = dataclasses.replace(program, arena=dataclasses.replace(arena, object_offset=offsets, object_bytes=sizes))
+    with pytest.raises(VerificationError, match="outside the arena"):
+        verify(broken, g)
+
+
+@pytest.mark.parametrize("column", [0, 1])
+def test_a_page_table_row_past_its_space_by_int64_wraparound_is_refused(moved, column):
+    g, program = moved
+    rows = program.arena.mappings.copy()
+    rows[0, column] = (1 << 63) - 4096         # virtual or physical offset; + its bytes wraps
+    with pytest.raises(VerificationError, match="outside physical memory"):
+        verify(with_rows(program, rows), g)
