@@ -1,4 +1,3 @@
-import time
 import tracemalloc
 
 import pytest
@@ -84,17 +83,16 @@ def relu_chain(n):
     return g
 
 
-def test_ten_thousand_nodes_build_fast_without_allocating_data():
-    t0 = time.perf_counter()
+def test_ten_thousand_nodes_build_without_allocating_data():
+    """How fast is a benchmark's question (bench.plan_speed builds paper-scale graphs); a wall
+    time asserted here failed on a busy machine (issue 39)."""
     g = relu_chain(10_000)
-    elapsed = time.perf_counter() - t0
     assert g.summary().total_bytes == 10_001 * 2**30
     tracemalloc.start()
     relu_chain(10_000)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peak < 64 * 2**20, f"building allocated {peak / 2**20:.0f} MiB"
-    assert elapsed < 1.0, f"10^4 nodes took {elapsed:.2f} s"
 
 
 def test_a_second_update_of_one_state_is_refused_naming_it():

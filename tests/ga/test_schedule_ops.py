@@ -1,4 +1,3 @@
-import time
 
 import numpy as np
 import pytest
@@ -109,20 +108,17 @@ def test_children_on_the_lstm_graph_are_topological(seed, point, prob):
         assert ctx.check_order(mutated)
 
 
-def test_operators_are_fast_on_ten_thousand_nodes():
+def test_operators_keep_orders_valid_on_ten_thousand_nodes():
     n = 10_000
     rng = np.random.default_rng(0)
     # A layered DAG: each node depends on up to 3 earlier nodes nearby.
     edges = [(int(u), v) for v in range(1, n) for u in set(rng.integers(max(0, v - 50), v, size=3))]
     ctx = GraphContext.synthetic(n, edges)
-    start = time.perf_counter()
     p1 = random_schedule(ctx, rng)
     p2 = mutate(ctx, p1, 0.1, rng)
     c1, c2 = random_crossover(p1, p2, rng)
     mutate(ctx, c1, 0.1, rng)
-    elapsed = time.perf_counter() - start
-    assert ctx.check_order(c2)
-    assert elapsed < 1.0, f"three scheduler passes and a crossover took {elapsed:.2f} s"
+    assert ctx.check_order(c2)      # how fast: bench.plan_speed's question, not a timed test (issue 39)
 
 
 def test_segment_crossover_moves_the_other_parent_s_stretch_whole():

@@ -1,4 +1,3 @@
-import time
 
 import pytest
 
@@ -40,9 +39,7 @@ def test_separable_convolutions_are_depthwise_then_pointwise():
 
 @pytest.mark.slow
 def test_paper_nasnet_25_builds_without_data():
-    start = time.perf_counter()
     g = zoo.build("nasnet-25")         # batch 64
-    assert time.perf_counter() - start < 30
     assert cells(g) == (75, 4)
     s = g.summary()
     assert 0.5 < s.operators / 5533 < 10

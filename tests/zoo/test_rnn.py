@@ -1,4 +1,3 @@
-import time
 
 import pytest
 
@@ -68,9 +67,7 @@ def lstm_parameter_bytes(layers, hidden, input_width, classes, top_width):
 
 
 def test_paper_rnn_8_8k_builds_without_data_and_matches_table_1_structure():
-    start = time.perf_counter()
     g = zoo.build("rnn-8-8k")          # batch 256, the paper's
-    assert time.perf_counter() - start < 10
     h = 8 * 1024
     s = g.summary()
     assert g.shape(g.leaves(Kind.INPUT)[0]) == (256, h)
