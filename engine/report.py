@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
 from tabulate import tabulate
 
 MiB = 2**20
@@ -21,6 +22,7 @@ class PolicyRow:
     unlimited: bool = False      # the unlimited-memory plan the others are compared with
     bound_s: float | None = None  # lower bound on sim_s for the plan's order under its budget
     stalls: dict | None = None    # the simulated iteration's stall report (planner.stalls), as JSON
+    real_spread: float | None = None  # interquartile range / median of the timed iterations (``spread``)
 
     @property
     def x_bound(self) -> float | None:
@@ -48,8 +50,50 @@ def policy_table(rows: list[PolicyRow]) -> str:
     headers = ["policy", "sim s/iter"] + (["real s/iter"] if measured else []) + [
         "samples/s", "vs ideal", "x bound", "H2D MiB", "D2H MiB", "device MiB"]
     note = ("samples/s from measured time" if measured else "samples/s from simulated time (nothing executed)")
+    spreads = [r.real_spread for r in rows if r.real_spread is not None]
+    if measured and spreads:
+        note += f", timed iterations' interquartile spread up to {max(spreads):.0%} of their median"
     note += "; x bound: simulated time over the lower bound for its order and budget"
     return tabulate(out, headers=headers, disable_numparse=True) + f"\n({note})"
+
+
+# Timed iterations spread wider than this around their median make a measured time noise.
+NOISY_SPREAD = 0.25
+
+
+def spread(times) -> float | None:
+    """The interquartile range of timed iterations over their median (one slow iteration in
+    fifteen, a page fault or a collection, does not move it); None for fewer than two."""
+    if len(times) < 2:
+        return None
+    q1, median, q3 = np.percentile(np.asarray(times, dtype=float), [25, 50, 75])
+    return float((q3 - q1) / median) if median > 0 else None
+
+
+def timing_warnings(rows: list[PolicyRow], load: float | None, cores: int) -> list[str]:
+    """Why the measured column may not be trusted, one line each: the machine was busy
+    (``load``, its one-minute load average, at least ``cores``), a policy's timed iterations
+    spread widely, or a plan that swaps measured faster than the unlimited one (which moves
+    nothing, so only noise can put it ahead)."""
+    if not rows or any(r.real_s is None for r in rows):
+        return []
+    out = []
+    if load is not None and load >= cores:
+        out.append(f"the machine was busy while timing (load average {load:.1f} on {cores} cores): measured "
+                   "times may be off; the simulated ones are not")
+    noisy = [r for r in rows if r.real_spread is not None and r.real_spread > NOISY_SPREAD]
+    if noisy:
+        worst = max(noisy, key=lambda r: r.real_spread)
+        out.append(f"{worst.policy}'s timed iterations spread {worst.real_spread:.0%} of their median (interquartile): its "
+                   "measured time is noise at this size (more --measure-iterations, or a quieter machine)")
+    ideal = next((r for r in rows if r.unlimited), None)
+    faster = [r for r in rows if ideal and not r.unlimited and r.h2d_bytes + r.d2h_bytes and r.real_s < ideal.real_s]
+    if faster:
+        r = min(faster, key=lambda r: r.real_s)
+        out.append(f"{r.policy} measured faster than {ideal.policy} ({r.real_s:.4f} against {ideal.real_s:.4f} "
+                   f"s/iter) though it moves {(r.h2d_bytes + r.d2h_bytes) / MiB:.1f} MiB and {ideal.policy} none: "
+                   "the difference is timing noise")
+    return out
 
 
 def rows_to_json(rows: list[PolicyRow]) -> list[dict]:

@@ -31,7 +31,7 @@ from ..profile import DEVICES
 from ..interrupts import StopAtBoundary
 from ..ir import Graph, Kind
 from ..program import SWAP_IN, SWAP_OUT
-from ..report import PolicyRow, policy_table, rows_to_json
+from ..report import PolicyRow, policy_table, rows_to_json, spread, timing_warnings
 from ..training import Trainer
 from ..units import format_bytes
 from .config import RunConfig
@@ -80,8 +80,8 @@ def loss_ends(losses: list[float]) -> tuple[float, float, int]:
     return smoothed(losses[:k]), smoothed(losses[-k:]), k
 
 
-def time_policy(run: Run, policy: Policy) -> float:
-    """Median seconds per iteration over --measure-iterations, after one warm-up iteration."""
+def time_policy(run: Run, policy: Policy) -> list[float]:
+    """Seconds of each of --measure-iterations iterations, after one warm-up iteration."""
     with run.runner(policy) as made:
         tr = run.trainer(made.runner)
         tr.step()
@@ -89,7 +89,7 @@ def time_policy(run: Run, policy: Policy) -> float:
         for _ in range(run.cfg.measure_iterations):
             tr.step()
             times.append(tr.step_seconds)
-        return statistics.median(times)
+        return times
 
 
 def train_policy(run: Run, policy: Policy):
@@ -165,7 +165,8 @@ def identical_to_unlimited(run: Run, final_state) -> bool:
     return all(np.array_equal(a, final_state[t], equal_nan=True) for t, a in state.items())
 
 
-def policy_rows(run: Run, measured: dict | None = None) -> list[PolicyRow]:
+def policy_rows(run: Run, timed: dict | None = None) -> list[PolicyRow]:
+    """A row per planned policy; ``timed``: each policy's timed iterations (None: simulate-only)."""
     g = run.graph
     rows = []
     for p in run.cfg.policies:
@@ -173,11 +174,12 @@ def policy_rows(run: Run, measured: dict | None = None) -> list[PolicyRow]:
             continue
         program, sim = run.programs[p.name]
         quality = run.quality.get(p.name)
-        rows.append(PolicyRow(p.name, sim.total, measured[p.name] if measured else None, batch_of(g),
+        times = timed[p.name] if timed else None
+        rows.append(PolicyRow(p.name, sim.total, statistics.median(times) if times else None, batch_of(g),
                               program.bytes_moved(g, SWAP_IN), program.bytes_moved(g, SWAP_OUT),
                               program.arena.arena_bytes, len(program.instrs), p.unlimited,
                               quality.bounds.bound if quality else None,
-                              quality.stalls.to_json() if quality else None))
+                              quality.stalls.to_json() if quality else None, spread(times) if times else None))
     return rows
 
 
@@ -250,17 +252,21 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
         return 0
     report.update(**placement.kind.to_json(placement, run.device_name))
     *others, last = cfg.policies
-    measured = {p.name: time_policy(run, p) for p in others}
+    timed = {p.name: time_policy(run, p) for p in others}
     result = train_policy(run, last)
     if isinstance(result, int):
         return result
     trainer, final_state, losses, times, start = result
-    measured[last.name] = statistics.median(times[1:] or times)
-    rows = policy_rows(run, measured)
-    report.update(policies=rows_to_json(rows))
+    timed[last.name] = times[1:] or times
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None     # the last minute: the timing's
+    rows = policy_rows(run, timed)
+    warnings = timing_warnings(rows, load, os.cpu_count() or 1)
+    report.update(policies=rows_to_json(rows), load_average=load, timing_warnings=warnings)
     if rows:
         print(f"backend {placement.kind.describe(placement, run.device_name)}")
         print(policy_table(rows))
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     first, final, k = loss_ends(losses)
     print(f"train  {len(losses)} iterations with {last.name}: loss {first:.3f} -> {final:.3f} (means of the "
           f"first and last {k}), {statistics.median(times):.4f} s/iter")

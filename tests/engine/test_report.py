@@ -32,3 +32,30 @@ def test_table_and_json_have_x_bound_when_a_bound_is_known():
     j = rows_to_json(bounded)
     assert j[1]["x_bound"] == 0.12 / 0.08 and j[1]["bound_s"] == 0.08 and j[1]["stalls"]["compute_idle_s"] == 0.04
     assert j[2]["x_bound"] is None and j[2]["stalls"] is None
+
+
+def test_spread_is_the_interquartile_range_over_the_median():
+    from engine.report import spread
+    assert spread([1.0, 1.0, 1.0, 1.0, 9.0]) == 0.0          # one slow iteration does not move it
+    assert abs(spread([1.0, 2.0, 3.0, 4.0, 5.0]) - 2.0 / 3.0) < 1e-12
+    assert spread([1.0]) is None
+
+
+def test_timing_warnings_say_why_the_measured_column_may_lie():
+    """A busy machine, a wide spread and a swapping plan faster than ideal each get a line (issue 39:
+    a loaded host printed swapping 1.9-2.7x faster than ideal with no warning)."""
+    from engine.report import timing_warnings
+    calm = rows()
+    assert timing_warnings(calm, load=0.5, cores=2) == []
+    assert timing_warnings(rows(real=False), load=9.0, cores=2) == []      # nothing measured
+    busy = timing_warnings(calm, load=3.2, cores=2)
+    assert len(busy) == 1 and "busy" in busy[0] and "3.2 on 2 cores" in busy[0]
+    noisy = rows()
+    noisy[1].real_spread = 0.6
+    assert any("swapadvisor's timed iterations spread 60% of their median" in w
+               for w in timing_warnings(noisy, 0.1, 2))
+    faster = rows()
+    faster[1].real_s = 0.05
+    (line,) = timing_warnings(faster, 0.1, 2)
+    assert line.startswith("swapadvisor measured faster than ideal (0.0500 against 0.1100 s/iter)")
+    assert "interquartile spread up to 60%" in policy_table(noisy)
