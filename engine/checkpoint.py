@@ -95,6 +95,9 @@ def read(path: str) -> tuple[dict, dict[str, np.ndarray]]:
         header = json.loads(str(members["__header__"]))
     except ValueError:
         raise CheckpointError(f"'{path}' is not a swapengine checkpoint (its header is not JSON)") from None
+    except RecursionError:
+        raise CheckpointError(f"'{path}' is not a swapengine checkpoint (its header is JSON nested too "
+                              "deeply)") from None
     arrays = {k[2:]: a for k, a in members.items() if k.startswith("t/")}
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         found = header.get("format") if isinstance(header, dict) else type(header).__name__

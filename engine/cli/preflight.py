@@ -19,6 +19,7 @@ from allocator.registry import check_options, takes_option
 from planner import policy as policies_registry
 
 from .. import checkpoint
+from ..files import physical_memory
 from ..ir import PERSISTENT_KINDS, Graph, Kind
 from ..profile import DEVICES, Profile
 from ..program import Program
@@ -185,13 +186,6 @@ def host_bytes_needed(g: Graph, peak_bytes: int) -> int:
     per_sample = sum(math.prod(g.tensors[t].shape[1:]) * 8 for t in g.leaves(Kind.INPUT, Kind.LABEL))
     persistent = sum(g.tensors[t].nbytes for t in g.leaves(*PERSISTENT_KINDS))
     return samples * per_sample + 4 * persistent + peak_bytes
-
-
-def physical_memory() -> int | None:
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def check_host_memory(cfg: RunConfig, g: Graph, peak_bytes: int) -> None:

@@ -95,3 +95,11 @@ def test_a_dtype_mismatch_names_the_flag_that_fixes_it(tmp_path):
     wide = small.lstm(batch=2, steps=2, features=4, hidden=4, layers=1, classes=3, dtype="float64")
     with pytest.raises(CheckpointError, match="holds float32 tensors, this run is float64; pass --dtype float32"):
         Trainer(wide).load(path)
+
+
+def test_a_header_nested_too_deeply_is_one_line(tmp_path):
+    path = tmp_path / "bomb.npz"
+    np.savez(path, __header__=np.array("[" * 200_000 + "]" * 200_000))
+    with pytest.raises(CheckpointError, match="its header is JSON nested too deeply") as e:
+        checkpoint.read(str(path))
+    assert "\n" not in str(e.value)
