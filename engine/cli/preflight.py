@@ -150,22 +150,11 @@ def check_resume_settings(cfg: RunConfig, header: dict) -> None:
                          f"leaves nothing to do; pass --iterations above {iteration}")
 
 
-SEARCH_CHECKPOINT_FIELDS = {"identity": dict, "generation": int, "population": list, "evaluations": int,
-                            "elapsed_s": (int, float), "history": list}
-
-
 def check_search_checkpoint(path: str) -> None:
-    """The fields ga.search reads from a checkpoint it resumes, present and of their type."""
+    """Every field ga.search reads from a checkpoint it resumes, present, of its type and in range."""
     from ga import checkpoint as ga_checkpoint
 
-    state = ga_checkpoint.load(path)
-    for key, kind in SEARCH_CHECKPOINT_FIELDS.items():
-        if not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
-            raise UsageError(f"search checkpoint '{path}' is malformed: '{key}' is missing or not a "
-                             f"{getattr(kind, '__name__', 'number')}; delete it to search afresh")
-    if not (state.get("best") is None or isinstance(state.get("best"), dict)):
-        raise UsageError(f"search checkpoint '{path}' is malformed: 'best' is not an object; delete it to "
-                         "search afresh")
+    ga_checkpoint.check_state(ga_checkpoint.load(path), path)
 
 
 # ---------------------------------------------------------------------- with the model built

@@ -165,3 +165,36 @@ def test_resumed_trainer_keeps_its_checkpoint_header_settings(tmp_path):
     from engine import checkpoint
     header = checkpoint.read_header(path)
     assert header["seed"] == 4 and header["settings"] == {"lr": 0.5} and header["iteration"] == 0
+
+
+# ---------------------------------------------------------------------- issue 39, defect 2
+SEARCH = TINY + ["--profile", "v100", "--policy", "swapadvisor", "--simulate-only", "--search-generations", "1",
+                 "--population", "4", "--workers", "1"]
+
+
+@pytest.fixture(scope="module")
+def saved_search(tmp_path_factory):
+    path = tmp_path_factory.mktemp("search") / "s.json"
+    assert main(SEARCH + ["--search-checkpoint", str(path), "--out", str(path.parent)]) == 0
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("change,pattern", [
+    (lambda s: s["population"][0].pop("schedule"), r"population entry 0 has no 'schedule'"),
+    (lambda s: s.update(generation=-1), r"'generation' is -1; it counts generations from 0"),
+    (lambda s: s.update(evaluations=-3), r"'evaluations' is -3"),
+    (lambda s: s["population"][1].update(schedule=[0, 0, 1]), r"population entry 1's 'schedule' is not an order"),
+    (lambda s: s["population"][0].update(allocation={"cls": "x"}), r"population entry 0's 'allocation'"),
+    (lambda s: s["population"][0].update(time="fast"), r"population entry 0's 'time' is not a number"),
+    (lambda s: s.update(best=s["population"][0] | {"schedule": 7}), r"the best individual's 'schedule' is not an order"),
+    (lambda s: s["history"].append({"generation": 1}), r"history row \d+ .* 'elapsed_s'"),
+    (lambda s: s.update(remembered=["zz"]), r"'remembered' holds 'zz', not a genome key"),
+])
+def test_a_search_checkpoint_with_bad_entries_is_one_line(tmp_path, capsys, saved_search, change, pattern):
+    state = json.loads(json.dumps(saved_search))
+    change(state)
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(state))
+    capsys.readouterr()
+    refused(SEARCH + ["--search-checkpoint", str(path), "--resume-search", "--out", str(tmp_path)], capsys,
+            rf"search checkpoint '.*s\.json' is malformed: {pattern}.*; delete it to search afresh$")
