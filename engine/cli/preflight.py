@@ -9,6 +9,7 @@ run. Each refusal is a UsageError: one line, exit status 2.
 """
 from __future__ import annotations
 
+import errno
 import importlib.util
 import math
 import os
@@ -56,6 +57,11 @@ def check_flags(cfg: RunConfig) -> None:
     if cfg.load_plan and (cfg.search.checkpoint or cfg.search.resume):
         raise UsageError("--load-plan runs a saved plan without searching; drop --search-checkpoint and "
                          "--resume-search, or drop --load-plan to search")
+    if cfg.search.ray_address:
+        from ga.ray_workers import address_problem
+        problem = address_problem(cfg.search.ray_address)
+        if problem:
+            raise UsageError(f"--ray-address {cfg.search.ray_address}: {problem}")
     if cfg.search.ray_address and importlib.util.find_spec("ray") is None:
         raise UsageError("--ray-address needs Ray installed: pip install \".[ray]\" (or leave it out to "
                          "search on this machine's processes)")
@@ -92,7 +98,24 @@ def _check_directory(directory: str, flag: str, path: str) -> None:
                          "path") from None
 
 
+def _shown(path: str) -> str:
+    return path if len(path) <= 100 else f"{path[:50]}...{path[-40:]}"
+
+
+def _check_name(path: str, flag: str) -> None:
+    """A name the file system refuses (a part over NAME_MAX, the whole over PATH_MAX) refused now,
+    not when the work's result is written."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:
+            raise UsageError(f"{flag} {_shown(path)}: the name is too long for the file system "
+                             f"({len(os.path.basename(path))} characters in its last part, {len(path)} in all); "
+                             "choose a shorter path") from None
+
+
 def check_writable_file(path: str, flag: str) -> None:
+    _check_name(path, flag)
     if os.path.isdir(path):
         raise UsageError(f"{flag} {path}: is a directory; give a file name")
     _check_directory(os.path.dirname(os.path.abspath(path)), flag, path)
@@ -108,6 +131,8 @@ def check_outputs(cfg: RunConfig) -> None:
         if path:
             check_writable_file(path, flag)
     out = cfg.out or "runs"
+    _check_name(out, "--out")
+    _check_name(os.path.join(out, "x" * 64), "--out")      # room for the names the run writes in it
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out {out}: is a file, not a directory; choose a directory")
     _check_directory(out, "--out", out)

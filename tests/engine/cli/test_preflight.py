@@ -198,3 +198,27 @@ def test_a_search_checkpoint_with_bad_entries_is_one_line(tmp_path, capsys, save
     capsys.readouterr()
     refused(SEARCH + ["--search-checkpoint", str(path), "--resume-search", "--out", str(tmp_path)], capsys,
             rf"search checkpoint '.*s\.json' is malformed: {pattern}.*; delete it to search afresh$")
+
+
+LONG = "x" * 300          # past NAME_MAX (255) on every common file system
+
+
+@pytest.mark.parametrize("flag,name", [("--out", LONG), ("--checkpoint", LONG + ".npz"),
+                                       ("--checkpoint", LONG + "/ck.npz"), ("--json", LONG + ".json"),
+                                       ("--save-plan", LONG + "/p.json"), ("--load-plan", LONG + ".json")])
+def test_a_name_too_long_is_refused_before_the_work(tmp_path, capsys, flag, name):
+    refused(FAST + ["--out", str(tmp_path), flag, str(tmp_path / name)], capsys,
+            rf"({flag}|plan file) .*x{{20}}.*name (is )?too long")
+
+
+@pytest.mark.parametrize("address", ["garbage", "ray://256.1.1.1:99999", "10.0.0.1:0", "host:65536", "ray://:10001",
+                                     "http://host:80", "ray://host", "bad_host!:6379", "1.2.3:80"])
+def test_a_malformed_ray_address_is_refused_before_the_work(capsys, address):
+    refused(FAST + ["--ray-address", address], capsys, rf"--ray-address {re.escape(address)}: .*'local', 'auto'")
+
+
+@pytest.mark.parametrize("address", ["local", "auto", "ray://head.example.com:10001", "10.0.0.1:6379",
+                                     "ray://[::1]:10001", "localhost:6379"])
+def test_well_formed_ray_addresses_pass(address):
+    from ga.ray_workers import address_problem
+    assert address_problem(address) is None
