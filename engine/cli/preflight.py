@@ -130,6 +130,9 @@ def check_outputs(cfg: RunConfig) -> None:
                        ("--json", None if cfg.json == STDOUT else cfg.json)):
         if path:
             check_writable_file(path, flag)
+    for path in (cfg.checkpoint, cfg.search.checkpoint, None if cfg.json == STDOUT else cfg.json):
+        if path:                        # written atomically: a killed run's temporaries go now
+            checkpoint.remove_stale_temporaries(path)
     out = cfg.out or "runs"
     _check_name(out, "--out")
     _check_name(os.path.join(out, "x" * 64), "--out")      # room for the names the run writes in it

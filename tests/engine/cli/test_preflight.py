@@ -186,7 +186,8 @@ def saved_search(tmp_path_factory):
     (lambda s: s["population"][1].update(schedule=[0, 0, 1]), r"population entry 1's 'schedule' is not an order"),
     (lambda s: s["population"][0].update(allocation={"cls": "x"}), r"population entry 0's 'allocation'"),
     (lambda s: s["population"][0].update(time="fast"), r"population entry 0's 'time' is not a number"),
-    (lambda s: s.update(best=s["population"][0] | {"schedule": 7}), r"the best individual's 'schedule' is not an order"),
+    (lambda s: s.update(best=s["population"][0] | {"schedule": 7}),
+     r"the best individual's 'schedule' is not an order"),
     (lambda s: s["history"].append({"generation": 1}), r"history row \d+ .* 'elapsed_s'"),
     (lambda s: s.update(remembered=["zz"]), r"'remembered' holds 'zz', not a genome key"),
 ])
@@ -222,3 +223,35 @@ def test_a_malformed_ray_address_is_refused_before_the_work(capsys, address):
 def test_well_formed_ray_addresses_pass(address):
     from ga.ray_workers import address_problem
     assert address_problem(address) is None
+
+
+# ---------------------------------------------------------------------- issue 39, defect 4
+@pytest.mark.parametrize("flag", ["--checkpoint", "--search-checkpoint", "--json"])
+def test_a_run_sweeps_stale_temporaries_of_its_outputs_at_start(tmp_path, capsys, flag):
+    """A SIGKILL mid-save leaves TARGET.tmp-PID; the next run that writes TARGET removes it
+    before its work (here the run is refused just after: a --resume that does not exist)."""
+    import subprocess
+    import sys
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    target = tmp_path / "out.file"
+    stale = tmp_path / f"out.file.tmp-{dead.pid}"
+    stale.write_bytes(b"half a checkpoint")
+    refused(FAST + ["--out", str(tmp_path), flag, str(target), "--resume", str(tmp_path / "missing.npz")], capsys,
+            "does not exist")
+    assert not stale.exists()
+
+
+def test_json_into_a_pipe_is_written_through_it(tmp_path, capsys):
+    import os
+    import stat
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert main(FAST + ["--simulate-only", "--out", str(tmp_path), "--json", str(fifo)]) == 0
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+        doc = json.loads(os.read(reader, 1 << 20))
+    finally:
+        os.close(reader)
+    assert doc["status"] and doc["settings"]["model"] == "small-lstm"
