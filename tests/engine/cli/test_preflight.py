@@ -255,3 +255,17 @@ def test_json_into_a_pipe_is_written_through_it(tmp_path, capsys):
     finally:
         os.close(reader)
     assert doc["status"] and doc["settings"]["model"] == "small-lstm"
+
+
+@pytest.mark.parametrize("flag", ["--load-plan", "--profile", "--resume", "--search-checkpoint"])
+def test_a_json_nesting_bomb_in_any_input_is_one_line(tmp_path, capsys, flag):
+    bomb = "[" * 200_000 + "]" * 200_000
+    path = tmp_path / "bomb"
+    if flag == "--resume":
+        np.savez(path, __header__=np.array(bomb))
+        path = tmp_path / "bomb.npz"
+    else:
+        path.write_text(bomb)
+    argv = [a for a in FAST if a not in ("--profile", "v100")] + (["--profile", "v100"] if flag != "--profile" else [])
+    argv += [flag, str(path), "--out", str(tmp_path)] + (["--resume-search"] if flag == "--search-checkpoint" else [])
+    refused(argv, capsys, "nested too deeply")
