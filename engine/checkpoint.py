@@ -3,7 +3,9 @@
 Writing is atomic and durable: a temporary file beside the target, flushed and fsynced, then
 renamed over it (and the directory fsynced), so a checkpoint is either the old one or the
 new one, whatever kills the process. A temporary file left by a process that was killed
-mid-write (SIGKILL cannot be caught) is removed by the next save to the same path.
+mid-write (SIGKILL cannot be caught) is removed when the next run that writes the same path
+starts, and by every save. A target that is not a regular file (a device, a pipe) is written
+through instead of replaced.
 
 Reading validates everything before anything is trusted: the file is a zip archive (npz),
 the header is a JSON object of our format, and every array is a plain numeric array.
@@ -14,6 +16,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import stat
 from typing import BinaryIO, Callable
 
 import numpy as np
@@ -32,8 +35,9 @@ def _tmp_prefix(path: str) -> str:
     return f"{path}.tmp-"
 
 
-def _remove_stale_temporaries(path: str) -> None:
-    """Temporaries of processes that no longer run (killed mid-write)."""
+def remove_stale_temporaries(path: str) -> None:
+    """Temporaries of ``path`` left by processes that no longer run (killed mid-write): a run
+    that writes ``path`` calls this at its start (engine/cli/preflight), each save again."""
     for tmp in glob.glob(glob.escape(_tmp_prefix(path)) + "*"):
         pid = tmp[len(_tmp_prefix(path)):]
         if not pid.isdigit() or int(pid) == os.getpid():
@@ -55,13 +59,26 @@ def write(path: str, header: dict, arrays: dict[str, np.ndarray]) -> None:
                                               **{f"t/{name}": a for name, a in arrays.items()}))
 
 
+def _not_a_regular_file(path: str) -> bool:
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:                     # not there yet: it will be a regular file
+        return False
+
+
 def write_atomically(path: str, write_to: Callable[[BinaryIO], object]) -> None:
     """Call ``write_to`` on a temporary file beside ``path``, flush it to disk, rename it over
     ``path``: a reader sees the old file or the new one, never part of one, even after a kill
-    or a power cut. Temporaries left by killed writers are removed."""
+    or a power cut. Temporaries left by killed writers are removed. A ``path`` that exists and
+    is not a regular file (a device such as /dev/null or /dev/stdout, a pipe) is written
+    through, not replaced: a rename would put a regular file in its place."""
+    if _not_a_regular_file(path):
+        with open(path, "wb") as f:
+            write_to(f)
+        return
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    _remove_stale_temporaries(path)
+    remove_stale_temporaries(path)
     tmp = f"{_tmp_prefix(path)}{os.getpid()}"
     try:
         with open(tmp, "wb") as f:
@@ -95,6 +112,9 @@ def read(path: str) -> tuple[dict, dict[str, np.ndarray]]:
         header = json.loads(str(members["__header__"]))
     except ValueError:
         raise CheckpointError(f"'{path}' is not a swapengine checkpoint (its header is not JSON)") from None
+    except RecursionError:
+        raise CheckpointError(f"'{path}' is not a swapengine checkpoint (its header is JSON nested too "
+                              "deeply)") from None
     arrays = {k[2:]: a for k, a in members.items() if k.startswith("t/")}
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         found = header.get("format") if isinstance(header, dict) else type(header).__name__

@@ -4,16 +4,34 @@ reader climbs (plans, profiles, checkpoints, search checkpoints).
 Each reader names the file (``what``: "plan file"), the ``EngineError`` class it raises, and
 what would work (``wants``: "a JSON file --save-plan wrote"); a missing file, a directory, an
 unreadable one, binary data, bad JSON or a broken npz each becomes one line with the path.
-What the contents mean is the caller's to check.
+Hostile files too: JSON nested deeper than the parser recurses, and npz members whose sizes
+do not add up (a header claiming 4 TiB in a 1 KiB member, a member that decompresses over
+``MAX_INFLATION`` times its stored size, arrays larger than this machine's memory) are refused
+from the archive's directory and the arrays' headers, in exact integers, before anything is
+allocated or decompressed. What the contents mean is the caller's to check.
 """
 from __future__ import annotations
 
 import json
+import math
+import os
 import zipfile
 
 import numpy as np
 
+from .units import format_bytes
+
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")     # a zip with members, an empty zip
+MAX_INFLATION = 64          # a member may decompress to this many times its stored bytes...
+SMALL_MEMBER = 1 << 20      # ...unless it is at most this big (a few zeros compress well)
+
+
+def physical_memory() -> int | None:
+    """This machine's memory in bytes, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def _refusal(e: OSError, path: str, what: str, wants: str) -> str:
@@ -24,30 +42,100 @@ def _refusal(e: OSError, path: str, what: str, wants: str) -> str:
     return f"{what} '{path}' cannot be read ({e.strerror or e})"
 
 
+def parse_json(text: str, path: str, what: str, error: type[Exception], wants: str):
+    """The JSON value of ``text`` (read from ``path``); ``error`` with one line if there is none."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(f"{what} '{path}' is not valid JSON ({e}); give {wants}") from None
+    except RecursionError:
+        raise error(f"{what} '{path}' is nested too deeply (lists or objects within each other beyond "
+                    f"what the reader follows); give {wants}") from None
+
+
 def read_json(path: str, what: str, error: type[Exception], wants: str):
     """The JSON value in the file at ``path``; ``error`` with one line if there is none."""
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            text = f.read()
     except OSError as e:
         raise error(_refusal(e, path, what, wants)) from None
     except UnicodeDecodeError:
         raise error(f"{what} '{path}' is not text (binary data); give {wants}") from None
-    except json.JSONDecodeError as e:
-        raise error(f"{what} '{path}' is not valid JSON ({e}); give {wants}") from None
+    return parse_json(text, path, what, error, wants)
+
+
+class _Refused(Exception):
+    """A member whose declared sizes do not add up: the message says which and how."""
+
+
+def _npy_data_bytes(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int, int] | None:
+    """(header bytes, data bytes) an npy member's header declares, exactly; None if the member
+    is not an npy array. Reads the header alone (a few hundred bytes decompressed)."""
+    fmt = np.lib.format
+    with z.open(info) as f:
+        try:
+            version = fmt.read_magic(f)
+        except ValueError:
+            return None
+        if version == (1, 0):
+            shape, _, dtype = fmt.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, _, dtype = fmt.read_array_header_2_0(f)
+        else:                                   # 3.0: the header in UTF-8
+            shape, _, dtype = fmt._read_array_header(f, version)
+        header = f.tell()
+    if dtype.hasobject:
+        raise _Refused(f"member '{info.filename[:-4]}' holds Python objects, which are never unpickled")
+    return header, math.prod(int(n) for n in shape) * int(dtype.itemsize)
+
+
+def _check_members(z: zipfile.ZipFile, file_bytes: int) -> None:
+    """_Refused naming the first member whose declared sizes do not add up."""
+    total = 0
+    for info in z.infolist():
+        name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+        if info.compress_size > file_bytes:
+            raise _Refused(f"member '{name}' claims {format_bytes(info.compress_size)} stored in a file of "
+                           f"{format_bytes(file_bytes)}")
+        if info.file_size > max(SMALL_MEMBER, MAX_INFLATION * info.compress_size):
+            raise _Refused(f"member '{name}' would decompress to {format_bytes(info.file_size)} from "
+                           f"{format_bytes(info.compress_size)} (over {MAX_INFLATION} times)")
+        declared = _npy_data_bytes(z, info)
+        if declared is None:
+            raise _Refused(f"member '{info.filename}' is not an array")
+        header, data = declared
+        if header + data != info.file_size:
+            raise _Refused(f"member '{name}' claims {format_bytes(data)} in its header and the archive "
+                           f"holds {format_bytes(max(info.file_size - header, 0))}")
+        total += data
+    have = physical_memory()
+    if have and total > have:
+        raise _Refused(f"its arrays hold {format_bytes(total)}, more than this machine's memory "
+                       f"({format_bytes(have)})")
 
 
 def read_npz(path: str, what: str, error: type[Exception], wants: str) -> dict[str, np.ndarray]:
     """Every array of the npz file at ``path``, read now and never unpickled; ``error`` with
-    one line if it is missing, not a zip, truncated or holds an object array."""
+    one line if it is missing, not a zip, truncated, holds an object array or something that
+    is not an array, or claims more bytes than it holds or than this machine has."""
     try:
         with open(path, "rb") as f:
             magic = f.read(4)
+            file_bytes = os.fstat(f.fileno()).st_size
     except OSError as e:
         raise error(_refusal(e, path, what, wants)) from None
     if magic not in _ZIP_MAGIC:
         found = "an empty file" if not magic else "not an npz (zip) file"
         raise error(f"{what} '{path}' cannot be read: it is {found}; give {wants}")
+    try:
+        with zipfile.ZipFile(path) as z:
+            _check_members(z, file_bytes)
+    except _Refused as e:
+        raise error(f"{what} '{path}' cannot be read: {e}; give {wants}") from None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise error(f"{what} '{path}' cannot be read (truncated or corrupt: {reason}); give {wants}") from None
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}

@@ -81,6 +81,26 @@ class ProgramFormatError(EngineError, ValueError):
     """A plan file that is not a well-formed Program."""
 
 
+INT64 = (-2**63, 2**63 - 1)
+
+
+def _int(v, key: str, low: int = INT64[0]) -> int:
+    """``v`` if it is an integer (not a bool, not a float) from ``low`` to 2**63 - 1: what an
+    arena's int64 arrays and the executor's offsets hold exactly."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and low <= v <= INT64[1]:
+        return int(v)
+    lowest = "0" if low == 0 else "-2**63"
+    raise ProgramFormatError(f"malformed program description: '{key}' must be an integer from {lowest} to "
+                             f"2**63 - 1, got {v!r:.40}")
+
+
+def _ints(values, key: str, low: int = INT64[0]) -> list[int]:
+    if not isinstance(values, (list, tuple)):
+        raise ProgramFormatError(f"malformed program description: '{key}' must be a list of integers, got "
+                                 f"{values!r:.40}")
+    return [_int(v, key, low) for v in values]
+
+
 @dataclass
 class Arena:
     """Objects as byte ranges in one arena, then operator scratch in its last ``scratch_bytes``."""
@@ -205,18 +225,22 @@ class Program:
             a = d["arena"]
             mappings = None
             if d["format"] == FORMAT_VIRTUAL:
-                mappings = np.asarray(a["mappings"], dtype=np.int64).reshape(-1, 3)
-            arena = Arena(*(np.asarray(a[k], dtype=np.int64) for k in ("object_offset", "object_bytes")),
-                          int(a["arena_bytes"]), int(a["scratch_bytes"]), dict(a.get("allocator", {})),
-                          mappings, int(a["virtual_bytes"]) if mappings is not None else 0)
+                mappings = np.asarray([_ints(row, "mappings", 0) for row in a["mappings"]],
+                                      dtype=np.int64).reshape(-1, 3)
+            arena = Arena(*(np.asarray(_ints(a[k], k, 0), dtype=np.int64) for k in ("object_offset", "object_bytes")),
+                          _int(a["arena_bytes"], "arena_bytes", 0), _int(a["scratch_bytes"], "scratch_bytes", 0),
+                          dict(a.get("allocator", {})), mappings,
+                          _int(a["virtual_bytes"], "virtual_bytes", 0) if mappings is not None else 0)
             if arena.object_offset.shape != arena.object_bytes.shape or arena.object_offset.ndim != 1:
                 raise ValueError("object_offset and object_bytes must be flat lists of one length")
             kinds = {name: k for k, name in enumerate(STREAM_NAMES)}
-            instrs = [Instr(kinds[i["kind"]], int(i["target"]), int(i["obj"]),
-                            tuple(int(o) for o in i["objects"]), bool(i["copy"]),
-                            [int(x) for x in i["deps"]]) for i in d["instructions"]]
-            return cls(str(d["graph"]), [int(n) for n in d["schedule"]], arena, instrs,
-                       {int(t): int(o) for t, o in d["initial_resident"]}, str(d.get("policy", "")),
-                       str(d.get("graph_fingerprint", "")))
+            instrs = [Instr(kinds[i["kind"]], _int(i["target"], "target"), _int(i["obj"], "obj"),
+                            tuple(_ints(i["objects"], "objects")), bool(i["copy"]), _ints(i["deps"], "deps"))
+                      for i in d["instructions"]]
+            return cls(str(d["graph"]), _ints(d["schedule"], "schedule"), arena, instrs,
+                       {_int(t, "initial_resident"): _int(o, "initial_resident") for t, o in d["initial_resident"]},
+                       str(d.get("policy", "")), str(d.get("graph_fingerprint", "")))
+        except ProgramFormatError:
+            raise
         except (KeyError, TypeError, ValueError) as e:
             raise ProgramFormatError(f"malformed program description: {e!r}") from None

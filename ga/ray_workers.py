@@ -17,6 +17,8 @@ session is used and left running.
 """
 from __future__ import annotations
 
+import ipaddress
+import re
 import time
 from typing import Callable, Sequence
 
@@ -38,6 +40,38 @@ def _ray():
     return ray
 
 
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+FORMS = "'local', 'auto', HOST:PORT (a cluster's head) or ray://HOST:PORT (Ray Client, port 10001 by default)"
+
+
+def address_problem(address: str) -> str | None:
+    """What is wrong with the form of a Ray address, or None: 'local', 'auto', HOST:PORT or
+    ray://HOST:PORT with a host name, an IPv4 address or a bracketed IPv6 one and a port from
+    1 to 65535. Whether a cluster answers there is ``connect``'s question."""
+    if address in ("local", "auto"):
+        return None
+    rest = address[len("ray://"):] if address.startswith("ray://") else address
+    host, colon, port = rest.rpartition(":")
+    why = None
+    if not colon or "/" in rest:
+        why = "no HOST:PORT" if "://" not in rest else f"the scheme '{rest.split('://')[0]}' is not ray://"
+    elif not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        why = f"the port '{port}' is not a number from 1 to 65535"
+    elif host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            why = f"'{host}' is not an IPv6 address"
+    elif host.replace(".", "").isdigit():
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            why = f"'{host}' is not an IPv4 address"
+    elif not (host and len(host) <= 253 and all(_HOST_LABEL.fullmatch(x) for x in host.split("."))):
+        why = f"'{host}' is not a host name" if host else "no host"
+    return None if why is None else f"{why}; give {FORMS}"
+
+
 class _StateHolder:
     """One actor: the state built once, then ``fn(state, item)`` per task."""
 
@@ -51,6 +85,9 @@ class _StateHolder:
 
 def connect(address: str, workers: int | None):
     """Initialize Ray for ``address`` unless this process already has; return the module."""
+    problem = address_problem(address)
+    if problem:
+        raise RayUnavailable(f"Ray address '{address}': {problem}")
     ray = _ray()
     if ray.is_initialized():
         return ray

@@ -297,6 +297,7 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
     run = _Run(graph.name, budget, opts, ctx, knobs)
     if opts.resume and opts.checkpoint and os.path.exists(opts.checkpoint):
         state = ckpt.load(opts.checkpoint)
+        ckpt.check_state(state, opts.checkpoint)
         ckpt.check_identity(state, run.identity(), opts.checkpoint)
         run.load(state)
     if opts.ideal and run.ideal is None:

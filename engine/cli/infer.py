@@ -29,7 +29,7 @@ from ..library.inference import (PlannedInference, executor_run, forward_graph, 
                                  same_outputs, unlimited_outputs)
 from ..library.planning import plan_bounds
 from ..units import format_bytes, parse_bytes
-from .flags import UsageError, _DefaultsShown, _Parser, positive_float, positive_int, seed
+from .flags import UsageError, _DefaultsShown, _Parser, nonnegative_float, positive_float, positive_int, seed
 
 PROG = "engine.infer"
 
@@ -65,7 +65,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory", default="64MiB,128MiB,192MiB,512MiB,640MiB", metavar="SIZE[,SIZE...]",
                    help="device budgets: sizes with a binary unit, or percentages of the unlimited peak (50%%)")
     p.add_argument("--policy", default="swapadvisor", help="the swap policy for the budgets")
-    p.add_argument("--search-seconds", type=float, default=0.0, metavar="S",
+    p.add_argument("--search-seconds", type=nonnegative_float, default=0.0, metavar="S",
                    help="genetic search per budget before planning (the policy that searches; 0: default order "
                         "and the simple allocation)")
     p.add_argument("--profile", default="v100", metavar="DEVICE|FILE",

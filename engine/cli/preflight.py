@@ -9,6 +9,7 @@ run. Each refusal is a UsageError: one line, exit status 2.
 """
 from __future__ import annotations
 
+import errno
 import importlib.util
 import math
 import os
@@ -19,6 +20,7 @@ from allocator.registry import check_options, takes_option
 from planner import policy as policies_registry
 
 from .. import checkpoint
+from ..files import physical_memory
 from ..ir import PERSISTENT_KINDS, Graph, Kind
 from ..profile import DEVICES, Profile
 from ..program import Program
@@ -55,6 +57,11 @@ def check_flags(cfg: RunConfig) -> None:
     if cfg.load_plan and (cfg.search.checkpoint or cfg.search.resume):
         raise UsageError("--load-plan runs a saved plan without searching; drop --search-checkpoint and "
                          "--resume-search, or drop --load-plan to search")
+    if cfg.search.ray_address:
+        from ga.ray_workers import address_problem
+        problem = address_problem(cfg.search.ray_address)
+        if problem:
+            raise UsageError(f"--ray-address {cfg.search.ray_address}: {problem}")
     if cfg.search.ray_address and importlib.util.find_spec("ray") is None:
         raise UsageError("--ray-address needs Ray installed: pip install \".[ray]\" (or leave it out to "
                          "search on this machine's processes)")
@@ -91,7 +98,24 @@ def _check_directory(directory: str, flag: str, path: str) -> None:
                          "path") from None
 
 
+def _shown(path: str) -> str:
+    return path if len(path) <= 100 else f"{path[:50]}...{path[-40:]}"
+
+
+def _check_name(path: str, flag: str) -> None:
+    """A name the file system refuses (a part over NAME_MAX, the whole over PATH_MAX) refused now,
+    not when the work's result is written."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:
+            raise UsageError(f"{flag} {_shown(path)}: the name is too long for the file system "
+                             f"({len(os.path.basename(path))} characters in its last part, {len(path)} in all); "
+                             "choose a shorter path") from None
+
+
 def check_writable_file(path: str, flag: str) -> None:
+    _check_name(path, flag)
     if os.path.isdir(path):
         raise UsageError(f"{flag} {path}: is a directory; give a file name")
     _check_directory(os.path.dirname(os.path.abspath(path)), flag, path)
@@ -106,7 +130,12 @@ def check_outputs(cfg: RunConfig) -> None:
                        ("--json", None if cfg.json == STDOUT else cfg.json)):
         if path:
             check_writable_file(path, flag)
+    for path in (cfg.checkpoint, cfg.search.checkpoint, None if cfg.json == STDOUT else cfg.json):
+        if path:                        # written atomically: a killed run's temporaries go now
+            checkpoint.remove_stale_temporaries(path)
     out = cfg.out or "runs"
+    _check_name(out, "--out")
+    _check_name(os.path.join(out, "x" * 64), "--out")      # room for the names the run writes in it
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out {out}: is a file, not a directory; choose a directory")
     _check_directory(out, "--out", out)
@@ -149,22 +178,11 @@ def check_resume_settings(cfg: RunConfig, header: dict) -> None:
                          f"leaves nothing to do; pass --iterations above {iteration}")
 
 
-SEARCH_CHECKPOINT_FIELDS = {"identity": dict, "generation": int, "population": list, "evaluations": int,
-                            "elapsed_s": (int, float), "history": list}
-
-
 def check_search_checkpoint(path: str) -> None:
-    """The fields ga.search reads from a checkpoint it resumes, present and of their type."""
+    """Every field ga.search reads from a checkpoint it resumes, present, of its type and in range."""
     from ga import checkpoint as ga_checkpoint
 
-    state = ga_checkpoint.load(path)
-    for key, kind in SEARCH_CHECKPOINT_FIELDS.items():
-        if not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
-            raise UsageError(f"search checkpoint '{path}' is malformed: '{key}' is missing or not a "
-                             f"{getattr(kind, '__name__', 'number')}; delete it to search afresh")
-    if not (state.get("best") is None or isinstance(state.get("best"), dict)):
-        raise UsageError(f"search checkpoint '{path}' is malformed: 'best' is not an object; delete it to "
-                         "search afresh")
+    ga_checkpoint.check_state(ga_checkpoint.load(path), path)
 
 
 # ---------------------------------------------------------------------- with the model built
@@ -185,13 +203,6 @@ def host_bytes_needed(g: Graph, peak_bytes: int) -> int:
     per_sample = sum(math.prod(g.tensors[t].shape[1:]) * 8 for t in g.leaves(Kind.INPUT, Kind.LABEL))
     persistent = sum(g.tensors[t].nbytes for t in g.leaves(*PERSISTENT_KINDS))
     return samples * per_sample + 4 * persistent + peak_bytes
-
-
-def physical_memory() -> int | None:
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def check_host_memory(cfg: RunConfig, g: Graph, peak_bytes: int) -> None:

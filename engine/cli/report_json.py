@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from datetime import datetime, timezone
 from importlib import metadata, resources
+
+from ..checkpoint import write_atomically
 
 FORMAT = "swapengine.report/1"
 STDOUT = "-"
@@ -84,11 +85,7 @@ class JsonReport:
         if self.to_stdout:        # the run's own lines went to stderr (engine/cli/run.main)
             print(text, flush=True)
             return
-        tmp = f"{self.path}.tmp-{os.getpid()}"
-        try:
-            with open(tmp, "w") as f:
-                f.write(text + "\n")
-            os.replace(tmp, self.path)
+        try:                    # atomic for a file; through a device or pipe (/dev/null) as is
+            write_atomically(self.path, lambda f: f.write((text + "\n").encode()))
         except OSError:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            pass

@@ -95,3 +95,68 @@ def test_a_dtype_mismatch_names_the_flag_that_fixes_it(tmp_path):
     wide = small.lstm(batch=2, steps=2, features=4, hidden=4, layers=1, classes=3, dtype="float64")
     with pytest.raises(CheckpointError, match="holds float32 tensors, this run is float64; pass --dtype float32"):
         Trainer(wide).load(path)
+
+
+def test_a_header_nested_too_deeply_is_one_line(tmp_path):
+    path = tmp_path / "bomb.npz"
+    np.savez(path, __header__=np.array("[" * 200_000 + "]" * 200_000))
+    with pytest.raises(CheckpointError, match="its header is JSON nested too deeply") as e:
+        checkpoint.read(str(path))
+    assert "\n" not in str(e.value)
+
+
+# ---------------------------------------------------------------------- issue 39, defect 4
+def _fifo_with_reader(tmp_path):
+    """A FIFO in tmp_path and a non-blocking read end, open first so a writer never waits."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    return fifo, os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+
+
+def _drain(fd) -> bytes:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def test_a_target_that_is_not_a_regular_file_is_written_through_not_replaced(tmp_path):
+    """--checkpoint, --search-checkpoint and --json to a device or a pipe (/dev/null as root was
+    replaced by a regular file): the bytes go through it, the file stays what it was."""
+    import stat
+
+    fifo, reader = _fifo_with_reader(tmp_path)
+    checkpoint.write_atomically(str(fifo), lambda f: f.write(b"the report\n"))
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert _drain(reader) == b"the report\n"
+    assert sorted(os.listdir(tmp_path)) == ["pipe"]            # no temporary made or left
+
+
+def test_a_regular_target_is_still_replaced_atomically(tmp_path, monkeypatch):
+    path = tmp_path / "ck.npz"
+    path.write_bytes(b"old")
+    replaced = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda a, b: (replaced.append(b), real_replace(a, b)))
+    checkpoint.write_atomically(str(path), lambda f: f.write(b"new"))
+    assert replaced == [str(path)] and path.read_bytes() == b"new"
+
+
+def test_stale_temporaries_are_swept_but_not_a_live_writers(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    path = str(tmp_path / "ck.npz")
+    stale = tmp_path / f"ck.npz.tmp-{dead.pid}"
+    live = tmp_path / f"ck.npz.tmp-{os.getppid()}"            # a process that is running
+    other = tmp_path / f"other.npz.tmp-{dead.pid}"             # another target's: not ours to sweep
+    for p in (stale, live, other):
+        p.write_bytes(b"half")
+    checkpoint.remove_stale_temporaries(path)
+    assert sorted(os.listdir(tmp_path)) == sorted([live.name, other.name])

@@ -61,3 +61,24 @@ def test_malformed_descriptions_are_one_line_errors(tight_program):
     d["instructions"][0]["kind"] = "teleport"
     with pytest.raises(ProgramFormatError, match="malformed"):
         Program.from_dict(d)
+
+
+@pytest.mark.parametrize("where,value,match", [
+    (("arena", "arena_bytes"), float("inf"), r"'arena_bytes' must be an integer from 0 to 2\*\*63 - 1, got inf"),
+    (("arena", "scratch_bytes"), 2.5, r"'scratch_bytes' must be an integer"),
+    (("arena", "object_offset", 0), 2**70, r"'object_offset' must be .*, got 1180591620717411303424"),
+    (("arena", "object_bytes", 0), -1, r"'object_bytes' must be an integer from 0"),
+    (("instructions", 0, "deps"), [2**64], r"'deps' must be an integer"),
+    (("schedule", 0), True, r"'schedule' must be an integer"),
+])
+def test_numbers_out_of_range_are_one_line_errors(tight_program, where, value, match):
+    """Issue 39, defect 2: an infinite arena was an OverflowError, an offset of 2**70 too."""
+    d = json.loads(json.dumps(tight_program[0].to_dict()))
+    at = d
+    for key in where[:-1]:
+        at = at[key]
+    at[where[-1]] = value
+    d = json.loads(json.dumps(d))             # as the file would hold it (inf: Infinity)
+    with pytest.raises(ProgramFormatError, match=match) as e:
+        Program.from_dict(d)
+    assert "\n" not in str(e.value)

@@ -73,3 +73,12 @@ def test_simulate_only_reports_each_budget_against_its_lower_bound(capsys):
     out = capsys.readouterr().out
     ratios = [float(x) for x in re.findall(r"(\d+\.\d+)x its lower bound", out)]
     assert len(ratios) == 3 and all(r >= 1.0 for r in ratios), out
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "inf"])
+def test_search_seconds_must_be_a_finite_number_from_zero(capsys, value):
+    """Issue 39, defect 2: nan was a traceback from the search, -1 silently no search."""
+    argv = ["--model", "resnet-14", "--size", "64", "--simulate-only", "--memory", "50%", "--search-seconds", value]
+    assert infer.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--search-seconds: must be a non-negative number" in err[0], err

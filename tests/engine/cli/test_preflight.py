@@ -165,3 +165,107 @@ def test_resumed_trainer_keeps_its_checkpoint_header_settings(tmp_path):
     from engine import checkpoint
     header = checkpoint.read_header(path)
     assert header["seed"] == 4 and header["settings"] == {"lr": 0.5} and header["iteration"] == 0
+
+
+# ---------------------------------------------------------------------- issue 39, defect 2
+SEARCH = TINY + ["--profile", "v100", "--policy", "swapadvisor", "--simulate-only", "--search-generations", "1",
+                 "--population", "4", "--workers", "1"]
+
+
+@pytest.fixture(scope="module")
+def saved_search(tmp_path_factory):
+    path = tmp_path_factory.mktemp("search") / "s.json"
+    assert main(SEARCH + ["--search-checkpoint", str(path), "--out", str(path.parent)]) == 0
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("change,pattern", [
+    (lambda s: s["population"][0].pop("schedule"), r"population entry 0 has no 'schedule'"),
+    (lambda s: s.update(generation=-1), r"'generation' is -1; it counts generations from 0"),
+    (lambda s: s.update(evaluations=-3), r"'evaluations' is -3"),
+    (lambda s: s["population"][1].update(schedule=[0, 0, 1]), r"population entry 1's 'schedule' is not an order"),
+    (lambda s: s["population"][0].update(allocation={"cls": "x"}), r"population entry 0's 'allocation'"),
+    (lambda s: s["population"][0].update(time="fast"), r"population entry 0's 'time' is not a number"),
+    (lambda s: s.update(best=s["population"][0] | {"schedule": 7}),
+     r"the best individual's 'schedule' is not an order"),
+    (lambda s: s["history"].append({"generation": 1}), r"history row \d+ .* 'elapsed_s'"),
+    (lambda s: s.update(remembered=["zz"]), r"'remembered' holds 'zz', not a genome key"),
+])
+def test_a_search_checkpoint_with_bad_entries_is_one_line(tmp_path, capsys, saved_search, change, pattern):
+    state = json.loads(json.dumps(saved_search))
+    change(state)
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(state))
+    capsys.readouterr()
+    refused(SEARCH + ["--search-checkpoint", str(path), "--resume-search", "--out", str(tmp_path)], capsys,
+            rf"search checkpoint '.*s\.json' is malformed: {pattern}.*; delete it to search afresh$")
+
+
+LONG = "x" * 300          # past NAME_MAX (255) on every common file system
+
+
+@pytest.mark.parametrize("flag,name", [("--out", LONG), ("--checkpoint", LONG + ".npz"),
+                                       ("--checkpoint", LONG + "/ck.npz"), ("--json", LONG + ".json"),
+                                       ("--save-plan", LONG + "/p.json"), ("--load-plan", LONG + ".json")])
+def test_a_name_too_long_is_refused_before_the_work(tmp_path, capsys, flag, name):
+    refused(FAST + ["--out", str(tmp_path), flag, str(tmp_path / name)], capsys,
+            rf"({flag}|plan file) .*x{{20}}.*name (is )?too long")
+
+
+@pytest.mark.parametrize("address", ["garbage", "ray://256.1.1.1:99999", "10.0.0.1:0", "host:65536", "ray://:10001",
+                                     "http://host:80", "ray://host", "bad_host!:6379", "1.2.3:80"])
+def test_a_malformed_ray_address_is_refused_before_the_work(capsys, address):
+    refused(FAST + ["--ray-address", address], capsys, rf"--ray-address {re.escape(address)}: .*'local', 'auto'")
+
+
+@pytest.mark.parametrize("address", ["local", "auto", "ray://head.example.com:10001", "10.0.0.1:6379",
+                                     "ray://[::1]:10001", "localhost:6379"])
+def test_well_formed_ray_addresses_pass(address):
+    from ga.ray_workers import address_problem
+    assert address_problem(address) is None
+
+
+# ---------------------------------------------------------------------- issue 39, defect 4
+@pytest.mark.parametrize("flag", ["--checkpoint", "--search-checkpoint", "--json"])
+def test_a_run_sweeps_stale_temporaries_of_its_outputs_at_start(tmp_path, capsys, flag):
+    """A SIGKILL mid-save leaves TARGET.tmp-PID; the next run that writes TARGET removes it
+    before its work (here the run is refused just after: a --resume that does not exist)."""
+    import subprocess
+    import sys
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    target = tmp_path / "out.file"
+    stale = tmp_path / f"out.file.tmp-{dead.pid}"
+    stale.write_bytes(b"half a checkpoint")
+    refused(FAST + ["--out", str(tmp_path), flag, str(target), "--resume", str(tmp_path / "missing.npz")], capsys,
+            "does not exist")
+    assert not stale.exists()
+
+
+def test_json_into_a_pipe_is_written_through_it(tmp_path, capsys):
+    import os
+    import stat
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert main(FAST + ["--simulate-only", "--out", str(tmp_path), "--json", str(fifo)]) == 0
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+        doc = json.loads(os.read(reader, 1 << 20))
+    finally:
+        os.close(reader)
+    assert doc["status"] and doc["settings"]["model"] == "small-lstm"
+
+
+@pytest.mark.parametrize("flag", ["--load-plan", "--profile", "--resume", "--search-checkpoint"])
+def test_a_json_nesting_bomb_in_any_input_is_one_line(tmp_path, capsys, flag):
+    bomb = "[" * 200_000 + "]" * 200_000
+    path = tmp_path / "bomb"
+    if flag == "--resume":
+        np.savez(path, __header__=np.array(bomb))
+        path = tmp_path / "bomb.npz"
+    else:
+        path.write_text(bomb)
+    argv = [a for a in FAST if a not in ("--profile", "v100")] + (["--profile", "v100"] if flag != "--profile" else [])
+    argv += [flag, str(path), "--out", str(tmp_path)] + (["--resume-search"] if flag == "--search-checkpoint" else [])
+    refused(argv, capsys, "nested too deeply")
