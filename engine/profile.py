@@ -22,6 +22,7 @@ import numpy as np
 from ops import registry as op_registry
 
 from .ir import Graph
+from .checkpoint import write_atomically
 from .errors import EngineError
 from .files import read_json
 
@@ -111,8 +112,9 @@ class Profile:
         return cls(device, link, analytic, ops, dispatch)
 
     def save(self, path: str) -> None:
-        with open(path, "w") as f:
-            json.dump(self.to_dict(), f, indent=1)
+        """Atomically, making the folders ``path`` needs (engine/checkpoint.write_atomically)."""
+        text = json.dumps(self.to_dict(), indent=1)
+        write_atomically(path, lambda f: f.write(text.encode()))
 
     @classmethod
     def load(cls, path: str) -> "Profile":

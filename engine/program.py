@@ -94,6 +94,13 @@ def _int(v, key: str, low: int = INT64[0]) -> int:
                              f"2**63 - 1, got {v!r:.40}")
 
 
+def _bool(v, key: str) -> bool:
+    """``v`` if it is JSON's true or false: bool("no") is True, so a string or a number is refused."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    raise ProgramFormatError(f"malformed program description: '{key}' must be true or false, got {v!r:.40}")
+
+
 def _ints(values, key: str, low: int = INT64[0]) -> list[int]:
     if not isinstance(values, (list, tuple)):
         raise ProgramFormatError(f"malformed program description: '{key}' must be a list of integers, got "
@@ -235,7 +242,7 @@ class Program:
                 raise ValueError("object_offset and object_bytes must be flat lists of one length")
             kinds = {name: k for k, name in enumerate(STREAM_NAMES)}
             instrs = [Instr(kinds[i["kind"]], _int(i["target"], "target"), _int(i["obj"], "obj"),
-                            tuple(_ints(i["objects"], "objects")), bool(i["copy"]), _ints(i["deps"], "deps"))
+                            tuple(_ints(i["objects"], "objects")), _bool(i["copy"], "copy"), _ints(i["deps"], "deps"))
                       for i in d["instructions"]]
             return cls(str(d["graph"]), _ints(d["schedule"], "schedule"), arena, instrs,
                        {_int(t, "initial_resident"): _int(o, "initial_resident") for t, o in d["initial_resident"]},

@@ -42,8 +42,20 @@ class Inputs:
 
 
 # ---------------------------------------------------------------------- flags
+def check_names(pairs) -> None:
+    """A file or folder flag given an empty name ("") was taken as not given: --out "" wrote
+    into runs/<model>, --checkpoint "" saved nothing. ``pairs``: (flag, value or None)."""
+    for flag, given in pairs:
+        if given == "":
+            raise UsageError(f"{flag} '': an empty name; give a name or leave {flag} out")
+
+
 def check_flags(cfg: RunConfig) -> None:
     """Flags that contradict each other, or one that needs another."""
+    check_names((("--out", cfg.out), ("--checkpoint", cfg.checkpoint), ("--json", cfg.json),
+                 ("--save-plan", cfg.save_plan), ("--save-profile", cfg.save_profile),
+                 ("--search-checkpoint", cfg.search.checkpoint), ("--resume", cfg.resume),
+                 ("--load-plan", cfg.load_plan), ("--profile", cfg.profile)))
     searching = cfg.searching
     wanted = ", ".join(p.name for p in policies_registry.REGISTRY.values() if p.searches)
     for flag, given in (("--load-plan", cfg.load_plan), ("--save-plan", cfg.save_plan),
@@ -65,6 +77,15 @@ def check_flags(cfg: RunConfig) -> None:
     if cfg.search.ray_address and importlib.util.find_spec("ray") is None:
         raise UsageError("--ray-address needs Ray installed: pip install \".[ray]\" (or leave it out to "
                          "search on this machine's processes)")
+    if cfg.window is not None and not any(p.name == "window" for p in cfg.policies):
+        raise UsageError(f"--window sizes the window policy's look-ahead, but --policy "
+                         f"{','.join(p.name for p in cfg.policies)} has no window; add window to --policy or "
+                         "drop --window")
+    if cfg.allocator and not any(p.needs_budget for p in cfg.planned):
+        budgeted = ", ".join(p.name for p in policies_registry.REGISTRY.values() if p.needs_budget)
+        raise UsageError(f"--allocator {cfg.allocator} places the tensors of policies that plan under a budget, but "
+                         f"--policy {','.join(p.name for p in cfg.policies)} has none (ideal holds every tensor, "
+                         f"reference runs no plan); drop --allocator or add one of {budgeted}")
     if cfg.allocator:
         for policy in cfg.planned:
             if policy.needs_budget:
@@ -130,7 +151,8 @@ def check_outputs(cfg: RunConfig) -> None:
                        ("--json", None if cfg.json == STDOUT else cfg.json)):
         if path:
             check_writable_file(path, flag)
-    for path in (cfg.checkpoint, cfg.search.checkpoint, None if cfg.json == STDOUT else cfg.json):
+    for path in (cfg.checkpoint, cfg.search.checkpoint, cfg.save_plan, cfg.save_profile,
+                 None if cfg.json == STDOUT else cfg.json):
         if path:                        # written atomically: a killed run's temporaries go now
             checkpoint.remove_stale_temporaries(path)
     out = cfg.out or "runs"

@@ -25,6 +25,7 @@ from planner.policy import Policy
 
 from .. import backend_registry
 from ..backend_registry import Placement
+from ..checkpoint import write_atomically
 from ..data import TeacherData
 from ..errors import EngineError
 from ..profile import DEVICES
@@ -302,8 +303,8 @@ def save_artifacts(run: Run, out_dir: str) -> None:
     print(f"plan ({policy}) saved to {plan_path}; simulated trace: {trace_path} (open in Perfetto)")
     searching = cfg.searching
     if cfg.save_plan and searching is not None:
-        with open(cfg.save_plan, "w") as f:
-            json.dump(programs[searching.name][0].to_dict(), f)
+        text = json.dumps(programs[searching.name][0].to_dict())       # folders made, as preflight allowed
+        write_atomically(cfg.save_plan, lambda f: f.write(text.encode()))
         print(f"{searching.name} plan saved to {cfg.save_plan}")
 
 

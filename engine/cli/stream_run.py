@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import sys
 import time
 
@@ -90,10 +91,40 @@ def _builder(model: str, batch: int | None, buckets: tuple[int, ...]):
     return lambda seq: zoo.build(model, batch=batch, size=seq, **positions)
 
 
+def _nonfinite_at(text: str, iterations: int) -> tuple[int, ...]:
+    """--nonfinite-at's iterations, each one the run reaches (a negative one, or one past the
+    last, changed nothing and was accepted)."""
+    at = _ints(text, "--nonfinite-at")
+    outside = next((i for i in at if not 0 <= i < iterations), None)
+    if outside is not None:
+        raise UsageError(f"--nonfinite-at {outside}: iterations are numbered from 0 to {iterations - 1} "
+                         f"(--iterations {iterations}); give one in that range")
+    return at
+
+
+def _check_plot(path: str | None) -> None:
+    """--stages-plot is written after the run: a path that cannot take it is refused before."""
+    if path is None:
+        return
+    from .preflight import check_names, check_writable_file
+    check_names((("--stages-plot", path),))
+    check_writable_file(path, "--stages-plot")
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:              # the run says so where the plot would be drawn
+        return
+    kinds = Figure().canvas.get_supported_filetypes()
+    kind = os.path.splitext(path)[1][1:].lower()
+    if kind and kind not in kinds:
+        raise UsageError(f"--stages-plot {path}: matplotlib cannot write '.{kind}' files; use one of "
+                         f"{', '.join('.' + k for k in sorted(kinds))}")
+
+
 def run(args) -> int:
+    _check_plot(args.stages_plot)
     buckets = st.buckets_of(args.varying_seq) if args.varying_seq else ()
     settings = st.StreamSettings(buckets, args.eval_every, args.accumulate,
-                                 _ints(args.nonfinite_at, "--nonfinite-at"), args.seed)
+                                 _nonfinite_at(args.nonfinite_at, args.iterations), args.seed)
     plan = st.IterationPlan(settings)
     pol = policies_registry.get(args.policy)
     if not pol.runs_program or not pol.needs_budget:
@@ -138,7 +169,7 @@ def run(args) -> int:
     print(f"monitor: median {1e3 * np.median(mon_s):.3f} ms per iteration beside {1e3 * np.median(it_s):.2f} ms "
           f"({100 * np.median(mon_s / it_s):.2f}%); stages: "
           + (", ".join(f"{i}:{s}" for i, s in mon.transitions()) or "WarmUp throughout"))
-    if args.stages_plot:
+    if args.stages_plot is not None:
         _plot(mon, args.stages_plot)
     if args.check:
         runners: dict = {}
@@ -166,6 +197,7 @@ def _plot(mon: Monitor, path: str) -> None:
     ax.set_yticks(range(len(STAGES)), STAGES)
     ax.set_xlabel("iteration")
     fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)     # preflight allowed a new folder
     fig.savefig(path)
     plt.close(fig)
     print(f"stage plot written to {path}")

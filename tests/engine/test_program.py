@@ -70,6 +70,8 @@ def test_malformed_descriptions_are_one_line_errors(tight_program):
     (("arena", "object_bytes", 0), -1, r"'object_bytes' must be an integer from 0"),
     (("instructions", 0, "deps"), [2**64], r"'deps' must be an integer"),
     (("schedule", 0), True, r"'schedule' must be an integer"),
+    (("instructions", 0, "copy"), "no", r"'copy' must be true or false, got 'no'"),      # defect 3: was True
+    (("instructions", 0, "copy"), 0, r"'copy' must be true or false, got 0"),
 ])
 def test_numbers_out_of_range_are_one_line_errors(tight_program, where, value, match):
     """Issue 39, defect 2: an infinite arena was an OverflowError, an offset of 2**70 too."""

@@ -269,3 +269,33 @@ def test_a_json_nesting_bomb_in_any_input_is_one_line(tmp_path, capsys, flag):
     argv = [a for a in FAST if a not in ("--profile", "v100")] + (["--profile", "v100"] if flag != "--profile" else [])
     argv += [flag, str(path), "--out", str(tmp_path)] + (["--resume-search"] if flag == "--search-checkpoint" else [])
     refused(argv, capsys, "nested too deeply")
+
+
+# ---------------------------------------------------------------------- issue 39, defect 3
+@pytest.mark.parametrize("flag", ["--save-plan", "--save-profile"])
+def test_a_saved_plan_or_profile_goes_into_a_new_folder(tmp_path, capsys, flag):
+    """Was a FileNotFoundError traceback after the work: preflight allows a folder it can make."""
+    target = tmp_path / "new" / "deeper" / "x.json"
+    assert main(FAST + ["--out", str(tmp_path / "out"), flag, str(target)]) == 0
+    assert json.loads(target.read_text())
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,pattern", [
+    (["--policy", "ideal,swapadvisor", "--window", "64KiB"],
+     r"--window sizes the window policy's look-ahead, but --policy ideal,swapadvisor has no window; add window "
+     r"to --policy or drop --window"),
+    (["--policy", "ideal", "--allocator", "bestfit"],
+     r"--allocator bestfit places the tensors of policies that plan under a budget, but --policy ideal has none "
+     r"\(ideal holds every tensor, reference runs no plan\); drop --allocator or add one of odswap, swapadvisor"),
+    (["--policy", "reference,ideal", "--allocator", "pool"], r"--allocator pool places .* --policy reference,ideal"),
+])
+def test_a_flag_that_changes_nothing_is_refused(capsys, argv, pattern):
+    refused(TINY + argv, capsys, pattern)
+
+
+@pytest.mark.parametrize("flag", ["--out", "--checkpoint", "--json", "--save-plan", "--save-profile",
+                                  "--search-checkpoint", "--resume", "--load-plan", "--profile"])
+def test_an_empty_file_name_is_refused(capsys, flag):
+    """--out "" ran into runs/<model>, --checkpoint "" saved nothing, both with exit 0."""
+    refused(FAST + [flag, ""], capsys, rf"{flag} '': an empty name; give a name or leave {flag} out")

@@ -20,8 +20,43 @@ def test_short_run_with_check_says_identical(capsys):
     (["--model", "nope"], "unknown model"),
     (["--policy", "ideal"], "plans no swapping"),
     (["--accumulate", "0"], "must be positive"),
+    (["--nonfinite-at", "-1"], "--nonfinite-at -1: iterations are numbered from 0 to 0 (--iterations 1)"),
+    (["--nonfinite-at", "0,5"], "--nonfinite-at 5: iterations are numbered from 0 to 0 (--iterations 1)"),
+    (["--stages-plot", ""], "--stages-plot '': an empty name; give a name or leave --stages-plot out"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, says, capsys):
     assert main(argv + ["--iterations", "1"]) == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("where, says", [
+    ("blocker/plot.png", r"--stages-plot .*blocker' is a file, not a directory"),
+    ("locked/plot.png", r"--stages-plot .*cannot write in '.*locked'"),
+    ("plot.xyz", r"--stages-plot .*plot.xyz: matplotlib cannot write '.xyz' files; use one of .*png"),
+])
+def test_a_stages_plot_that_cannot_be_written_is_refused_before_the_work(tmp_path, capsys, where, says):
+    """Issue 39, defect 3: the plot was the run's last step, after the work."""
+    import os
+    import re
+    if where.endswith(".xyz"):
+        pytest.importorskip("matplotlib")
+    (tmp_path / "blocker").write_text("")
+    (tmp_path / "locked").mkdir()
+    os.chmod(tmp_path / "locked", 0o500)
+    if where.startswith("locked") and os.access(tmp_path / "locked", os.W_OK):
+        pytest.skip("root writes into a read-only folder")
+    try:
+        assert main(["--stages-plot", str(tmp_path / where), "--iterations", "2"]) == 2
+    finally:
+        os.chmod(tmp_path / "locked", 0o700)
+    out, err = capsys.readouterr()
+    assert re.search(says, err) and len(err.strip().splitlines()) == 1, err
+    assert "done in" not in out
+
+
+def test_a_stages_plot_goes_into_a_new_folder(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "new" / "stages.png"
+    assert main(["--stages-plot", str(target), "--iterations", "2"]) == 0
+    assert target.stat().st_size > 0
