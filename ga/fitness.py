@@ -30,7 +30,7 @@ class Evaluator:
         self.facts, self.graph, self.profile, self.budget = facts, facts.graph, profile, budget
         self.policy = policy or searched()
         self.node_seconds = profile.node_seconds(self.graph) if node_seconds is None else node_seconds
-        self.allocator = allocator or self.policy.allocators[0]
+        self.allocator = self.policy.placed_by(allocator)
         self.allocator_options = dict(allocator_options)
 
     def request(self, schedule: Sequence[int], allocation: Allocation, options: tuple = ()) -> PlanRequest:

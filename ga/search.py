@@ -409,4 +409,4 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
     return SearchResult(best.schedule.tolist(), best.allocation, best.time, run.initial_time,
                         run.initial_best, run.ideal, run.generation, run.evaluations, elapsed(), stopped,
                         opts.mode, run.history, run.population, dict(best.options),
-                        opts.allocator or policy.allocators[0], tuple(opts.allocator_options))
+                        policy.placed_by(opts.allocator), tuple(opts.allocator_options))

@@ -50,7 +50,7 @@ def check_allocator(policy: "Policy", allocator: str) -> None:
 def placement_kinds(policy: "Policy", allocator: str | None) -> tuple[str, ...]:
     """The kinds of placement (allocator.registry: SIZE_CLASSES, CHUNKED, ONLINE) ``policy``
     gets from ``allocator`` (None: its default); AllocatorNotSupported, one line, when none."""
-    name = policy.allocators[0] if allocator is None else allocator
+    name = policy.placed_by(allocator)
     if name not in allocators_registry.REGISTRY:
         raise AllocatorNotSupported(f"unknown allocator '{name}' (choose from {', '.join(allocator_names())})")
     kinds = allocators_registry.kinds_for(name, policy.kinds)
@@ -120,11 +120,18 @@ class Policy:
     kinds: tuple[str, ...] = (SIZE_CLASSES,)
     # Options of ``make`` that a search may vary beside the schedule and allocation (genes), by name.
     knobs: Mapping[str, Knob] = field(default_factory=dict)
+    # The PlanRequest.policy_options it reads (e.g. window's "window"): a flag setting one that no
+    # chosen policy reads changes nothing, and the command line refuses it.
+    options: tuple[str, ...] = ()
 
     @property
     def allocators(self) -> list[str]:
         """The registered allocators it can use; the first is its default."""
         return allocators_registry.accepted_by(self.kinds)
+
+    def placed_by(self, allocator: str | None) -> str:
+        """The allocator it places tensors with when asked for ``allocator`` (None: its default)."""
+        return allocator or self.allocators[0]
 
 
 REGISTRY: dict[str, Policy] = {}
@@ -179,7 +186,7 @@ def plan_with(name: str, graph: Graph, device_bytes: int | None = None, profile:
 
     policy = get(name)
     facts = facts or GraphFacts(graph)
-    placed = [allocator or policy.allocators[0]]
+    placed = [policy.placed_by(allocator)]
     budget = make_budget(facts, device_bytes, placed) if policy.needs_budget and device_bytes is not None else None
     if policy.needs_budget and budget is None:
         raise ValueError(f"policy '{policy.name}' needs a device budget in bytes")

@@ -46,6 +46,7 @@ from allocator import PlacedLayout, SizeClassLayout
 from engine.graph_io import fingerprint
 from engine.inplace import InPlace
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
+from engine.liveness import kept_mask
 from engine.profile import Profile
 from engine.program import Arena, Program
 
@@ -99,9 +100,7 @@ class GraphArrays:
         n_t = len(g.tensors)
         self.nbytes = np.array([t.nbytes for t in g.tensors], dtype=np.int64)
         self.tensor_bytes = self.nbytes.astype(np.float64)     # what the dispatch loop reads
-        self.kept = np.zeros(n_t, dtype=np.bool_)        # must survive the iteration
-        self.kept[[nxt for _, nxt in g.state_pairs]] = True
-        self.kept[g.read_back()] = True
+        self.kept = kept_mask(g)                          # must survive the iteration
         self.host_at_start = np.zeros(n_t, dtype=np.bool_)
         self.host_at_start[g.leaves(Kind.INPUT, Kind.LABEL, *PERSISTENT_KINDS)] = True
         # Leaves whose host copy is current stay resident after their last read until evicted
@@ -110,9 +109,7 @@ class GraphArrays:
         self.state_cur = np.array([c for c, _ in g.state_pairs], dtype=np.int64)
         self.state_nxt = np.array([x for _, x in g.state_pairs], dtype=np.int64)
         self.in_place = InPlace.of(g)
-        self.pass_graph = swap_scan.PassGraph(self.in_ptr, self.ins, self.uniq_ptr, self.uniq_in, self.out_ptr,
-                                              self.outs, self.nbytes, self.kept, self.stays, self.host_at_start,
-                                              self.state_cur, self.state_nxt)
+        self.pass_graph = swap_scan.PassGraph(**{name: getattr(self, name) for name in swap_scan.PassGraph._fields})
 
     @classmethod
     def of(cls, g: Graph) -> "GraphArrays":
@@ -192,16 +189,20 @@ class _Schedule:
         else:
             self.n_deps_max = n_in + 3 * n_out + 4 * n_uniq + copies_out + 1
             self.n_pl_max = self.n_pl_chunks_max = 0
-        self.order = swap_scan.PassOrder(self.schedule, self.in_place, self.read_ptr, self.reads, self.after_reads,
-                                         self.step_end, self.use_time)
-        self.layout = swap_scan.PassLayout(self.klass, self.class_first, self.object_class, self.headroom,
-                                           int(self.chunk_class), self.width, self.slot_ptr)
-        self.capacity = swap_scan.Capacity(int(self.n_instr_max), int(self.n_deps_max), int(self.n_objs_max),
-                                           int(self.n_pl_max), int(self.n_pl_chunks_max))
-        self.rules = swap_scan.PassRules(swap_scan.LRU if opts.victim == "lru" else swap_scan.BELADY,
-                                         -1.0 if opts.threshold_s is None else float(opts.threshold_s), self.link,
-                                         opts.headroom > 0, float(opts.ahead_gap), bool(opts.kept_ahead),
-                                         bool(opts.newest_for_outputs))
+        self.order = swap_scan.PassOrder(schedule=self.schedule, in_place=self.in_place, read_ptr=self.read_ptr,
+                                         reads=self.reads, after_reads=self.after_reads, step_end=self.step_end,
+                                         use_time=self.use_time)
+        self.layout = swap_scan.PassLayout(klass=self.klass, class_first=self.class_first,
+                                           object_class=self.object_class, headroom=self.headroom,
+                                           chunk_class=int(self.chunk_class), width=self.width, slot_ptr=self.slot_ptr)
+        self.capacity = swap_scan.Capacity(instrs=int(self.n_instr_max), deps=int(self.n_deps_max),
+                                           objects=int(self.n_objs_max), placements=int(self.n_pl_max),
+                                           placement_chunks=int(self.n_pl_chunks_max))
+        self.rules = swap_scan.PassRules(victim=swap_scan.LRU if opts.victim == "lru" else swap_scan.BELADY,
+                                         threshold_s=-1.0 if opts.threshold_s is None else float(opts.threshold_s),
+                                         link=self.link, evict_ahead=opts.headroom > 0,
+                                         ahead_gap=float(opts.ahead_gap), kept_ahead=bool(opts.kept_ahead),
+                                         newest_for_outputs=bool(opts.newest_for_outputs))
 
     def _in_place(self, ga: GraphArrays) -> np.ndarray:
         """Per output entry (as ``ga.outs``): the index among its node's inputs of the input the
@@ -226,10 +227,10 @@ def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, res
     state strayed. ``resident``: state on the device at the start, by tensor: its object, or
     for the chunk class its chunks (a tuple). PlanError where an operator cannot run."""
     residents = swap_scan.Residents(
-        np.fromiter(resident.keys(), dtype=np.int64, count=len(resident)),
-        np.array([-1 if isinstance(o, tuple) else o for o in resident.values()], dtype=np.int64),
-        _ptr([len(o) if isinstance(o, tuple) else 0 for o in resident.values()]),
-        np.array([c for o in resident.values() if isinstance(o, tuple) for c in o], dtype=np.int64))
+        tensor=np.fromiter(resident.keys(), dtype=np.int64, count=len(resident)),
+        obj=np.array([-1 if isinstance(o, tuple) else o for o in resident.values()], dtype=np.int64),
+        chunk_ptr=_ptr([len(o) if isinstance(o, tuple) else 0 for o in resident.values()]),
+        chunks=np.array([c for o in resident.values() if isinstance(o, tuple) for c in o], dtype=np.int64))
     st = swap_scan.new_state(ga.pass_graph, sc.order, sc.layout, sc.rules, sc.capacity)
     swap_scan.scan(st, residents)
     out = st.out

@@ -160,17 +160,21 @@ def new_state(graph, order, layout, rules, capacity):
     # and they leave ahead like any tensor used at the end's time.
     key_end = len(order.schedule) + (len(graph.state_cur) + 3 if rules.kept_ahead else 0)
     i64 = np.int64
+
+    def filled(n, value, dtype=i64):
+        return np.full(n, value, dtype=dtype)
+
     # next_use_at: when each object's tenant is next used (use_time of its next read), kept
     # current while the object is occupied (stale once vacated: readers check tenant first).
-    res = Residency(np.full(n_obj, -1, dtype=i64), np.full(n_t, -1, dtype=i64), np.zeros(n_obj),
-                    np.full((n_obj, 3), -1, dtype=i64), np.full(n_t, -1, dtype=i64),
-                    np.zeros(len(graph.state_cur), dtype=np.bool_))
-    tensors = TensorState(np.zeros(n_t, dtype=np.bool_), np.full(n_t, -1, dtype=i64), np.zeros(n_t, dtype=i64),
-                          np.empty(n_t, dtype=i64), np.full(n_t, -1, dtype=i64), np.full(n_t, NOT_HOST, dtype=i64),
-                          graph.kept & graph.host_at_start)    # pinned: state nothing updates, never evicted ahead
-    free = FreeRings(np.empty(n_obj, dtype=i64), np.zeros(n_cls, dtype=i64), np.zeros(n_cls, dtype=i64),
-                     np.empty(n_obj, dtype=i64), np.zeros(n_cls, dtype=i64), np.zeros(n_cls, dtype=i64),
-                     np.zeros(n_obj, dtype=i64), np.ones(1, dtype=i64), np.empty(1, dtype=i64))
+    res = Residency(tenant=filled(n_obj, -1), obj_of=filled(n_t, -1), next_use_at=np.zeros(n_obj),
+                    release=filled((n_obj, 3), -1), home_of=filled(n_t, -1),
+                    strayed=np.zeros(len(graph.state_cur), dtype=np.bool_))
+    tensors = TensorState(busy=np.zeros(n_t, dtype=np.bool_), last_touch=filled(n_t, -1), read_no=filled(n_t, 0),
+                          next_read=np.empty(n_t, dtype=i64), writer=filled(n_t, -1), host_writer=filled(n_t, NOT_HOST),
+                          pinned=graph.kept & graph.host_at_start)     # state nothing updates: never evicted ahead
+    free = FreeRings(clean=np.empty(n_obj, dtype=i64), clean_head=filled(n_cls, 0), clean_size=filled(n_cls, 0),
+                     dirty=np.empty(n_obj, dtype=i64), dirty_head=filled(n_cls, 0), dirty_size=filled(n_cls, 0),
+                     freed_at=filled(n_obj, 0), clock=filled(1, 1), one=np.empty(1, dtype=i64))
     # Per class, a max-tree over its objects of next_use_at (-inf when empty or holding a tensor
     # kept to the end): the furthest tenant in O(1), which evicting ahead asks after every
     # operator. Built only when evicting ahead.
@@ -181,22 +185,25 @@ def new_state(graph, order, layout, rules, capacity):
     tree_base = np.zeros(n_cls, dtype=i64)
     tree_base[1:] = np.cumsum(2 * tree_size)[:-1]
     n_tree = int(tree_base[-1] + 2 * tree_size[-1]) if n_cls > 0 and rules.evict_ahead else 0
-    tree = MaxTree(np.full(n_tree, -np.inf), np.full(n_tree, -1, dtype=i64), tree_base, tree_size)
-    chunks = Chunks(np.full(layout.slot_ptr[n_t], -1, dtype=i64), np.full(n_t, -1, dtype=i64),
-                    np.zeros(capacity.placements + 1, dtype=i64), np.empty(capacity.placement_chunks, dtype=i64),
-                    np.zeros(1, dtype=i64), n_obj)
-    out = Instrs(np.zeros(1, dtype=i64), np.empty(capacity.instrs, dtype=np.int8),
-                 np.empty(capacity.instrs, dtype=i64), np.empty(capacity.instrs, dtype=i64),
-                 np.empty(capacity.instrs, dtype=np.bool_), np.zeros(capacity.instrs + 1, dtype=i64),
-                 np.empty(capacity.deps, dtype=i64),
-                 np.zeros(capacity.instrs, dtype=i64),          # obj_count: a compute's objects; 0 for copies
-                 np.empty(capacity.objects, dtype=i64), np.zeros(1, dtype=i64),
-                 np.full(capacity.instrs, -1, dtype=i64),       # seen[x] == n: x is already a candidate of n
-                 np.zeros(3, dtype=i64))
+    tree = MaxTree(val=filled(n_tree, -np.inf, np.float64), obj=filled(n_tree, -1), base=tree_base, size=tree_size)
+    chunks = Chunks(held=filled(layout.slot_ptr[n_t], -1), key_chunk=filled(n_t, -1),
+                    placement_ptr=filled(capacity.placements + 1, 0),
+                    placement_chunks=np.empty(capacity.placement_chunks, dtype=i64), n_placements=filled(1, 0),
+                    n_layout_objects=n_obj)
+    out = Instrs(count=filled(1, 0), kind=np.empty(capacity.instrs, dtype=np.int8),
+                 target=np.empty(capacity.instrs, dtype=i64), obj=np.empty(capacity.instrs, dtype=i64),
+                 copy=np.empty(capacity.instrs, dtype=np.bool_), dep_ptr=filled(capacity.instrs + 1, 0),
+                 deps=np.empty(capacity.deps, dtype=i64),
+                 obj_count=filled(capacity.instrs, 0),          # a compute's objects; 0 for copies
+                 objects=np.empty(capacity.objects, dtype=i64), n_objects=filled(1, 0),
+                 seen=filled(capacity.instrs, -1),              # seen[x] == n: x is already a candidate of n
+                 fault=filled(3, 0))
     need, most_in, most_out = _step_needs(graph, order, layout)
-    scratch = StepScratch(np.empty(need, dtype=i64), np.empty(most_in, dtype=i64), np.empty(most_out, dtype=i64),
-                          np.empty(most_in, dtype=i64), np.empty(n_cls, dtype=i64), np.full(n_cls, -1, dtype=i64))
-    return State(graph, order, layout, rules, res, tensors, free, tree, chunks, out, scratch, key_end)
+    scratch = StepScratch(cand=np.empty(need, dtype=i64), in_objs=np.empty(most_in, dtype=i64),
+                          out_objs=np.empty(most_out, dtype=i64), dying=np.empty(most_in, dtype=i64),
+                          classes=np.empty(n_cls, dtype=i64), class_seen_at=filled(n_cls, -1))
+    return State(graph=graph, order=order, layout=layout, rules=rules, res=res, tensors=tensors, free=free,
+                 tree=tree, chunks=chunks, out=out, scratch=scratch, key_end=key_end)
 
 
 @numba.njit(cache=True)

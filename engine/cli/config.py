@@ -82,7 +82,7 @@ class RunConfig:
     def allocator_of(self, policy: Policy) -> tuple[str, dict]:
         """The allocator ``policy`` places tensors with (--allocator, or its own default; a policy
         that needs no budget keeps its own) and the options it is made with."""
-        name = self.allocator if self.allocator and policy.needs_budget else policy.allocators[0]
+        name = policy.placed_by(self.allocator if policy.needs_budget else None)
         options = {"chunk_bytes": self.chunk_bytes} if self.chunk_bytes and name == self.allocator else {}
         return name, options
 

@@ -77,9 +77,10 @@ def check_flags(cfg: RunConfig) -> None:
     if cfg.search.ray_address and importlib.util.find_spec("ray") is None:
         raise UsageError("--ray-address needs Ray installed: pip install \".[ray]\" (or leave it out to "
                          "search on this machine's processes)")
-    if cfg.window is not None and not any(p.name == "window" for p in cfg.policies):
-        raise UsageError(f"--window sizes the window policy's look-ahead, but --policy "
-                         f"{','.join(p.name for p in cfg.policies)} has no window; add window to --policy or "
+    if cfg.window is not None and not any("window" in p.options for p in cfg.policies):
+        readers = " or ".join(p.name for p in policies_registry.REGISTRY.values() if "window" in p.options)
+        raise UsageError(f"--window sizes the {readers} policy's look-ahead, but --policy "
+                         f"{','.join(p.name for p in cfg.policies)} has no {readers}; add {readers} to --policy or "
                          "drop --window")
     if cfg.allocator and not any(p.needs_budget for p in cfg.planned):
         budgeted = ", ".join(p.name for p in policies_registry.REGISTRY.values() if p.needs_budget)

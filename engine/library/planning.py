@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
-from allocator.registry import smallest_is_exact
+from allocator.registry import check_options, smallest_is_exact, takes_option
 from planner.bounds import Bounds, lower_bounds
 from planner.budget import Budget, make_budget, smallest_budget, smallest_that_plans
 from planner.facts import GraphFacts
-from planner.policy import PlanRequest, Policy
+from planner.policy import REGISTRY, PlanRequest, Policy, check_allocator, get
 from planner.simulate import Timeline, simulate
 from planner.stalls import Stalls, stall_report
 from planner.verify import verify
@@ -37,11 +37,6 @@ from ..program import SWAP_IN, SWAP_OUT, Program
 from ..units import parse_bytes
 
 DEFAULT_BUDGET_FRACTION = 0.3      # of the unlimited-memory peak, when no budget is given
-
-
-def placed_by(policy: Policy, allocator: str | None) -> str:
-    """The allocator ``policy`` places tensors with: ``allocator``, or its own default."""
-    return allocator or policy.allocators[0]
 
 
 def choose_budget(facts: GraphFacts, memory: int | None, allocators: Iterable[str]) -> Budget:
@@ -58,7 +53,7 @@ def choose_budget(facts: GraphFacts, memory: int | None, allocators: Iterable[st
 def grows(request: PlanRequest, policy: Policy) -> bool:
     """Whether a default budget is grown for ``policy``: it needs one, does not search (a search
     holds its budget), and its allocator's least budget is a bound, not exact."""
-    return policy.needs_budget and not policy.searches and not smallest_is_exact([placed_by(policy, request.allocator)])
+    return policy.needs_budget and not policy.searches and not smallest_is_exact([policy.placed_by(request.allocator)])
 
 
 def grow_budget(facts: GraphFacts, budget: Budget, requests: Sequence[tuple[Policy, PlanRequest]],
@@ -144,18 +139,16 @@ def plan(graph: Graph, policy: Policy, profile: Profile, memory: int | None = No
     placed by ``allocator`` (None: its default). ``search`` (ga.search.SearchOptions) runs the
     genetic search first, for a policy that searches."""
     if not policy.runs_program:
-        from planner.policy import REGISTRY
         raise EngineError(f"policy '{policy.name}' runs no Program; plan with one of "
                           f"{', '.join(n for n, p in REGISTRY.items() if p.runs_program)}")
     if allocator is not None and policy.needs_budget:
-        from planner.policy import check_allocator
         check_allocator(policy, allocator)
     facts = facts or GraphFacts(graph)
     request = PlanRequest(graph, facts, None, profile, profile.node_seconds(graph), allocator=allocator,
                           allocator_options=dict(allocator_options or {}), policy_options=dict(policy_options or {}))
     if not policy.needs_budget:
         return Plan(policy.name, *verified(policy, request), None, graph)
-    placed = [placed_by(policy, allocator)]
+    placed = [policy.placed_by(allocator)]
     budget = choose_budget(facts, memory, placed)
     made: dict[str, Program] = {}
     if memory is None:
@@ -182,9 +175,6 @@ def plan_named(graph: Graph, policy: str, memory: int | str | None = None, profi
     """``plan`` from names and strings (``engine.api.plan``): a registered policy, ``memory`` as
     bytes or "64MiB", a profile as ``profile_of`` reads it, ``search_seconds`` of genetic search
     on one worker, ``chunk_bytes`` for an allocator that takes it (va, auto)."""
-    from allocator.registry import check_options, takes_option
-    from planner.policy import get
-
     chosen = get(policy)
     options = {}
     if chunk_bytes is not None:

@@ -258,4 +258,4 @@ def make(request: PlanRequest):
 
 
 POLICY = register(Policy("window", "paper 001's schedule window: swap-ins by a look-ahead window in bytes, "
-                         "online allocator (bestfit or va)", make, kinds=(ONLINE,)))
+                         "online allocator (bestfit or va)", make, kinds=(ONLINE,), options=("window",)))
