@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from planner import policy as policies_registry
 from planner.policy import Policy
 
+# The request option --window sets (a policy that reads it lists it in Policy.options).
+WINDOW_OPTION = "window"
+
 
 @dataclass(frozen=True)
 class SearchSettings:
@@ -89,7 +92,7 @@ class RunConfig:
     @property
     def policy_options(self) -> dict:
         """PlanRequest.policy_options: the policies' own knobs (each reads those it knows)."""
-        return {"window": "auto" if self.window is None else self.window}
+        return {WINDOW_OPTION: "auto" if self.window is None else self.window}
 
     @property
     def checkpoint_settings(self) -> dict:

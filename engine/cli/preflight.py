@@ -26,7 +26,7 @@ from ..profile import DEVICES, Profile
 from ..program import Program
 from ..training import checkpoint_mismatch
 from ..units import format_bytes
-from .config import RunConfig
+from .config import WINDOW_OPTION, RunConfig
 from .flags import UsageError
 from .plans import read_plan
 
@@ -77,8 +77,8 @@ def check_flags(cfg: RunConfig) -> None:
     if cfg.search.ray_address and importlib.util.find_spec("ray") is None:
         raise UsageError("--ray-address needs Ray installed: pip install \".[ray]\" (or leave it out to "
                          "search on this machine's processes)")
-    if cfg.window is not None and not any("window" in p.options for p in cfg.policies):
-        readers = " or ".join(p.name for p in policies_registry.REGISTRY.values() if "window" in p.options)
+    if cfg.window is not None and not any(WINDOW_OPTION in p.options for p in cfg.policies):
+        readers = " or ".join(p.name for p in policies_registry.REGISTRY.values() if WINDOW_OPTION in p.options)
         raise UsageError(f"--window sizes the {readers} policy's look-ahead, but --policy "
                          f"{','.join(p.name for p in cfg.policies)} has no {readers}; add {readers} to --policy or "
                          "drop --window")
