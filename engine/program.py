@@ -10,6 +10,11 @@ sequential execution. Each instruction runs on one of three in-order streams:
   (``copy`` False: the host copy is already current, so nothing moves and the
   instruction only marks the point after which the object may be reused).
 
+A compute with ``recompute`` set is a recomputation: node ``target`` run again, outside the
+schedule's order, to recreate outputs a plan dropped instead of copying them out (only nodes
+``engine.recompute.recomputable`` allows; the verifier checks that its inputs hold the values
+the node first read).
+
 ``deps[i]`` lists instructions that must finish before i starts (data, control
 and memory-reuse edges); order within a stream is implied.
 
@@ -41,8 +46,10 @@ JSON schema (``to_dict``): {"format": "swapengine.program/2", "graph": name,
 "compute"|"swap_in"|"swap_out", "target": int, "obj": int, "objects": [ints],
 "copy": bool, "deps": [ints]}], "policy": str}. An arena with a page table is written as
 "swapengine.program/3" with "mappings": [[virtual, physical, bytes]] and "virtual_bytes": int in
-"arena" (a reader that knows only version 2 refuses it instead of misreading it); version 2
-files are read as before.
+"arena" (a reader that knows only version 2 refuses it instead of misreading it). A Program with
+recomputations is written as "swapengine.program/4": instructions may carry "recompute": true,
+and "arena" has "mappings" and "virtual_bytes" when it has a page table. Versions 2 and 3 are
+read as before.
 """
 from __future__ import annotations
 
@@ -56,6 +63,8 @@ STREAMS = (COMPUTE, SWAP_IN, SWAP_OUT)
 STREAM_NAMES = ("compute", "swap_in", "swap_out")
 FORMAT = "swapengine.program/2"
 FORMAT_VIRTUAL = "swapengine.program/3"    # the arena carries a page table (mappings)
+FORMAT_RECOMPUTE = "swapengine.program/4"  # instructions may be recomputations (page table optional)
+FORMATS = (FORMAT, FORMAT_VIRTUAL, FORMAT_RECOMPUTE)
 
 
 def sharing_objects(arena) -> list[list[int]]:
@@ -176,6 +185,7 @@ class Instr:
     objects: tuple[int, ...] = ()
     copy: bool = True
     deps: list[int] = field(default_factory=list)
+    recompute: bool = False          # a compute: the node run again (not its step in the schedule)
 
 
 @dataclass
@@ -191,6 +201,11 @@ class Program:
     def count(self, kind: int) -> int:
         return sum(1 for i in self.instrs if i.kind == kind)
 
+    @property
+    def recomputes(self) -> int:
+        """How many compute instructions are recomputations."""
+        return sum(1 for i in self.instrs if i.recompute)
+
     def bytes_moved(self, graph, kind: int) -> int:
         """Bytes copied by the SWAP_IN or SWAP_OUT instructions of one iteration."""
         return sum(graph.tensors[i.target].nbytes for i in self.instrs if i.kind == kind and i.copy)
@@ -198,7 +213,8 @@ class Program:
     def describe(self, graph, i: int) -> str:
         ins = self.instrs[i]
         if ins.kind == COMPUTE:
-            return f"instruction {i} (compute '{graph.nodes[ins.target].name}')"
+            what = "recompute" if ins.recompute else "compute"
+            return f"instruction {i} ({what} '{graph.nodes[ins.target].name}')"
         return f"instruction {i} ({STREAM_NAMES[ins.kind]} '{graph.tensors[ins.target].name}')"
 
     # ------------------------------------------------------------------ JSON
@@ -209,15 +225,17 @@ class Program:
                  "allocator": a.allocator}
         if a.virtual:
             arena.update(mappings=a.mappings.tolist(), virtual_bytes=int(a.virtual_bytes))
+        recomputes = any(i.recompute for i in self.instrs)
         return {
-            "format": FORMAT_VIRTUAL if a.virtual else FORMAT, "graph": self.graph_name,
+            "format": FORMAT_RECOMPUTE if recomputes else FORMAT_VIRTUAL if a.virtual else FORMAT,
+            "graph": self.graph_name,
             "graph_fingerprint": self.graph_fingerprint, "policy": self.policy,
             "schedule": [int(n) for n in self.schedule],
             "arena": arena,
             "initial_resident": [[int(t), int(o)] for t, o in self.initial_resident.items()],
             "instructions": [{"kind": STREAM_NAMES[i.kind], "target": int(i.target), "obj": int(i.obj),
                               "objects": [int(o) for o in i.objects], "copy": bool(i.copy),
-                              "deps": [int(d) for d in i.deps]}
+                              "deps": [int(d) for d in i.deps], **({"recompute": True} if i.recompute else {})}
                              for i in self.instrs],
         }
 
@@ -225,13 +243,14 @@ class Program:
     def from_dict(cls, d) -> "Program":
         """Parse a program description; ProgramFormatError (one line) if malformed.
         Whether it is *safe* is planner.verify's question, asked before it runs."""
-        if not isinstance(d, dict) or d.get("format") not in (FORMAT, FORMAT_VIRTUAL):
-            raise ProgramFormatError(f"not a swapengine program (expected format '{FORMAT}', or "
-                                     f"'{FORMAT_VIRTUAL}' for an arena with a page table)")
+        if not isinstance(d, dict) or d.get("format") not in FORMATS:
+            raise ProgramFormatError(f"not a swapengine program (expected format '{FORMAT}', "
+                                     f"'{FORMAT_VIRTUAL}' for an arena with a page table, or "
+                                     f"'{FORMAT_RECOMPUTE}' for one with recomputations)")
         try:
             a = d["arena"]
             mappings = None
-            if d["format"] == FORMAT_VIRTUAL:
+            if d["format"] == FORMAT_VIRTUAL or (d["format"] == FORMAT_RECOMPUTE and "mappings" in a):
                 mappings = np.asarray([_ints(row, "mappings", 0) for row in a["mappings"]],
                                       dtype=np.int64).reshape(-1, 3)
             arena = Arena(*(np.asarray(_ints(a[k], k, 0), dtype=np.int64) for k in ("object_offset", "object_bytes")),
@@ -241,9 +260,13 @@ class Program:
             if arena.object_offset.shape != arena.object_bytes.shape or arena.object_offset.ndim != 1:
                 raise ValueError("object_offset and object_bytes must be flat lists of one length")
             kinds = {name: k for k, name in enumerate(STREAM_NAMES)}
+            recomputes = d["format"] == FORMAT_RECOMPUTE
             instrs = [Instr(kinds[i["kind"]], _int(i["target"], "target"), _int(i["obj"], "obj"),
-                            tuple(_ints(i["objects"], "objects")), _bool(i["copy"], "copy"), _ints(i["deps"], "deps"))
+                            tuple(_ints(i["objects"], "objects")), _bool(i["copy"], "copy"), _ints(i["deps"], "deps"),
+                            recomputes and _bool(i.get("recompute", False), "recompute"))
                       for i in d["instructions"]]
+            if any(ins.recompute and ins.kind != COMPUTE for ins in instrs):
+                raise ValueError("only a compute instruction may be a recomputation")
             return cls(str(d["graph"]), _ints(d["schedule"], "schedule"), arena, instrs,
                        {_int(t, "initial_resident"): _int(o, "initial_resident") for t, o in d["initial_resident"]},
                        str(d.get("policy", "")), str(d.get("graph_fingerprint", "")))

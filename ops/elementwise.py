@@ -268,6 +268,7 @@ class AccumulateState(Accumulate):
     ``accumulate``."""
     name = "accumulate_state"
     state_outputs = {0: 0}
+    recomputable = False
 
 
 @register

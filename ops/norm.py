@@ -52,6 +52,7 @@ class BatchNorm(Op):
     unbiased variance as MXNet and PyTorch do."""
     name, arity = "batch_norm", 5
     state_outputs = {3: 3, 4: 4}
+    recomputable = False
     inplace = {3: 3, 4: 4}
     cuda_kernels = ("batch_norm_partial", "batch_norm_mean", "batch_norm_finalize", "batch_norm_fwd")
 

@@ -18,6 +18,7 @@ class SgdUpdate(Op):
     backend can reproduce the same bits (a CUDA kernel must not fuse these into FMAs)."""
     name, arity, differentiable = "sgd_update", 3, False
     state_outputs = {0: 0, 1: 2}
+    recomputable = False
     inplace = {0: 0, 1: 2}
     cuda_kernels = ("sgd_momentum_update",)
 
@@ -83,6 +84,7 @@ class AdamUpdate(Op):
     torch.optim.AdamW) with ``decoupled=True``. Evaluated in w's dtype, scalars cast first."""
     name, arity, differentiable = "adam_update", 5, False
     state_outputs = {0: 0, 1: 2, 2: 3, 3: 4}
+    recomputable = False
     inplace = {0: 0, 1: 2, 2: 3, 3: 4}
     cuda_kernels = ("adam_update", "adam_step")
 

@@ -74,6 +74,11 @@ class Op:
     # memory (an SGD update, a running sum). Whether a plan does is engine.inplace's rule.
     inplace: dict[int, int] = {}
     differentiable: bool = True
+    # Whether a plan may run the operator again to recreate dropped outputs (a recomputation):
+    # only when its outputs depend on its inputs alone. Never for an operator with state outputs
+    # (an update, an accumulation into state, batch norm's running statistics) or randomness:
+    # those set it False. Read in one place, ``engine.recompute.recomputable``.
+    recomputable: bool = True
     cuda_kernels: tuple[str, ...] = ()
 
     def check_arity(self, n_inputs: int) -> None:

@@ -8,7 +8,7 @@ instruction i's dependencies are ``deps[dep_ptr[i]:dep_ptr[i + 1]]``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,6 +25,12 @@ class ProgramArrays:
     deps: np.ndarray      # int64: sorted, unique per instruction
     obj_ptr: np.ndarray   # int64, n + 1: a compute's objects (inputs then outputs)
     objects: np.ndarray   # int64
+    # bool: a compute that is a recomputation (Instr.recompute); None: none is
+    recompute: np.ndarray | None = field(default=None)
+
+    def __post_init__(self):
+        if self.recompute is None:
+            self.recompute = np.zeros(len(self.kind), dtype=np.bool_)
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -43,10 +49,13 @@ class ProgramArrays:
         obj_ptr[1:] = np.cumsum([len(i.objects) for i in instrs])
         deps = np.fromiter((d for ds in dep_lists for d in ds), dtype=np.int64, count=int(dep_ptr[-1]))
         objects = np.fromiter((o for i in instrs for o in i.objects), dtype=np.int64, count=int(obj_ptr[-1]))
-        return cls(kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects)
+        recompute = np.fromiter((i.recompute for i in instrs), dtype=np.bool_, count=n)
+        return cls(kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects, recompute)
 
     def to_instrs(self) -> list[Instr]:
         kind, target, obj, copy = self.kind.tolist(), self.target.tolist(), self.obj.tolist(), self.copy.tolist()
         dp, deps, op, objects = self.dep_ptr.tolist(), self.deps.tolist(), self.obj_ptr.tolist(), self.objects.tolist()
-        return [Instr(kind[i], target[i], obj[i], tuple(objects[op[i]:op[i + 1]]), copy[i], deps[dp[i]:dp[i + 1]])
+        recompute = self.recompute.tolist()
+        return [Instr(kind[i], target[i], obj[i], tuple(objects[op[i]:op[i + 1]]), copy[i], deps[dp[i]:dp[i + 1]],
+                      recompute[i])
                 for i in range(len(kind))]

@@ -67,7 +67,7 @@ def renumber_arrays(a: ProgramArrays, order: np.ndarray) -> ProgramArrays:
     """The instructions in ``order`` (a valid sequential execution), dependency indices
     remapped and same-stream edges dropped."""
     return ProgramArrays(*_renumber(a.kind, a.target, a.obj, a.copy, a.dep_ptr, a.deps, a.obj_ptr, a.objects,
-                                    order))
+                                    order), a.recompute[order])
 
 
 @numba.njit(cache=True)

@@ -17,6 +17,12 @@ Checked, naming the first violation:
 - every swap-in reads a host copy that a swap-out wrote before it, or the
   initial host copy (inputs, labels, state not resident at the start or that
   nothing updates);
+- a recomputation (a compute with ``recompute`` set) runs a node that the schedule already ran
+  and whose operator allows it (``engine.recompute.recomputable``: no state outputs, no
+  randomness); it reads and writes like any compute, so its inputs must be resident and hold
+  the very tensors the node first read (tensors are values: a later version, an in-place or
+  updated one, is another tensor), and its outputs land where no live tensor is overwritten
+  before its last read;
 - at the end, each resident state's next value sits in its home object and
   every other next value has been written to the host; the loss and outputs are readable.
 """
@@ -26,6 +32,7 @@ import numpy as np
 
 from engine.graph_check import check_order
 from engine.inplace import in_place_input
+from engine.recompute import recomputable
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Program, sharing_objects
 
@@ -206,6 +213,7 @@ class _Checker:
         last_in_stream = [-1, -1, -1]
         counts = [0, 0, 0]
         next_compute = 0
+        ran: set[int] = set()      # nodes whose step in the schedule has run
         for i, ins in enumerate(p.instrs):
             clock = list(self.clock[last_in_stream[ins.kind]]) if last_in_stream[ins.kind] >= 0 else [0, 0, 0]
             for d in ins.deps:
@@ -217,10 +225,19 @@ class _Checker:
             self.clock.append(tuple(clock))
             self.stream_pos.append(counts[ins.kind] - 1)
             last_in_stream[ins.kind] = i
-            if ins.kind == COMPUTE:
+            if ins.kind == COMPUTE and ins.recompute:
+                node = g.nodes[ins.target]
+                if not recomputable(node):
+                    self.fail(f"{self.instr(i)} runs '{node.name}' ({node.op}) again, but its outputs do not "
+                              "depend on its inputs alone (state outputs or randomness): it cannot be recomputed")
+                if ins.target not in ran:
+                    self.fail(f"{self.instr(i)} recomputes '{node.name}' before the schedule runs it")
+                self.compute(ins, i)
+            elif ins.kind == COMPUTE:
                 if next_compute >= len(p.schedule) or p.schedule[next_compute] != ins.target:
                     self.fail(f"{self.instr(i)} is out of the schedule's order")
                 next_compute += 1
+                ran.add(ins.target)
                 self.compute(ins, i)
             elif ins.kind == SWAP_OUT:
                 self.read(ins.target, ins.obj, i)
