@@ -10,7 +10,10 @@
   prefetch). Swap-outs with ``copy`` False move nothing: a swap-in waiting on one waits on
   the compute that released the object, and is not counted;
 - compute waiting on swap-ins: for each compute that started the moment one of its swap-in
-  dependencies finished, after its stream had been idle, the length of that idle gap.
+  dependencies finished, after its stream had been idle, the length of that idle gap;
+- recomputations (computes with ``recompute`` set): how many, their seconds on the compute
+  stream (counted in its busy time too), and the bytes of the outputs they recreate: each such
+  output would otherwise have crossed the link twice, swapped out and back in.
 
 Numpy over instructions and dependency edges; one pass of Python only to read the Program.
 """
@@ -39,6 +42,9 @@ class Stalls:
     swap_ins: int
     swap_ins_held_by_swap_out: int
     compute_wait_on_swap_in_s: float
+    recomputes: int = 0
+    recompute_s: float = 0.0          # compute-stream seconds of recomputations
+    recomputed_bytes: int = 0         # outputs recreated on the device instead of swapped out and in
 
     @property
     def held_fraction(self) -> float:
@@ -56,6 +62,8 @@ class _Instrs:
     moves: np.ndarray        # a copy that moves bytes
     owner: np.ndarray
     dep: np.ndarray
+    recompute: np.ndarray    # a compute that is a recomputation
+    recomputed_bytes: int    # the bytes of the outputs recomputations write
 
     @classmethod
     def of(cls, program: Program, g: Graph) -> "_Instrs":
@@ -71,7 +79,9 @@ class _Instrs:
         nbytes = np.array([t.nbytes for t in g.tensors], dtype=np.int64)
         moves = (kind != COMPUTE) & copy
         moves[moves] = nbytes[target[moves]] > 0
-        return cls(kind, obj, moves, np.repeat(np.arange(n), n_deps), dep)
+        recompute = np.fromiter((i.recompute for i in instrs), dtype=bool, count=n)
+        recomputed = sum(int(nbytes[g.nodes[i.target].outputs].sum()) for i in instrs if i.recompute)
+        return cls(kind, obj, moves, np.repeat(np.arange(n), n_deps), dep, recompute, recomputed)
 
 
 def covered(start: np.ndarray, finish: np.ndarray, grid: np.ndarray) -> np.ndarray:
@@ -126,4 +136,7 @@ def stall_report(program: Program, g: Graph, timeline: Timeline) -> Stalls:
         swap_ins=int(np.count_nonzero(ins.kind == SWAP_IN)),
         swap_ins_held_by_swap_out=int(len(np.unique(o[held]))),
         compute_wait_on_swap_in_s=float(gap[waiting].sum()),
+        recomputes=int(np.count_nonzero(ins.recompute)),
+        recompute_s=float(busy[ins.recompute].sum()),
+        recomputed_bytes=ins.recomputed_bytes,
     )

@@ -1,7 +1,8 @@
 """The simulated iteration as a Chrome trace (open in Perfetto or chrome://tracing), built for
 ``Timeline.to_chrome_trace``:
 
-- one row per stream, one slice per instruction;
+- one row per stream, one slice per instruction; a recomputation's slice is named
+  "recompute <node>" in category "recompute", so it stands apart from the node's own step;
 - a counter track of the device bytes in use: an object is in use from the start of the
   instruction that writes its tenant (a compute's output, a swap-in) until the finish of the
   last instruction that uses that tenant (a compute's input, a swap-out). State resident
@@ -18,6 +19,7 @@ from engine.ir import Graph
 from engine.program import COMPUTE, STREAM_NAMES, SWAP_IN, Program
 
 MEMORY_COUNTER = "device bytes in use"
+RECOMPUTE = "recompute"      # the category (and name prefix) of recomputations' slices
 
 
 def stream_slices(program: Program, g: Graph, start: np.ndarray, finish: np.ndarray) -> list[dict]:
@@ -28,8 +30,11 @@ def stream_slices(program: Program, g: Graph, start: np.ndarray, finish: np.ndar
         args = {"instruction": i, "deps": [int(d) for d in ins.deps]}
         if ins.kind != COMPUTE:
             args["bytes"] = int(g.tensors[ins.target].nbytes) if ins.copy else 0
-        events.append({"ph": "X", "pid": 0, "tid": ins.kind, "name": name,
-                       "ts": start[i] * 1e6, "dur": (finish[i] - start[i]) * 1e6, "args": args})
+        event = {"ph": "X", "pid": 0, "tid": ins.kind, "name": name,
+                 "ts": start[i] * 1e6, "dur": (finish[i] - start[i]) * 1e6, "args": args}
+        if ins.recompute:
+            event.update(name=f"{RECOMPUTE} {name}", cat=RECOMPUTE)
+        events.append(event)
     return events
 
 

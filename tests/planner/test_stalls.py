@@ -83,3 +83,28 @@ def test_the_ideal_plan_barely_waits(lstm_graph):
     s = stall_report(program, g, simulate(program, g, analytic_profile("v100")))
     assert s.swap_ins_held_by_swap_out == 0 and s.both_directions_s == 0
     assert s.compute_idle_s < 0.05 * s.total_s
+
+
+def test_recomputations_are_counted_timed_and_weighed():
+    """The hand-made CNN Program recomputes global_pool, stage0/relu and stem/conv/conv: the
+    report counts three, times them at their nodes' seconds (inside the compute stream's busy
+    time: exactly what the recomputations add to the unlimited Program's), and weighs the
+    outputs they recreate. A Program without recomputations reports none."""
+    from planner.policy import unlimited_program
+    from tests.planner.recompute_programs import cnn, recomputing_cnn
+
+    g = cnn()
+    profile = analytic_profile("v100")
+    unlimited = unlimited_program(g)
+    program = recomputing_cnn(g, unlimited)
+    s = stall_report(program, g, simulate(program, g, profile))
+    before = stall_report(unlimited, g, simulate(unlimited, g, profile))
+    recomputed = [g.nodes[i.target] for i in program.instrs if i.recompute]
+    assert s.recomputes == 3 == len(recomputed)
+    assert s.recompute_s > 0
+    assert s.recompute_s == pytest.approx(sum(profile.node_seconds(g)[n.id] for n in recomputed))
+    assert s.compute_busy_s - before.compute_busy_s == pytest.approx(s.recompute_s)
+    assert s.recomputed_bytes == sum(g.tensors[t].nbytes for n in recomputed for t in n.outputs) > 0
+    assert (before.recomputes, before.recompute_s, before.recomputed_bytes) == (0, 0.0, 0)
+    j = json.loads(json.dumps(s.to_json()))
+    assert (j["recomputes"], j["recomputed_bytes"]) == (3, s.recomputed_bytes) and j["recompute_s"] == s.recompute_s

@@ -64,3 +64,23 @@ def test_trace_of_a_real_plan(lstm_graph, policy):
     if policy == "ideal":      # nothing leaves the device: the counter peaks at the liveness peak
         tensors = max(e["args"]["tensors"] for e in counter)
         assert tensors == pytest.approx(facts.peak_bytes, rel=0.01)
+
+
+def test_recomputations_stand_apart_in_the_trace():
+    """A recomputation's slice is named "recompute <node>" in category "recompute", on the
+    compute row; the node's own step keeps its plain name; nothing else is in that category."""
+    from engine.program import COMPUTE
+    from planner.trace import RECOMPUTE
+    from tests.planner.recompute_programs import cnn, recomputing_cnn
+
+    g = cnn()
+    program = recomputing_cnn(g, plan_with("ideal", g))
+    trace = json.loads(json.dumps(simulate(program, g, analytic_profile("v100")).to_chrome_trace(program, g)))
+    slices = events(trace, "X")
+    assert len(slices) == len(program.instrs)
+    marked = [e for e in slices if e.get("cat") == RECOMPUTE]
+    assert sorted(e["name"] for e in marked) == ["recompute global_pool", "recompute stage0/relu",
+                                                 "recompute stem/conv/conv"]
+    assert all(e["tid"] == COMPUTE and program.instrs[e["args"]["instruction"]].recompute for e in marked)
+    steps = [e for e in slices if e["name"] in ("global_pool", "stage0/relu", "stem/conv/conv")]
+    assert len(steps) == 3 and not any("cat" in e for e in steps)
