@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from tabulate import tabulate
 
+from .units import format_bytes
+
 MiB = 2**20
 
 
@@ -54,7 +56,15 @@ def policy_table(rows: list[PolicyRow]) -> str:
     if measured and spreads:
         note += f", timed iterations' interquartile spread up to {max(spreads):.0%} of their median"
     note += "; x bound: simulated time over the lower bound for its order and budget"
-    return tabulate(out, headers=headers, disable_numparse=True) + f"\n({note})"
+    return tabulate(out, headers=headers, disable_numparse=True) + f"\n({note})" + recompute_note(rows)
+
+
+def recompute_note(rows: list[PolicyRow]) -> str:
+    """A line under the table for plans that recompute (from their stall reports), else nothing."""
+    recomputing = [r for r in rows if r.stalls and r.stalls.get("recomputes")]
+    return "".join(f"\n{r.policy}: {r.stalls['recomputes']} recomputations, {r.stalls['recompute_s']:.3g} s of "
+                   f"compute, {format_bytes(r.stalls['recomputed_bytes'])} not swapped out and back"
+                   for r in recomputing)
 
 
 # Timed iterations spread wider than this around their median make a measured time noise.

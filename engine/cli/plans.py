@@ -165,6 +165,8 @@ def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Pr
         placed = program.arena.allocator.get("name", "?")
         if program.arena.allocator.get("chunk_bytes"):
             placed += f", {format_bytes(program.arena.allocator['chunk_bytes'])} chunks"
+        if program.recomputes:
+            placed += f", {program.recomputes} recomputations"
         print(f"plan   {policy.name:12s} {len(program.instrs)} instructions ({placed}), verified, simulated "
               f"{sim.total:.4f} s/iter ({time.perf_counter() - t0:.2f} s to plan)", flush=True)
         programs[policy.name] = (program, sim)

@@ -59,3 +59,16 @@ def test_timing_warnings_say_why_the_measured_column_may_lie():
     (line,) = timing_warnings(faster, 0.1, 2)
     assert line.startswith("swapadvisor measured faster than ideal (0.0500 against 0.1100 s/iter)")
     assert "interquartile spread up to 60%" in policy_table(noisy)
+
+
+def test_a_plan_that_recomputes_gets_one_line_under_the_table_and_others_print_as_before():
+    from engine.report import recompute_note
+    stalls = {"recomputes": 3, "recompute_s": 0.0012, "recomputed_bytes": 3 * 2**20}
+    plain = rows()
+    recomputing = rows()
+    recomputing[1].stalls = stalls
+    recomputing[0].stalls = {"recomputes": 0, "recompute_s": 0.0, "recomputed_bytes": 0}
+    text = policy_table(recomputing)
+    assert text.splitlines()[-1] == "swapadvisor: 3 recomputations, 0.0012 s of compute, 3.0 MiB not swapped out and back"
+    assert text == policy_table(plain) + "\n" + text.splitlines()[-1]
+    assert recompute_note(plain) == "" and recompute_note(recomputing[:1]) == ""
