@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from engine.errors import UsageError
+from engine.backends.cpu import CpuBackend
 from engine.cli.plans import read_plan
 from engine.program import COMPUTE, FORMAT, FORMAT_RECOMPUTE, SWAP_IN, Program, ProgramFormatError
 from engine.training import Trainer
@@ -64,7 +65,13 @@ def test_the_hand_made_program_recomputes_pooling_relu_and_a_convolution(graph, 
             assert made & set(reader.objects[:len(graph.nodes[reader.target].inputs)])
 
 
-def test_a_correct_recomputation_verifies_and_trains_bit_identically(graph, recomputing, reference):
+@pytest.mark.parametrize("captured", [True, False])
+def test_a_correct_recomputation_verifies_and_trains_bit_identically(graph, recomputing, reference, captured,
+                                                                       monkeypatch):
+    """On the cpu backend's captured work lists and issued instruction by instruction (a
+    backend that cannot capture): a recomputation is one more launch of its node."""
+    if not captured:
+        monkeypatch.setattr(CpuBackend, "capture", lambda self, issue: None)
     verify(recomputing, graph)
     assert_trains_as_unlimited(graph, recomputing, 0, *reference, "hand-made recomputations")
 
