@@ -59,3 +59,12 @@ def test_timing_warnings_say_why_the_measured_column_may_lie():
     (line,) = timing_warnings(faster, 0.1, 2)
     assert line.startswith("swapadvisor measured faster than ideal (0.0500 against 0.1100 s/iter)")
     assert "interquartile spread up to 60%" in policy_table(noisy)
+
+
+def test_x_bound_is_against_the_recompute_bound_and_the_swap_only_one_stands_beside_it():
+    row = PolicyRow("swapadvisor", 0.12, None, 8, 0, 0, 12 * 2**20, 180, False, 0.06, swap_bound_s=0.08)
+    text = policy_table([row])
+    assert "x bound    x swap bound" in text.splitlines()[0] and "recomputing allowed" in text
+    assert text.splitlines()[2].split()[4:6] == ["2.00", "1.50"]       # 0.12 / 0.06, then 0.12 / 0.08
+    j = rows_to_json([row])[0]
+    assert (j["x_bound"], j["swap_bound_s"], j["x_swap_bound"]) == (0.12 / 0.06, 0.08, 0.12 / 0.08)
