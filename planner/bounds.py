@@ -205,18 +205,29 @@ def lower_bounds(facts: GraphFacts, budget: Budget | None, profile: Profile,
     s = int(np.argmax(split)) if excess.any() else -1
     two, steps_two = two_split(excess, leaf, nxt, before, after, h2d, d2h)
 
-    hot = np.nonzero(excess > 0)[0]                          # the steps where something is off
-    cost = recompute_cost(facts, touch, node_cost).at(hot)
-    e, lf, nx, b, a = excess[hot], leaf[hot], nxt[hot], before[hot], after[hot]
-    rsplit = split.copy()         # at least the compute where nothing is off; r = 0 is the swap-only cover
-    rsplit[hot] = np.minimum(split[hot], recompute_split_per_step(e, lf, nx, b, a, h2d, d2h, cost))
-    rs = int(np.argmax(rsplit)) if len(hot) else -1
-    late_out, late_in = np.zeros(len(steps)), np.zeros(len(steps))
-    late_out[hot] = np.maximum(np.maximum(e - cost.total - lf, 0.0) / d2h - b, 0.0)   # recomputing free at s1
-    late_in[hot] = recompute_late_in(e, nx, a, h2d, cost)
+    cost = recompute_cost(facts, touch, node_cost)
     return Bounds(compute, peak, persistent, float(split[s]) if s >= 0 else compute, s, compute + two, steps_two,
-                  float(np.max(recompute_peak_per_step(e, lf, nx, compute, both, cost), initial=compute)),
-                  float(rsplit[rs]) if rs >= 0 else compute, rs, compute + _worst_pair(late_out, late_in)[0])
+                  *recompute_bounds(cost, excess, leaf, nxt, before, after, split, (h2d, d2h, both)))
+
+
+def recompute_bounds(cost: RecomputeCost, excess, leaf, nxt, before, after, split,
+                     rates: tuple[float, float, float]) -> tuple[float, float, int, float]:
+    """(peak, split, its step, two splits) for plans that may also recompute, given the per-step
+    swap-only ``split``; only the steps with an excess differ from the compute."""
+    h2d, d2h, both = rates
+    compute = float(after[0])
+    hot = np.nonzero(excess > 0)[0]
+    cost = cost.at(hot)
+    e, lf, nx, b, a = excess[hot], leaf[hot], nxt[hot], before[hot], after[hot]
+    rsplit = split.copy()                        # r = 0 is the swap-only cover: never above it
+    rsplit[hot] = np.minimum(split[hot], recompute_split_per_step(e, lf, nx, b, a, h2d, d2h, cost))
+    s = int(np.argmax(rsplit)) if len(hot) else -1
+    late_out, late_in = np.zeros(len(excess)), np.zeros(len(excess))
+    # Where a recomputation for step s1 runs is not known: free at s1, charged after s2.
+    late_out[hot] = np.maximum(np.maximum(e - cost.total - lf, 0.0) / d2h - b, 0.0)
+    late_in[hot] = recompute_late_in(e, nx, a, h2d, cost)
+    return (float(np.max(recompute_peak_per_step(e, lf, nx, compute, both, cost), initial=compute)),
+            float(rsplit[s]) if s >= 0 else compute, s, compute + _worst_pair(late_out, late_in)[0])
 
 
 def node_compute_seconds(g: Graph, profile: Profile, node_seconds: np.ndarray | None = None) -> np.ndarray:
