@@ -22,14 +22,20 @@ class PolicyRow:
     device_bytes: int            # the pool's arena: the device memory the policy uses
     instructions: int
     unlimited: bool = False      # the unlimited-memory plan the others are compared with
-    bound_s: float | None = None  # lower bound on sim_s for the plan's order under its budget
+    bound_s: float | None = None  # lower bound on sim_s for the plan's order under its budget, recomputing allowed
     stalls: dict | None = None    # the simulated iteration's stall report (planner.stalls), as JSON
     real_spread: float | None = None  # interquartile range / median of the timed iterations (``spread``)
+    swap_bound_s: float | None = None  # the same bound for plans that only swap
 
     @property
     def x_bound(self) -> float | None:
         """Simulated time over its lower bound: 1.00 is as fast as any plan could be."""
         return self.sim_s / self.bound_s if self.bound_s else None
+
+    @property
+    def x_swap_bound(self) -> float | None:
+        """Simulated time over the bound for plans that only swap (below 1 only if it recomputes)."""
+        return self.sim_s / self.swap_bound_s if self.swap_bound_s else None
 
     def samples_per_s(self) -> float:
         t = self.real_s if self.real_s is not None else self.sim_s
@@ -47,15 +53,17 @@ def policy_table(rows: list[PolicyRow]) -> str:
             line.append(f"{r.real_s:.4f}")
         line += [f"{r.samples_per_s():.1f}", f"{vs:.2f}" if vs is not None else "-",
                  f"{r.x_bound:.2f}" if r.x_bound is not None else "-",
+                 f"{r.x_swap_bound:.2f}" if r.x_swap_bound is not None else "-",
                  f"{r.h2d_bytes / MiB:.1f}", f"{r.d2h_bytes / MiB:.1f}", f"{r.device_bytes / MiB:.1f}"]
         out.append(line)
     headers = ["policy", "sim s/iter"] + (["real s/iter"] if measured else []) + [
-        "samples/s", "vs ideal", "x bound", "H2D MiB", "D2H MiB", "device MiB"]
+        "samples/s", "vs ideal", "x bound", "x swap bound", "H2D MiB", "D2H MiB", "device MiB"]
     note = ("samples/s from measured time" if measured else "samples/s from simulated time (nothing executed)")
     spreads = [r.real_spread for r in rows if r.real_spread is not None]
     if measured and spreads:
         note += f", timed iterations' interquartile spread up to {max(spreads):.0%} of their median"
-    note += "; x bound: simulated time over the lower bound for its order and budget"
+    note += ("; x bound: simulated time over the lower bound for its order and budget, recomputing allowed; "
+             "x swap bound: over the bound for plans that only swap")
     return tabulate(out, headers=headers, disable_numparse=True) + f"\n({note})" + recompute_note(rows)
 
 
@@ -107,4 +115,5 @@ def timing_warnings(rows: list[PolicyRow], load: float | None, cores: int) -> li
 
 
 def rows_to_json(rows: list[PolicyRow]) -> list[dict]:
-    return [dict(asdict(r), samples_per_s=r.samples_per_s(), x_bound=r.x_bound) for r in rows]
+    return [dict(asdict(r), samples_per_s=r.samples_per_s(), x_bound=r.x_bound, x_swap_bound=r.x_swap_bound)
+            for r in rows]

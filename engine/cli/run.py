@@ -179,8 +179,9 @@ def policy_rows(run: Run, timed: dict | None = None) -> list[PolicyRow]:
         rows.append(PolicyRow(p.name, sim.total, statistics.median(times) if times else None, batch_of(g),
                               program.bytes_moved(g, SWAP_IN), program.bytes_moved(g, SWAP_OUT),
                               program.arena.arena_bytes, len(program.instrs), p.unlimited,
-                              quality.bounds.bound if quality else None,
-                              quality.stalls.to_json() if quality else None, spread(times) if times else None))
+                              quality.bounds.recompute_bound if quality else None,
+                              quality.stalls.to_json() if quality else None, spread(times) if times else None,
+                              quality.bounds.bound if quality else None))
     return rows
 
 

@@ -72,3 +72,12 @@ def test_a_plan_that_recomputes_gets_one_line_under_the_table_and_others_print_a
     assert text.splitlines()[-1] == "swapadvisor: 3 recomputations, 0.0012 s of compute, 3.0 MiB not swapped out and back"
     assert text == policy_table(plain) + "\n" + text.splitlines()[-1]
     assert recompute_note(plain) == "" and recompute_note(recomputing[:1]) == ""
+
+
+def test_x_bound_is_against_the_recompute_bound_and_the_swap_only_one_stands_beside_it():
+    row = PolicyRow("swapadvisor", 0.12, None, 8, 0, 0, 12 * 2**20, 180, False, 0.06, swap_bound_s=0.08)
+    text = policy_table([row])
+    assert "x bound    x swap bound" in text.splitlines()[0] and "recomputing allowed" in text
+    assert text.splitlines()[2].split()[4:6] == ["2.00", "1.50"]       # 0.12 / 0.06, then 0.12 / 0.08
+    j = rows_to_json([row])[0]
+    assert (j["x_bound"], j["swap_bound_s"], j["x_swap_bound"]) == (0.12 / 0.06, 0.08, 0.12 / 0.08)

@@ -1,6 +1,8 @@
 """Lower bounds on an iteration's time: never above a verified plan's simulated time, equal to
 the compute when memory is unlimited, right on a graph small enough to work out by hand, and
-the earlier prototype's figures on the paper's models."""
+the earlier prototype's figures on the paper's models. The bounds for plans that may also
+recompute: never above the swap-only ones, equal to them with nothing to recompute, never above
+a plan that recomputes, below the best choice of whole producers to recompute."""
 import dataclasses
 import itertools
 
@@ -10,12 +12,13 @@ import pytest
 import zoo
 from engine.ir import Graph, Kind
 from engine.profile import Link, Profile, analytic_profile
-from engine.program import COMPUTE
+from engine.program import COMPUTE, Arena, Instr, Program
 from engine.schedules import random_order, updates_when_ready
 from allocator import Allocation
 from planner.allocation import simple_allocation, unlimited_allocation
-from planner.bounds import (ACTIVATION, LEAF, NEXT_VALUE, class_bounds, lower_bounds, split_per_step, tensor_classes,
-                            two_split)
+from planner import bounds as bounds_module
+from planner.bounds import (ACTIVATION, LEAF, NEXT_VALUE, RecomputeCost, class_bounds, lower_bounds,
+                            recompute_split_per_step, split_per_step, tensor_classes, two_split)
 from planner.budget import Budget, make_budget
 from planner.facts import GraphFacts
 from planner.policy import plan_with
@@ -65,6 +68,8 @@ def test_no_verified_plan_beats_its_bound(g, profile):
             b = lower_bounds(GraphFacts(g, program.schedule), budget, profile)
             t = simulate(program, g, profile).total
             assert b.bound <= t * (1 + 1e-9), (policy, device, b, t)
+            assert (b.recompute_peak_s <= max(b.peak_s, b.compute_s) and b.recompute_split_s <= b.split_s
+                    and b.recompute_two_split_s <= b.two_split_s and b.recompute_bound <= b.bound), b
 
 
 @pytest.mark.parametrize("fraction", [0.3, 0.5])
@@ -249,3 +254,83 @@ def test_the_paper_models_match_the_prototype(paper):
     assert b.compute_s == pytest.approx(compute, abs=1e-3)
     assert b.split_s == pytest.approx(bound, abs=1e-3)
     assert b.bound == pytest.approx(TWO_SPLITS.get(paper.model, bound), abs=1e-3)
+
+
+def test_recompute_bounds_are_the_swap_only_ones_with_nothing_to_recompute(monkeypatch):
+    monkeypatch.setattr(bounds_module, "recomputable_mask", lambda g: np.zeros(len(g.nodes), dtype=bool))
+    for g in small_models():
+        facts = GraphFacts(g)
+        for device in budgets(facts):
+            b = lower_bounds(facts, make_budget(facts, device), SLOW)
+            assert b.recompute_split_s == b.split_s and b.recompute_split_step == b.split_step
+            assert b.recompute_two_split_s == pytest.approx(b.two_split_s)
+            assert b.recompute_bound == pytest.approx(b.bound)
+
+
+def test_the_recompute_split_is_below_every_choice_of_whole_producers():
+    """Per step: the least over which producers run again (each all or nothing, its bytes and
+    seconds) of the swap-only split of the rest with the recomputation added after the step.
+    The recompute split takes producers fractionally: never above that least, and the swap-only
+    split when nothing may be recreated. (A dear recomputation may still lower it: where the
+    copies in outlast the compute after the step, recomputing fills the compute stream's idle
+    time.)"""
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        excess, leaf, nxt, before, after = (np.array([rng.uniform(0, m)]) for m in (10, 5, 5, 5, 5))
+        h2d, d2h = rng.uniform(0.5, 2, 2)
+        size, seconds = rng.uniform(0, 4, 3), rng.uniform(0, 4, 3)
+        cheapest = np.argsort(seconds / size)
+        cost = RecomputeCost((seconds / size)[cheapest], size[cheapest][:, None])
+        least = min(split_per_step(np.maximum(excess - size @ chosen, 0), leaf, nxt, before, after + seconds @ chosen,
+                                   h2d, d2h)[0] for chosen in itertools.product([0, 1], repeat=3))
+        assert recompute_split_per_step(excess, leaf, nxt, before, after, h2d, d2h, cost)[0] <= least + 1e-12
+        nothing = RecomputeCost(cost.rate, 0 * cost.bytes)
+        assert recompute_split_per_step(excess, leaf, nxt, before, after, h2d, d2h, nothing)[0] == pytest.approx(
+            split_per_step(excess, leaf, nxt, before, after, h2d, d2h)[0])
+
+
+def recompute_graph():
+    """A weight w resident throughout and four 1 MB steps, three of them relu chained:
+
+        s0: a = relu(w)   s1: b = relu(a)   s2: c = relu(b)   s3: d = a + c (over c)   s4: e = w + d (over d)
+
+    With room for three, one of w, a, b, c is off the device at s2: w or a (b and c are its operands)."""
+    g = Graph("recompute")
+    w = g.parameter("w", (MB // 4,))
+    (a,) = g.apply("relu", [w], name="s0")
+    (b,) = g.apply("relu", [a], name="s1")
+    (c,) = g.apply("relu", [b], name="s2")
+    (d,) = g.apply("add", [a, c], name="s3", in_place=True)
+    (e,) = g.apply("add", [w, d], name="s4", in_place=True)
+    g.mark_output(e)
+    return g
+
+
+def test_a_plan_that_recomputes_beats_the_swap_only_bound_but_not_the_recompute_one():
+    """1 s per step, 5 s per MB each way. Swapping only, w comes back after s2 starts (2 s of
+    compute, then 5 s: 7 s). The Program below drops a at s2 (writing c over it) and runs s0
+    again after s2: 6 s of compute, no copies. Recomputation allowed, the bound takes a third
+    of a from the recomputation and covers the rest with w: 2 + 5 * 2/3 = 3 + 1/3 s after s2."""
+    g = recompute_graph()
+    facts = GraphFacts(g)
+    profile = Profile("hand", Link(h2d_bytes_per_s=MB / 5, d2h_bytes_per_s=MB / 5, duplex_bytes_per_s=MB / 4,
+                                   latency_s=0))
+    secs = np.ones(len(g.nodes))
+    b = lower_bounds(facts, Budget(3 * MB, 0), profile, secs)
+    assert (b.bound, b.split_step) == (pytest.approx(7), 2)
+    assert (b.recompute_bound, b.recompute_split_step) == (pytest.approx(2 + 3 + 1 / 3), 2)
+    arena = Arena(np.arange(3) * MB, np.full(3, MB), 3 * MB, 0, {"name": "hand"})
+    instrs = [Instr(COMPUTE, 0, objects=(0, 1)), Instr(COMPUTE, 1, objects=(1, 2)), Instr(COMPUTE, 2, objects=(2, 1)),
+              Instr(COMPUTE, 0, objects=(0, 2), recompute=True), Instr(COMPUTE, 3, objects=(2, 1, 1)),
+              Instr(COMPUTE, 4, objects=(0, 1, 1))]
+    program = Program(g.name, facts.order, arena, instrs, {g.tensor_id("w"): 0}, "hand")
+    verify(program, g, 3 * MB)
+    t = simulate(program, g, profile, secs).total
+    assert t == pytest.approx(6) and b.recompute_bound <= t < b.bound
+
+
+@pytest.mark.parametrize("g", [small.residual_cnn(), small.lstm()], ids=lambda g: g.name)
+def test_cheap_recomputation_lowers_the_bound_under_a_slow_link(g):
+    facts = GraphFacts(g)
+    b = lower_bounds(facts, make_budget(facts, facts.smallest_budget), SLOW)
+    assert b.compute_s < b.recompute_bound < b.bound

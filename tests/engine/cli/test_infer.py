@@ -73,6 +73,8 @@ def test_simulate_only_reports_each_budget_against_its_lower_bound(capsys):
     out = capsys.readouterr().out
     ratios = [float(x) for x in re.findall(r"(\d+\.\d+)x its lower bound", out)]
     assert len(ratios) == 3 and all(r >= 1.0 for r in ratios), out
+    swapping = [float(x) for x in re.findall(r"(\d+\.\d+)x swapping only", out)]     # these plans only swap
+    assert len(swapping) == 3 and all(1.0 <= s <= r for s, r in zip(swapping, ratios)), out
 
 
 @pytest.mark.parametrize("value", ["nan", "-1", "inf"])

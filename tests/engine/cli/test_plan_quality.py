@@ -1,5 +1,6 @@
-"""engine.train reports each plan's lower bound and stalls: "x bound" in the table, bound_s,
-x_bound and stalls in --json (engine/cli/plans.py assess_plans)."""
+"""engine.train reports each plan's lower bounds and stalls: "x bound" (recomputing allowed) and
+"x swap bound" in the table, bound_s, x_bound, swap_bound_s, x_swap_bound and stalls in --json
+(engine/cli/plans.py assess_plans)."""
 import json
 
 import pytest
@@ -25,11 +26,14 @@ def test_table_and_json_carry_the_bound_and_the_stalls(tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if line.startswith("policy"))
-    assert "vs ideal" in header and "x bound" in header
+    assert "vs ideal" in header and "x bound" in header and "x swap bound" in header
     policies = json.loads(report.read_text())["policies"]
     for p in policies:
         assert p["bound_s"] > 0 and p["x_bound"] == pytest.approx(p["sim_s"] / p["bound_s"])
         assert p["x_bound"] >= 1 - 1e-9            # no plan beats its bound
+        # These plans only swap: the swap-only bound holds them too, and is the tighter.
+        assert p["swap_bound_s"] >= p["bound_s"] and p["x_swap_bound"] == pytest.approx(p["sim_s"] / p["swap_bound_s"])
+        assert p["x_swap_bound"] >= 1 - 1e-9
         assert STALL_FIELDS <= set(p["stalls"]) and p["stalls"]["total_s"] == pytest.approx(p["sim_s"])
 
 
