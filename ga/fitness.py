@@ -25,20 +25,22 @@ class Evaluator:
     """Per-graph inputs of plan + simulate, computed once."""
 
     def __init__(self, facts: GraphFacts, profile: Profile, budget: Budget, policy: Policy | None = None,
-                 node_seconds: np.ndarray | None = None, allocator: str | None = None, allocator_options=()):
+                 node_seconds: np.ndarray | None = None, allocator: str | None = None, allocator_options=(),
+                 policy_options=()):
         """``allocator``: how the policy places tensors (PlanRequest.allocator; None: its default)."""
         self.facts, self.graph, self.profile, self.budget = facts, facts.graph, profile, budget
         self.policy = policy or searched()
         self.node_seconds = profile.node_seconds(self.graph) if node_seconds is None else node_seconds
         self.allocator = self.policy.placed_by(allocator)
         self.allocator_options = dict(allocator_options)
+        self.policy_options = dict(policy_options)     # held fixed (the caller's), over the knobs
 
     def request(self, schedule: Sequence[int], allocation: Allocation, options: tuple = ()) -> PlanRequest:
         """``options``: the individual's knob values, (name, value) pairs (the policy's defaults
-        for the rest)."""
+        for the rest; an option the caller fixed wins over a knob's value)."""
         return PlanRequest(self.graph, self.facts, self.budget, self.profile, self.node_seconds,
                            np.asarray(schedule, dtype=np.int64).tolist(), allocation, self.allocator,
-                           self.allocator_options, policy_options=dict(options))
+                           self.allocator_options, policy_options={**dict(options), **self.policy_options})
 
     def program(self, schedule: Sequence[int], allocation: Allocation, options: tuple = ()):
         """The planned Program (PlanError if the allocation cannot run the graph)."""

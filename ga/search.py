@@ -113,6 +113,9 @@ class SearchOptions:
     # "auto": the pool with the candidate's allocation or va's chunks, whichever is faster).
     allocator: str | None = None
     allocator_options: tuple = ()      # (name, value) pairs, e.g. (("chunk_bytes", 4 << 20),)
+    # The policy's options held fixed for every candidate, (name, value) pairs (e.g. the caller's
+    # ("recompute", 0.0): swap only); they win over the knobs' values.
+    policy_options: tuple = ()
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -162,13 +165,15 @@ class SearchResult:
     # or the policy's default when that is None), and its options.
     allocator: str | None = None
     allocator_options: tuple = ()
+    policy_options: tuple = ()         # SearchOptions.policy_options: held fixed
 
     def request(self, graph, facts: GraphFacts, budget: Budget, profile: Profile,
                 node_seconds: np.ndarray | None = None) -> PlanRequest:
         """The PlanRequest of the best individual: its schedule, allocation, knob values and the
         allocator it was timed on."""
         return PlanRequest(graph, facts, budget, profile, node_seconds, self.best_schedule, self.best_allocation,
-                           self.allocator, dict(self.allocator_options), policy_options=dict(self.best_options))
+                           self.allocator, dict(self.allocator_options),
+                           policy_options={**self.best_options, **dict(self.policy_options)})
 
     def fraction_of_ideal(self) -> float | None:
         """Ideal time over best time: the throughput relative to ideal (Figure 6's bars)."""
@@ -185,9 +190,9 @@ class SearchResult:
 
 def make_breeder(ctx: GraphContext, facts: GraphFacts, profile: Profile, budget: Budget, policy: Policy,
                  node_seconds: np.ndarray, variation: Variation, seed: int, simple: Allocation | None,
-                 allocator: str | None = None, allocator_options: tuple = ()) -> Breeder:
+                 allocator: str | None = None, allocator_options: tuple = (), policy_options: tuple = ()) -> Breeder:
     """A worker's state: built once in each worker process."""
-    evaluator = Evaluator(facts, profile, budget, policy, node_seconds, allocator, allocator_options)
+    evaluator = Evaluator(facts, profile, budget, policy, node_seconds, allocator, allocator_options, policy_options)
     return Breeder(ctx, evaluator, variation, seed, simple)
 
 
@@ -317,7 +322,7 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
     crossovers = -(-(per_generation - immigrants) // variation.children_per_crossover)
     stopped = "generations"
     args = (ctx, facts, profile, budget, policy, node_seconds, variation, opts.seed, simple, opts.allocator,
-            opts.allocator_options)
+            opts.allocator_options, opts.policy_options)
     # The bar counts search seconds toward the time limit when there is one (so its ETA is the
     # time left), else generations; the text gives generation, evaluations and the best so far.
     by_time = time_limit is not None
@@ -409,4 +414,4 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
     return SearchResult(best.schedule.tolist(), best.allocation, best.time, run.initial_time,
                         run.initial_best, run.ideal, run.generation, run.evaluations, elapsed(), stopped,
                         opts.mode, run.history, run.population, dict(best.options),
-                        policy.placed_by(opts.allocator), tuple(opts.allocator_options))
+                        policy.placed_by(opts.allocator), tuple(opts.allocator_options), tuple(opts.policy_options))

@@ -134,6 +134,10 @@ class Policy:
         return allocator or self.allocators[0]
 
 
+# The request option that says how readily a planner recomputes instead of swapping (0: never),
+# read by the policies that list it in ``Policy.options``; ``--swap-only`` sets it to 0.
+RECOMPUTE_OPTION = "recompute"
+
 REGISTRY: dict[str, Policy] = {}
 # Compared by default on the command line, in this order (registered by planner.policies).
 DEFAULT_NAMES = ("ideal", "odswap", "swapadvisor")

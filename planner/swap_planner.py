@@ -37,7 +37,7 @@ hands the arrays to the search (``final_arrays``).
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -47,6 +47,7 @@ from engine.graph_io import fingerprint
 from engine.inplace import InPlace
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
 from engine.liveness import kept_mask
+from engine.recompute import recomputable_mask
 from engine.profile import Profile
 from engine.program import Arena, Program
 
@@ -78,6 +79,14 @@ class PlanOptions:
     # earliest (False: both the earliest). Analytic V100, 16 GiB, default order: the five
     # Table 1 models 114.2 -> 112.6 s on the allocation of the time (commit b1e912a).
     newest_for_outputs: bool = True
+    # Recomputation: an evicted tensor whose host copy is stale is dropped and recomputed at its
+    # next read (from its producer, or a chain of up to ``max_chain`` producers) instead of
+    # copied out and back, when that costs less than ``recompute`` times the copies (0: swap
+    # only). ``recompute_only``: nothing is copied out; only tensors that can be recomputed leave.
+    recompute: float = 0.0
+    recompute_only: bool = False
+    max_chain: int = 8
+    keep: tuple = ()            # tensors never dropped for recomputation (a policy's checkpoints)
 
 
 class GraphArrays:
@@ -106,6 +115,9 @@ class GraphArrays:
         # Leaves whose host copy is current stay resident after their last read until evicted
         # (the paper's semantics; evicting them copies nothing).
         self.stays = self.host_at_start & ~self.kept
+        self.producer = np.asarray(g.producer, dtype=np.int64)
+        # A recomputation writes only the tensor it recreates: nodes of one output.
+        self.recomputable = recomputable_mask(g) & (np.diff(self.out_ptr) == 1)
         self.state_cur = np.array([c for c, _ in g.state_pairs], dtype=np.int64)
         self.state_nxt = np.array([x for _, x in g.state_pairs], dtype=np.int64)
         self.in_place = InPlace.of(g)
@@ -144,7 +156,7 @@ class _Schedule:
         self.in_place = self._in_place(ga)
         # "Next use" once a tensor's reads are done: the end for kept tensors, else never.
         self.after_reads = np.where(ga.kept, end, end + 1).astype(np.int64)
-        secs = np.ones(len(g.nodes)) if op_seconds is None else np.asarray(op_seconds, dtype=float)
+        secs = np.ones(len(g.nodes)) if op_seconds is None else np.asarray(op_seconds, dtype=np.float64)
         self.step_end = np.cumsum(secs[self.schedule]) if end else np.zeros(0)  # compute-only finish times
         # By next-use step: when that step starts; at the end (kept tensors); never.
         self.use_time = np.concatenate(([0.0], self.step_end, [np.inf]))
@@ -191,7 +203,7 @@ class _Schedule:
             self.n_pl_max = self.n_pl_chunks_max = 0
         self.order = swap_scan.PassOrder(schedule=self.schedule, in_place=self.in_place, read_ptr=self.read_ptr,
                                          reads=self.reads, after_reads=self.after_reads, step_end=self.step_end,
-                                         use_time=self.use_time)
+                                         use_time=self.use_time, node_s=secs, may_drop=self._may_drop(ga, opts))
         self.layout = swap_scan.PassLayout(klass=self.klass, class_first=self.class_first,
                                            object_class=self.object_class, headroom=self.headroom,
                                            chunk_class=int(self.chunk_class), width=self.width, slot_ptr=self.slot_ptr)
@@ -200,9 +212,17 @@ class _Schedule:
                                            placement_chunks=int(self.n_pl_chunks_max))
         self.rules = swap_scan.PassRules(victim=swap_scan.LRU if opts.victim == "lru" else swap_scan.BELADY,
                                          threshold_s=-1.0 if opts.threshold_s is None else float(opts.threshold_s),
-                                         link=self.link, evict_ahead=opts.headroom > 0,
+                                         link=self.link, evict_ahead=opts.headroom > 0 and not opts.recompute_only,
                                          ahead_gap=float(opts.ahead_gap), kept_ahead=bool(opts.kept_ahead),
-                                         newest_for_outputs=bool(opts.newest_for_outputs))
+                                         newest_for_outputs=bool(opts.newest_for_outputs),
+                                         recompute=float(opts.recompute), recompute_only=bool(opts.recompute_only),
+                                         max_chain=int(opts.max_chain))
+
+    @staticmethod
+    def _may_drop(ga: GraphArrays, opts: PlanOptions) -> np.ndarray:
+        may_drop = np.ones(len(ga.nbytes), dtype=np.bool_)
+        may_drop[np.asarray(opts.keep, dtype=np.int64)] = False
+        return may_drop
 
     def _in_place(self, ga: GraphArrays) -> np.ndarray:
         """Per output entry (as ``ga.outs``): the index among its node's inputs of the input the
@@ -231,13 +251,22 @@ def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, res
         obj=np.array([-1 if isinstance(o, tuple) else o for o in resident.values()], dtype=np.int64),
         chunk_ptr=_ptr([len(o) if isinstance(o, tuple) else 0 for o in resident.values()]),
         chunks=np.array([c for o in resident.values() if isinstance(o, tuple) for c in o], dtype=np.int64))
-    st = swap_scan.new_state(ga.pass_graph, sc.order, sc.layout, sc.rules, sc.capacity)
-    swap_scan.scan(st, residents)
-    out = st.out
-    code, step, subject = (int(x) for x in out.fault)
+    capacity = sc.capacity
+    while True:
+        st = swap_scan.new_state(ga.pass_graph, sc.order, sc.layout, sc.rules, capacity)
+        swap_scan.scan(st, residents)
+        out = st.out
+        code, step, subject = (int(x) for x in out.fault)
+        # Recomputations have no bound a pass can count up front (a tensor may be dropped and
+        # recreated at each of its reads): their buffers grow instead. Without them a full
+        # buffer means the bound is wrong.
+        if code != swap_scan.BUFFER_FULL or not (sc.rules.recompute > 0 or sc.rules.recompute_only) \
+                or capacity.instrs > 64 * sc.capacity.instrs:
+            break
+        capacity = swap_scan.Capacity(*(2 * c for c in capacity))
     if code == swap_scan.BUFFER_FULL:
         name = swap_scan.CAPACITY_NAMES[subject]
-        raise RuntimeError(f"planner bug: the swap pass's {name} buffer (capacity {getattr(sc.capacity, name)}) is full")
+        raise RuntimeError(f"planner bug: the swap pass's {name} buffer (capacity {getattr(capacity, name)}) is full")
     if code != swap_scan.OK:
         node = g.nodes[int(sc.schedule[step])]
         if code == swap_scan.NEEDS_MORE_OBJECTS:
@@ -253,7 +282,7 @@ def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, res
     n, held, obj_of = int(out.count[0]), st.chunks.held, st.res.obj_of
     obj_ptr = _ptr(out.obj_count[:n])
     arrays = ProgramArrays(out.kind[:n], out.target[:n], out.obj[:n], out.copy[:n], out.dep_ptr[:n + 1],
-                           out.deps[:out.dep_ptr[n]], obj_ptr, out.objects[:obj_ptr[n]])
+                           out.deps[:out.dep_ptr[n]], obj_ptr, out.objects[:obj_ptr[n]], out.recompute[:n])
 
     def where(t: int):
         if obj_of[t] < 0:
@@ -272,7 +301,18 @@ def plan_arrays(g: Graph, schedule: Sequence[int], allocation, profile: Profile 
     edge kept), with the layout, the initially resident state (tensor -> object) and the
     placements of the chunk class (``allocator.PlacedLayout``, None without one): (arrays, layout,
     resident, placements). ``plan`` turns them into a Program; the search times them without
-    making one."""
+    making one. A pass that recomputes and cannot plan (a chain's tensors and its reader's did not
+    fit at once) gives way to the swap-only pass: recomputing never loses a plan swapping has."""
+    if options.recompute > 0 and not options.recompute_only:
+        try:
+            return _plan_arrays(g, schedule, allocation, profile, node_seconds, options)
+        except PlanError:
+            options = replace(options, recompute=0.0)
+    return _plan_arrays(g, schedule, allocation, profile, node_seconds, options)
+
+
+def _plan_arrays(g: Graph, schedule: Sequence[int], allocation, profile: Profile | None,
+                 node_seconds: np.ndarray | None, options: PlanOptions):
     layout = SizeClassLayout.from_allocation(allocation)
     if profile is not None and node_seconds is None:
         node_seconds = profile.node_seconds(g)

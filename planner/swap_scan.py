@@ -30,6 +30,11 @@ array writes: a chunked tensor's key sits in the max-tree at its lowest chunk on
 instruction's candidate dependencies skip those it has already (a tensor's chunks were released
 by a few instructions), and the free rings take and give a tensor's chunks in one call.
 
+Compile time: helpers are inlined into ``scan`` where they run at every step; the rarer ones
+that call many others (pricing and recreating a recompute chain) are called instead, compiled
+once each, without reference counting too: inlining them at each call site multiplied the
+code LLVM compiles (over 15 minutes and 17 GB before this).
+
 The helpers stay in this file although it is long: numba's cache (cache=True) is invalidated by
 a change to the caching function's own file only, so a helper inlined from another module could
 leave a stale compiled scan behind after an edit.
@@ -57,15 +62,20 @@ INSTRS_BUFFER, DEPS_BUFFER, OBJECTS_BUFFER, PLACEMENTS_BUFFER, PLACEMENT_CHUNKS_
 # The graph: node inputs (with repeats, and distinct) and outputs in CSR form by node id;
 # per tensor its bytes, whether it must survive the iteration (kept), whether it stays resident
 # after its last read (stays: its host copy is current), whether its host copy is given at
-# the start; the state pairs (current, next value).
+# the start, the node that produces it (-1 for a leaf); the state pairs (current, next value);
+# per node whether the pass may run it again to recreate its output (``engine.recompute``, and
+# one output: a recomputation then writes only the tensor it recreates).
 PassGraph = namedtuple("PassGraph", ["in_ptr", "ins", "uniq_ptr", "uniq_in", "out_ptr", "outs", "nbytes", "kept",
-                                     "stays", "host_at_start", "state_cur", "state_nxt"])
+                                     "stays", "host_at_start", "producer", "state_cur", "state_nxt",
+                                     "recomputable"])
 # The order: node ids by step; per output entry (as PassGraph.outs) the index among its node's
 # inputs of the input it is written over, -1 for none; each tensor's reading steps in CSR form
 # (read_ptr, reads); its next-use slot once its reads are done (after_reads); each step's
-# compute-only finish time (step_end); the start time of each next-use slot (use_time).
+# compute-only finish time (step_end); the start time of each next-use slot (use_time); each
+# node's seconds (node_s: what recomputing it costs); per tensor whether it may be dropped for
+# recomputation (may_drop: a policy's checkpoints may not).
 PassOrder = namedtuple("PassOrder", ["schedule", "in_place", "read_ptr", "reads", "after_reads", "step_end",
-                                     "use_time"])
+                                     "use_time", "node_s", "may_drop"])
 # The size-class layout: each tensor's class; each class's first object (CSR), each object's
 # class; the objects to keep free per class when evicting ahead (headroom); the chunk class
 # (-1 for none), and per tensor how many of its objects it takes (width) and where its chunks
@@ -75,9 +85,13 @@ PassLayout = namedtuple("PassLayout", ["klass", "class_first", "object_class", "
 # The rules: BELADY or LRU; the recency threshold in seconds (negative: the incoming tensor's
 # transfer time); the link's bytes per second (0: none); whether to evict ahead of need and
 # how many transfer times ahead; whether tensors kept to the end may leave ahead; whether a
-# compute's output takes the object a compute freed last.
+# compute's output takes the object a compute freed last. Recomputation: an evicted tensor whose
+# host copy is stale is dropped instead of copied out when recomputing it (its chain) costs less
+# than ``recompute`` times copying it out and back (0: never; swap only); with ``recompute_only``
+# only such tensors leave (nothing is copied out: checkpointing); a chain recomputes at most
+# ``max_chain`` nodes.
 PassRules = namedtuple("PassRules", ["victim", "threshold_s", "link", "evict_ahead", "ahead_gap", "kept_ahead",
-                                     "newest_for_outputs"])
+                                     "newest_for_outputs", "recompute", "recompute_only", "max_chain"])
 # State resident at the start: tensor and object, or for the chunk class its chunks (CSR).
 Residents = namedtuple("Residents", ["tensor", "obj", "chunk_ptr", "chunks"])
 # The output buffers' sizes (their order is the *_BUFFER constants').
@@ -86,8 +100,10 @@ CAPACITY_NAMES = Capacity._fields
 
 # ---- the pass's state
 Residency = namedtuple("Residency", ["tenant", "obj_of", "next_use_at", "release", "home_of", "strayed"])
+# anchor: the last step at which a dropped tensor's recomputation reads this one, which may not
+# be dropped until then (so every chain planned stays recoverable, within its length).
 TensorState = namedtuple("TensorState", ["busy", "last_touch", "read_no", "next_read", "writer", "host_writer",
-                                         "pinned"])
+                                         "pinned", "anchor"])
 # Free objects of each class, FIFO rings (the earliest freed first): clean ones, and dirty ones
 # (freed by an eviction whose copy out is still to finish).
 FreeRings = namedtuple("FreeRings", ["clean", "clean_head", "clean_size", "dirty", "dirty_head", "dirty_size",
@@ -98,11 +114,20 @@ MaxTree = namedtuple("MaxTree", ["val", "obj", "base", "size"])
 # placement_chunks[placement_ptr[j]:placement_ptr[j + 1]]); its Belady key sits at key_chunk[t].
 Chunks = namedtuple("Chunks", ["held", "key_chunk", "placement_ptr", "placement_chunks", "n_placements",
                                "n_layout_objects"])
-Instrs = namedtuple("Instrs", ["count", "kind", "target", "obj", "copy", "dep_ptr", "deps", "obj_count", "objects",
-                               "n_objects", "seen", "fault"])
+Instrs = namedtuple("Instrs", ["count", "kind", "target", "obj", "copy", "dep_ptr", "deps", "obj_count", "recompute",
+                               "objects", "n_objects", "seen", "fault"])
 StepScratch = namedtuple("StepScratch", ["cand", "in_objs", "out_objs", "dying", "classes", "class_seen_at"])
+# A recompute chain's work lists (one slot per tensor): the depth-first stack of the walk that
+# prices a chain (``_chain_cost``) with a visit stamp per tensor (mark[t] == stamp[0]: seen in
+# this walk) and the bases it finds (tensors it reads that stay available); the stack of the
+# walk that recreates one (``_recover``, which may price others as it evicts) and the tensors it
+# holds busy; the link's estimated backlog of copies out (when the d2h stream is next idle, in
+# compute-only time); per size class, the objects a chain and its reader need at once (need:
+# zero between walks).
+Chain = namedtuple("Chain", ["stack", "mark", "stamp", "bases", "members", "need", "todo", "held", "out_free"])
+# (held[t]: t is busy because a recomputation still to run reads it.)
 State = namedtuple("State", ["graph", "order", "layout", "rules", "res", "tensors", "free", "tree", "chunks", "out",
-                             "scratch", "key_end"])
+                             "scratch", "chain", "key_end"])
 
 
 @numba.njit(cache=True)
@@ -171,7 +196,8 @@ def new_state(graph, order, layout, rules, capacity):
                     strayed=np.zeros(len(graph.state_cur), dtype=np.bool_))
     tensors = TensorState(busy=np.zeros(n_t, dtype=np.bool_), last_touch=filled(n_t, -1), read_no=filled(n_t, 0),
                           next_read=np.empty(n_t, dtype=i64), writer=filled(n_t, -1), host_writer=filled(n_t, NOT_HOST),
-                          pinned=graph.kept & graph.host_at_start)     # state nothing updates: never evicted ahead
+                          pinned=graph.kept & graph.host_at_start,     # state nothing updates: never evicted ahead
+                          anchor=filled(n_t, -1))
     free = FreeRings(clean=np.empty(n_obj, dtype=i64), clean_head=filled(n_cls, 0), clean_size=filled(n_cls, 0),
                      dirty=np.empty(n_obj, dtype=i64), dirty_head=filled(n_cls, 0), dirty_size=filled(n_cls, 0),
                      freed_at=filled(n_obj, 0), clock=filled(1, 1), one=np.empty(1, dtype=i64))
@@ -195,6 +221,7 @@ def new_state(graph, order, layout, rules, capacity):
                  copy=np.empty(capacity.instrs, dtype=np.bool_), dep_ptr=filled(capacity.instrs + 1, 0),
                  deps=np.empty(capacity.deps, dtype=i64),
                  obj_count=filled(capacity.instrs, 0),          # a compute's objects; 0 for copies
+                 recompute=np.zeros(capacity.instrs, dtype=np.bool_),
                  objects=np.empty(capacity.objects, dtype=i64), n_objects=filled(1, 0),
                  seen=filled(capacity.instrs, -1),              # seen[x] == n: x is already a candidate of n
                  fault=filled(3, 0))
@@ -202,8 +229,12 @@ def new_state(graph, order, layout, rules, capacity):
     scratch = StepScratch(cand=np.empty(need, dtype=i64), in_objs=np.empty(most_in, dtype=i64),
                           out_objs=np.empty(most_out, dtype=i64), dying=np.empty(most_in, dtype=i64),
                           classes=np.empty(n_cls, dtype=i64), class_seen_at=filled(n_cls, -1))
+    chain = Chain(stack=np.empty(n_t, dtype=i64), mark=filled(n_t, 0), stamp=filled(1, 0),
+                  bases=np.empty(n_t, dtype=i64), members=np.empty(n_t, dtype=i64), need=filled(n_cls, 0),
+                  todo=np.empty(n_t, dtype=i64), held=np.zeros(n_t, dtype=np.bool_),
+                  out_free=np.zeros(1))
     return State(graph=graph, order=order, layout=layout, rules=rules, res=res, tensors=tensors, free=free,
-                 tree=tree, chunks=chunks, out=out, scratch=scratch, key_end=key_end)
+                 tree=tree, chunks=chunks, out=out, scratch=scratch, chain=chain, key_end=key_end)
 
 
 @numba.njit(cache=True)
@@ -311,28 +342,254 @@ def _step(st, pos):
 
 @numba.njit(cache=True, inline="always")
 def _bring_inputs(st, pos, nid):
-    """Swap in the inputs of node nid that are not resident."""
-    g, tensors, cand = st.graph, st.tensors, st.scratch.cand
+    """Bring in the inputs of node nid that are not resident: swapped in from their host copy,
+    or recomputed where the pass dropped them (``_recover``)."""
+    g = st.graph
     for e in range(g.uniq_ptr[nid], g.uniq_ptr[nid + 1]):
         t = g.uniq_in[e]
         if st.res.obj_of[t] >= 0:
             continue
-        if tensors.host_writer[t] == NOT_HOST:
+        if st.tensors.host_writer[t] != NOT_HOST:
+            _swap_in(st, t, pos)
+        elif _recomputes(st.rules):
+            _recover(st, t, pos)
+        else:
             _fault(st, NOT_ON_HOST, pos, t)
+        if st.out.fault[FAULT_CODE] != OK:
             return
-        o = _acquire(st, t, pos, False)
-        if o < 0:
+
+
+@numba.njit(cache=True, inline="always")
+def _swap_in(st, t, pos):
+    """Copy t in from its host copy into an object of its class (evicting if none is free)."""
+    tensors, cand = st.tensors, st.scratch.cand
+    o = _acquire(st, t, pos, False)
+    if o < 0:
+        return
+    arr, a, b = _settle(st, t, o)
+    cand[0] = tensors.host_writer[t]
+    c = 1
+    for j in range(a, b):
+        c = _releases(st, c, arr[j])
+    i = _emit(st, SWAP_IN, t, o, True, c)
+    release = st.res.release
+    for j in range(a, b):
+        release[arr[j], COMPUTE], release[arr[j], SWAP_IN], release[arr[j], SWAP_OUT] = -1, i, -1
+    tensors.writer[t] = i
+
+
+@numba.njit(cache=True, inline="always")
+def _recomputes(rules):
+    return rules.recompute > 0 or rules.recompute_only
+
+
+@numba.njit(cache=True, inline="always")
+def _alive_until(st, z, r):
+    """Whether tensor z stays readable up to step r without being recomputed: kept to the end,
+    or read at r or later (it is then resident, on the host, or dropped with its own chain)."""
+    order = st.order
+    n = order.read_ptr[z + 1] - order.read_ptr[z]
+    return st.graph.kept[z] or (n > 0 and order.reads[order.read_ptr[z + 1] - 1] >= r)
+
+
+@numba.njit(cache=True, _nrt=False)     # called, not inlined: see "Compile time" above
+def _chain_cost(st, x, pos):
+    """Whether resident x, whose host copy is stale, may be dropped at step pos and recomputed
+    at its next read: the seconds that recreating it costs (its chain of producers, and the
+    copies in of what the chain reads from the host), or -1. A chain recreates x from tensors
+    available at that read (``_alive_until``, or with a current host copy); a tensor that will
+    be gone is recreated too, up to ``max_chain`` nodes, each a recomputable node. Also returns
+    how many bases (tensors the chain reads that must stay available) it left in ``Chain.bases``."""
+    g, order, tensors, chain = st.graph, st.order, st.tensors, st.chain
+    if g.kept[x] or not order.may_drop[x] or tensors.anchor[x] >= pos:
+        return -1.0, 0
+    r = tensors.next_read[x]
+    if r >= order.schedule.shape[0]:
+        return -1.0, 0
+    chain.stamp[0] += 1
+    stamp = chain.stamp[0]
+    stack, mark = chain.stack, chain.mark
+    stack[0] = x
+    mark[x] = stamp
+    depth, n_bases, cost = 1, 0, 0.0
+    members = 0
+    link = st.rules.link
+    while depth > 0:
+        depth -= 1
+        y = stack[depth]
+        p = g.producer[y]
+        if p < 0 or not g.recomputable[p]:
+            return -1.0, 0
+        if members >= st.rules.max_chain:
+            return -1.0, 0
+        chain.members[members] = y
+        members += 1
+        cost += order.node_s[p]
+        for e in range(g.uniq_ptr[p], g.uniq_ptr[p + 1]):
+            z = g.uniq_in[e]
+            if mark[z] == stamp:
+                continue
+            mark[z] = stamp
+            if tensors.host_writer[z] != NOT_HOST:         # a base too: held while the chain runs
+                if st.res.obj_of[z] < 0 and link > 0:
+                    cost += g.nbytes[z] / link
+                chain.bases[n_bases] = z
+                n_bases += 1
+            elif _alive_until(st, z, r):
+                chain.bases[n_bases] = z
+                n_bases += 1
+            else:
+                stack[depth] = z
+                depth += 1
+    if not _chain_fits(st, x, r, members, n_bases):
+        return -1.0, 0
+    return cost, n_bases
+
+
+@numba.njit(cache=True, inline="always")
+def _chain_fits(st, x, r, members, n_bases):
+    """Whether recreating x's chain for step r fits its size classes: the chain's tensors (which
+    may all be held at once) and the tensors of r's node (busy then) in each class's objects.
+    Counted in ``Chain.need`` (the first sweep), then checked and cleared (the second)."""
+    g, chain = st.graph, st.chain
+    mark, stamp = chain.mark, chain.stamp[0]
+    nid = st.order.schedule[r]
+    fits = True
+    for sweep in range(2):
+        for j in range(members + n_bases):
+            u = chain.members[j] if j < members else chain.bases[j - members]
+            fits = _count_need(st, u, sweep) and fits
+        for e in range(g.in_ptr[nid], g.in_ptr[nid + 1]):
+            u = g.ins[e]
+            if sweep == 1 or mark[u] != stamp:      # not counted yet
+                mark[u] = stamp
+                fits = _count_need(st, u, sweep) and fits
+        for e in range(g.out_ptr[nid], g.out_ptr[nid + 1]):
+            u = g.outs[e]
+            if sweep == 1 or mark[u] != stamp:
+                mark[u] = stamp
+                fits = _count_need(st, u, sweep) and fits
+    return fits
+
+
+@numba.njit(cache=True, inline="always")
+def _count_need(st, u, sweep):
+    """Sweep 0: add tensor u's objects to its class's need (True). Sweep 1: whether its class's
+    need fits the class, clearing it."""
+    layout, need = st.layout, st.chain.need
+    k = layout.klass[u]
+    if sweep == 0:
+        need[k] += layout.width[u]
+        return True
+    fits = need[k] <= layout.class_first[k + 1] - layout.class_first[k]
+    need[k] = 0
+    return fits
+
+
+@numba.njit(cache=True, _nrt=False)     # called, not inlined: see "Compile time" above
+def _drops(st, x, pos):
+    """Whether evicting x (host copy stale) at step pos drops it for recomputation instead of
+    copying it out: allowed (``_chain_cost``) and, unless recomputing only, cheaper than the copy
+    out and back in, the copy out waiting behind the link's backlog. Dropping anchors the
+    chain's bases until x's next read."""
+    rules = st.rules
+    if not _recomputes(rules):
+        return False
+    cost, n_bases = _chain_cost(st, x, pos)
+    if cost < 0:
+        return False
+    if not rules.recompute_only:
+        if rules.link <= 0:
+            return False
+        now = st.order.step_end[pos - 1] if pos > 0 else 0.0
+        travel = st.graph.nbytes[x] / rules.link
+        wait = max(0.0, st.chain.out_free[0] - now)
+        if not cost < rules.recompute * (2.0 * travel + wait):
+            return False
+    r = st.tensors.next_read[x]
+    for j in range(n_bases):
+        z = st.chain.bases[j]
+        st.tensors.anchor[z] = max(st.tensors.anchor[z], r)
+    return True
+
+
+@numba.njit(cache=True, _nrt=False)     # called, not inlined: see "Compile time" above
+def _recover(st, t, pos):
+    """Recreate dropped t for step pos: walk its chain depth first, bringing each producer's
+    inputs in (swapped in from a host copy, or recreated first), then recompute the producer
+    into an object of its own. A tensor brought in for a recomputation stays busy until that
+    recomputation has run (so recreating a sibling input cannot evict it); then it is released,
+    and freed if nothing reads it any more."""
+    g, res, tensors, chain = st.graph, st.res, st.tensors, st.chain
+    stack, held = chain.todo, chain.held
+    busy = tensors.busy
+    depth = 1
+    stack[0] = t
+    while depth > 0:
+        y = stack[depth - 1]
+        if res.obj_of[y] < 0 and tensors.host_writer[y] != NOT_HOST:
+            _swap_in(st, y, pos)
+        elif res.obj_of[y] < 0:
+            p = g.producer[y]
+            if p < 0 or not g.recomputable[p] or depth >= stack.shape[0]:
+                _fault(st, NOT_ON_HOST, pos, y)
+                return
+            pending = -1
+            for e in range(g.uniq_ptr[p], g.uniq_ptr[p + 1]):
+                z = g.uniq_in[e]
+                if res.obj_of[z] < 0:
+                    pending = z
+                elif not busy[z]:           # resident already: keep it for this recomputation
+                    busy[z] = True
+                    held[z] = True
+            if pending >= 0:
+                stack[depth] = pending
+                depth += 1
+                continue
+            _recompute(st, p, y, pos)
+            if st.out.fault[FAULT_CODE] != OK:
+                return
+            for e in range(g.uniq_ptr[p], g.uniq_ptr[p + 1]):
+                z = g.uniq_in[e]
+                if held[z]:
+                    held[z] = False
+                    busy[z] = False
+                    if not g.kept[z] and not g.stays[z] and \
+                            tensors.read_no[z] >= st.order.read_ptr[z + 1] - st.order.read_ptr[z]:
+                        _free(st, z)        # recreated for the chain only
+        if st.out.fault[FAULT_CODE] != OK:
             return
-        arr, a, b = _settle(st, t, o)
-        cand[0] = tensors.host_writer[t]
-        c = 1
+        if y != t and not busy[y]:          # read by the recomputation below it on the stack
+            busy[y] = True
+            held[y] = True
+        depth -= 1
+
+
+@numba.njit(cache=True, inline="always")
+def _recompute(st, p, y, pos):
+    """Run node p again into a new object for its one output y (its inputs are resident): a
+    compute flagged as a recomputation, after its inputs' writers and its object's releases."""
+    g, res = st.graph, st.res
+    o = _acquire(st, y, pos, True)
+    if o < 0:
+        return
+    i0, i1 = g.in_ptr[p], g.in_ptr[p + 1]
+    for e in range(i0, i1):
+        st.scratch.in_objs[e - i0] = res.obj_of[g.ins[e]]
+    st.scratch.out_objs[0] = o
+    i = _emit_compute(st, p)
+    if i < 0 or st.out.fault[FAULT_CODE] != OK:
+        return
+    st.out.recompute[i] = True
+    release = res.release
+    for e in range(g.uniq_ptr[p], g.uniq_ptr[p + 1]):
+        arr, a, b = _span(st, g.uniq_in[e])
         for j in range(a, b):
-            c = _releases(st, c, arr[j])
-        i = _emit(st, SWAP_IN, t, o, True, c)
-        release = st.res.release
-        for j in range(a, b):
-            release[arr[j], COMPUTE], release[arr[j], SWAP_IN], release[arr[j], SWAP_OUT] = -1, i, -1
-        tensors.writer[t] = i
+            release[arr[j], COMPUTE] = i
+    arr, a, b = _settle(st, y, o)
+    for j in range(a, b):
+        release[arr[j], COMPUTE], release[arr[j], SWAP_IN], release[arr[j], SWAP_OUT] = i, -1, -1
+    st.tensors.writer[y] = i
 
 
 @numba.njit(cache=True, inline="always")
@@ -638,21 +895,25 @@ def _free(st, t):
 
 
 @numba.njit(cache=True, inline="always")
-def _evict(st, victim):
-    """Take victim off the device, copying it out if its host copy is stale; (its object,
-    whether a copy out was emitted: its objects are dirty until it ends). Its objects are not
-    put back on a free ring (``_push_objects``)."""
+def _evict(st, victim, pos):
+    """Take victim off the device at step pos: copying it out if its host copy is stale, unless
+    it is dropped to be recomputed (``_drops``); (its object, whether a copy out was emitted: its
+    objects are dirty until it ends). Its objects are not put back on a free ring
+    (``_push_objects``)."""
     res, tensors = st.res, st.tensors
     o = res.obj_of[victim]
     arr, a, b = _span(st, victim)
     dirty = False
-    if tensors.host_writer[victim] == NOT_HOST:
+    if tensors.host_writer[victim] == NOT_HOST and not _drops(st, victim, pos):
         st.scratch.cand[0] = tensors.writer[victim]
         i = _emit(st, SWAP_OUT, victim, o, True, 1)
         tensors.host_writer[victim] = i
         dirty = True
         for j in range(a, b):
             res.release[arr[j], SWAP_OUT] = i
+        if st.rules.link > 0:       # the d2h stream's backlog, in compute-only time
+            now = st.order.step_end[pos - 1] if pos > 0 else 0.0
+            st.chain.out_free[0] = max(st.chain.out_free[0], now) + st.graph.nbytes[victim] / st.rules.link
     for j in range(a, b):
         res.tenant[arr[j]] = -1
     _tree_set(st, _key_object(st, victim), -np.inf)
@@ -687,7 +948,7 @@ def _take_chunks(st, t, pos, for_output):
         if victim < 0:
             _fault(st, NEEDS_MORE_OBJECTS, pos, k)
             return
-        o, dirty = _evict(st, victim)
+        o, dirty = _evict(st, victim, pos)
         _push_objects(st, victim, o, k, dirty)
 
 
@@ -707,7 +968,7 @@ def _acquire(st, t, pos, for_output):
     if best < 0:
         _fault(st, NEEDS_MORE_OBJECTS, pos, k)
         return -1
-    o, _ = _evict(st, best)
+    o, _ = _evict(st, best, pos)
     return o
 
 
@@ -734,7 +995,7 @@ def _victim(st, t, k, pos):
     any_idle = False
     for o in range(lo, hi):
         x = tenant[o]
-        if x >= 0 and not busy[x]:
+        if x >= 0 and not busy[x] and not rules.recompute_only:
             tx = last_touch[x]
             if tx < 0 or now - step_end[max(tx, 0)] >= threshold:
                 any_idle = True
@@ -748,6 +1009,8 @@ def _victim(st, t, k, pos):
         x = tenant[o]
         if x < 0 or busy[x]:
             continue
+        if rules.recompute_only and _chain_cost(st, x, pos)[0] < 0:
+            continue                # recomputing only: nothing is copied out
         if any_idle:
             tx = last_touch[x]
             if not (tx < 0 or now - step_end[max(tx, 0)] >= threshold):
@@ -784,7 +1047,7 @@ def _evict_ahead(st, pos, k):
         r = tensors.next_read[t]
         if r < end and _too_soon(st, t, r, pos, now):
             break
-        o, dirty = _evict(st, t)
+        o, dirty = _evict(st, t, pos)
         want -= _push_objects(st, t, o, k, dirty)
 
 

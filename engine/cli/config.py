@@ -10,7 +10,7 @@ import argparse
 from dataclasses import dataclass
 
 from planner import policy as policies_registry
-from planner.policy import Policy
+from planner.policy import RECOMPUTE_OPTION, Policy
 
 # The request option --window sets (a policy that reads it lists it in Policy.options).
 WINDOW_OPTION = "window"
@@ -66,6 +66,7 @@ class RunConfig:
     allocator: str | None = None       # --allocator; None: each policy's own (Policy.allocators[0])
     chunk_bytes: int | None = None     # --chunk-mib in bytes (the va allocator's chunk)
     window: int | None = None          # --window in bytes; None: searched (the window policy's knob)
+    swap_only: bool = False            # --swap-only: no recomputation
 
     @classmethod
     def from_args(cls, a: argparse.Namespace) -> RunConfig:
@@ -80,7 +81,8 @@ class RunConfig:
             save_plan=a.save_plan, load_plan=a.load_plan, simulate_only=a.simulate_only, sanitize=a.sanitize,
             check=not a.no_check, checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
             out=a.out, json=a.json, quiet=a.quiet, allocator=a.allocator,
-            chunk_bytes=None if a.chunk_mib is None else int(round(a.chunk_mib * 2**20)), window=a.window)
+            chunk_bytes=None if a.chunk_mib is None else int(round(a.chunk_mib * 2**20)), window=a.window,
+            swap_only=a.swap_only)
 
     def allocator_of(self, policy: Policy) -> tuple[str, dict]:
         """The allocator ``policy`` places tensors with (--allocator, or its own default; a policy
@@ -92,7 +94,8 @@ class RunConfig:
     @property
     def policy_options(self) -> dict:
         """PlanRequest.policy_options: the policies' own knobs (each reads those it knows)."""
-        return {WINDOW_OPTION: "auto" if self.window is None else self.window}
+        return {WINDOW_OPTION: "auto" if self.window is None else self.window,
+                **({RECOMPUTE_OPTION: 0.0} if self.swap_only else {})}
 
     @property
     def checkpoint_settings(self) -> dict:

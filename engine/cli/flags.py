@@ -186,6 +186,9 @@ def parser() -> argparse.ArgumentParser:
                    help="with --policy window: paper 001's look-ahead window in bytes (e.g. 2GiB), or auto: the "
                         "fastest on the simulator among sizes from 1/64 to 2 times the pool and the whole sequence "
                         "(default auto)")
+    memory.add_argument("--swap-only", action="store_true",
+                   help="the searched planner without recomputation (tensors only move between device and "
+                        "host): the ablation of keep, swap or recompute")
     memory.add_argument("--measure-iterations", type=positive_int, default=15, metavar="N",
                    help="timed iterations for each policy but the last; their median is its s/iter "
                         "(default 15: fewer swing with the machine's load)")

@@ -26,6 +26,8 @@ from ..profile import DEVICES, Profile
 from ..program import Program
 from ..training import checkpoint_mismatch
 from ..units import format_bytes
+from planner.policy import RECOMPUTE_OPTION
+
 from .config import WINDOW_OPTION, RunConfig
 from .flags import UsageError
 from .plans import read_plan
@@ -82,6 +84,10 @@ def check_flags(cfg: RunConfig) -> None:
         raise UsageError(f"--window sizes the {readers} policy's look-ahead, but --policy "
                          f"{','.join(p.name for p in cfg.policies)} has no {readers}; add {readers} to --policy or "
                          "drop --window")
+    if cfg.swap_only and not any(RECOMPUTE_OPTION in p.options for p in cfg.policies):
+        readers = ", ".join(p.name for p in policies_registry.REGISTRY.values() if RECOMPUTE_OPTION in p.options)
+        raise UsageError(f"--swap-only turns recomputation off in {readers}, but --policy "
+                         f"{','.join(p.name for p in cfg.policies)} has none of them; add one or drop --swap-only")
     if cfg.allocator and not any(p.needs_budget for p in cfg.planned):
         budgeted = ", ".join(p.name for p in policies_registry.REGISTRY.values() if p.needs_budget)
         raise UsageError(f"--allocator {cfg.allocator} places the tensors of policies that plan under a budget, but "

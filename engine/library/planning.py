@@ -94,7 +94,8 @@ def searched_request(policy: Policy, request: PlanRequest, options):
     from ga.search import search
 
     options = replace(options, allocator=request.allocator,
-                      allocator_options=tuple(dict(request.allocator_options).items()))
+                      allocator_options=tuple(dict(request.allocator_options).items()),
+                      policy_options=tuple(dict(request.policy_options).items()))
     result = search(request.facts, request.budget, request.profile, options, policy)
     return result.request(request.graph, request.facts, request.budget, request.profile,
                           request.node_seconds), result

@@ -3,3 +3,4 @@ from . import ideal, odswap, swapadvisor, reference  # noqa: F401  (each registe
 from . import window  # noqa: F401
 from . import lms  # noqa: F401
 from . import smartswap  # noqa: F401
+from . import capuchin, checkpoint  # noqa: F401

@@ -22,7 +22,7 @@ from allocator.registry import CHUNKED, SIZE_CLASSES
 
 from ..allocation import chunked_allocation, simple_allocation
 from ..errors import OutOfRoom, PlanError
-from ..policy import Knob, PlanRequest, Policy, placement_kinds, register
+from ..policy import RECOMPUTE_OPTION, Knob, PlanRequest, Policy, placement_kinds, register
 from ..simulate import simulated_seconds
 from ..swap_planner import GraphArrays, PlanOptions, final_arrays, program_of
 
@@ -37,6 +37,10 @@ OPTIONS = PlanOptions(headroom=0.25, order_copies=True, kept_ahead=True)
 # order (analytic V100, 16 GiB: NasNet-25 and RNN-8-8K 1.5-1.8% faster at 0 on the default
 # order; Inception-4 3% faster at 0.5 with updates when ready; 0.25 elsewhere).
 HEADROOM = Knob((0.0, 0.125, 0.25, 0.375, 0.5), OPTIONS.headroom)
+# Keep, swap or recompute: a tensor leaving with a stale host copy is dropped and recomputed at
+# its next read when its chain costs less than this many times the copies out and back (0: swap
+# only, --swap-only); a gene of the search.
+RECOMPUTE = Knob((0.0, 0.5, 1.0, 2.0, 4.0), 1.0)
 
 # The chunked allocation of a graph's facts, by budget and chunk: the search asks for it once
 # per candidate, and it depends on neither the schedule nor the search's allocation.
@@ -44,8 +48,9 @@ _CHUNKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _options(request: PlanRequest) -> PlanOptions:
-    h = request.policy_options.get("headroom", OPTIONS.headroom)
-    return OPTIONS if h == OPTIONS.headroom else replace(OPTIONS, headroom=float(h))
+    chosen = request.policy_options
+    return replace(OPTIONS, headroom=float(chosen.get("headroom", OPTIONS.headroom)),
+                   recompute=float(chosen.get(RECOMPUTE_OPTION, RECOMPUTE.default)))
 
 
 def _chunked(request: PlanRequest):
@@ -112,6 +117,7 @@ def seconds(request: PlanRequest) -> float:
     return _timed(request)[1][0]
 
 
-POLICY = register(Policy("swapadvisor", "SwapAdvisor: Belady swapping on a searched schedule and allocation",
-                         make, searches=True, seconds=seconds, knobs={"headroom": HEADROOM},
-                         kinds=(SIZE_CLASSES, CHUNKED)))
+POLICY = register(Policy("swapadvisor", "SwapAdvisor: Belady eviction, each tensor kept, swapped or recomputed, "
+                         "on a searched schedule and allocation", make, searches=True, seconds=seconds,
+                         knobs={"headroom": HEADROOM, RECOMPUTE_OPTION: RECOMPUTE}, kinds=(SIZE_CLASSES, CHUNKED),
+                         options=(RECOMPUTE_OPTION,)))

@@ -9,10 +9,12 @@ from engine.backends.cpu import CpuBackend, EmulatedLink
 from engine.executor import ProgramExecutor
 from engine.liveness import peak_bytes
 from engine.profile import Link, Profile, Rates
+from engine.program import SWAP_OUT
 from engine.training import Trainer
 from planner.allocation import unlimited_allocation
 from planner.facts import GraphFacts
 from planner.policy import plan_with
+from planner.errors import PlanError
 from planner.verify import verify
 
 LINK = EmulatedLink(h2d_bytes_per_s=20e9, d2h_bytes_per_s=20e9, duplex_bytes_per_s=32e9, latency_s=0)
@@ -45,13 +47,47 @@ def test_smallest_budget_is_below_a_quarter_of_the_peak(model):
     assert budgets(g)[0] < peak_bytes(g) / 4, name
 
 
-@pytest.mark.parametrize("policy,profile", [("swapadvisor", PROFILE), ("swapadvisor", None), ("odswap", None)])
+# With PROFILE's slow link swapadvisor and capuchin also recompute (keep, swap or recompute).
+@pytest.mark.parametrize("policy,profile", [("swapadvisor", PROFILE), ("swapadvisor", None), ("odswap", None),
+                                            ("capuchin", PROFILE)])
 def test_bit_identical_at_every_budget(model, policy, profile):
     name, g, ref_state, ref_losses = model
+    recomputes = 0
     for i, budget in enumerate(budgets(g)):
         program = plan_with(policy, g, budget, profile)
         verify(program, g, budget)
+        recomputes += program.recomputes
         assert_trains_as_unlimited(g, program, i, ref_state, ref_losses, f"{name} {policy} at {budget} bytes")
+    RECOMPUTED[(name, policy, profile is not None)] = recomputes
+
+
+RECOMPUTED: dict = {}
+
+
+def test_plans_with_a_slow_link_recompute(model):
+    """The runs above trained plans that recompute (not only swap-only ones) on every family."""
+    name = model[0]
+    for policy in ("swapadvisor", "capuchin"):
+        if (name, policy, True) in RECOMPUTED:
+            assert RECOMPUTED[(name, policy, True)] > 0, f"{name} {policy}: no recomputation at any budget"
+
+
+def test_checkpoint_recomputes_only_and_trains_bit_identically(model):
+    """Recompute only: no tensor is copied out; at every budget it plans, bit-identical training.
+    Below what its checkpoints, the parameters and the state hold it refuses in one PlanError."""
+    name, g, ref_state, ref_losses = model
+    planned = 0
+    for i, budget in enumerate(budgets(g) + [int(peak_bytes(g) * 0.8)]):
+        try:
+            program = plan_with("checkpoint", g, budget, PROFILE)
+        except PlanError:
+            continue
+        verify(program, g, budget)
+        copied_out = {i.target for i in program.instrs if i.kind == SWAP_OUT and i.copy}
+        assert copied_out <= {nxt for _, nxt in g.state_pairs}, f"{name}: checkpoint copied activations out"
+        assert_trains_as_unlimited(g, program, i, ref_state, ref_losses, f"{name} checkpoint at {budget} bytes")
+        planned += 1
+    assert planned >= 2, f"{name}: checkpoint planned at {planned} budgets"
 
 
 def assert_trains_as_unlimited(g, program, seed, ref_state, ref_losses, what):
