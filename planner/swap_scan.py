@@ -88,7 +88,8 @@ PassLayout = namedtuple("PassLayout", ["klass", "class_first", "object_class", "
 # compute's output takes the object a compute freed last. Recomputation: an evicted tensor whose
 # host copy is stale is dropped instead of copied out when recomputing it (its chain) costs less
 # than ``recompute`` times copying it out and back (0: never; swap only); with ``recompute_only``
-# only such tensors leave (nothing is copied out: checkpointing); a chain recomputes at most
+# only such tensors leave, beside those whose host copy is current (nothing is copied out:
+# checkpointing; a parameter may be read from the host again); a chain recomputes at most
 # ``max_chain`` nodes.
 PassRules = namedtuple("PassRules", ["victim", "threshold_s", "link", "evict_ahead", "ahead_gap", "kept_ahead",
                                      "newest_for_outputs", "recompute", "recompute_only", "max_chain"])
@@ -1009,7 +1010,7 @@ def _victim(st, t, k, pos):
         x = tenant[o]
         if x < 0 or busy[x]:
             continue
-        if rules.recompute_only and _chain_cost(st, x, pos)[0] < 0:
+        if rules.recompute_only and st.tensors.host_writer[x] == NOT_HOST and _chain_cost(st, x, pos)[0] < 0:
             continue                # recomputing only: nothing is copied out
         if any_idle:
             tx = last_touch[x]

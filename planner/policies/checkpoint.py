@@ -7,9 +7,10 @@ segment is a checkpoint and never leaves the device. When a size class is full, 
 (``planner.swap_planner`` with ``recompute_only``) drops the non-checkpoint tensor next used
 furthest ahead and recomputes it at its next read from its segment (a chain of at most two
 segments' nodes). Unlike the classic scheme it drops only what the budget needs, so with room
-to spare it recomputes nothing. Parameters and inputs stay resident (nothing is swapped but
-the batch and the first iteration's state), so a budget below the checkpoints' and state's
-bytes does not plan.
+to spare it recomputes nothing. No activation is copied out: besides dropped tensors only those
+whose host copy is current leave (a parameter before its update, the batch), read in again
+when needed; a budget below what the checkpoints, the gradients and the next values of the
+state hold at once does not plan.
 """
 from __future__ import annotations
 
