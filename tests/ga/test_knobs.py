@@ -57,12 +57,13 @@ def test_knob_values_are_part_of_the_genome():
 def test_a_search_with_knobs_returns_the_best_s_values_and_its_request_reproduces_it():
     g, facts, budget = cnn(), cnn_facts(), cnn_budget()
     r = search(facts, budget, PROFILE, quick(max_generations=5))
-    grid = swapadvisor.HEADROOM.values
-    assert set(r.best_options) == {"headroom"} and r.best_options["headroom"] in grid
-    assert all(dict(i.options)["headroom"] in grid for i in r.population)
+    grids = {"headroom": swapadvisor.HEADROOM, "recompute": swapadvisor.RECOMPUTE}
+    assert set(r.best_options) == set(grids)
+    assert all(dict(i.options)[name] in knob.values for i in r.population for name, knob in grids.items())
     first = search(facts, budget, PROFILE, quick(max_generations=0, ideal=False)).population
-    assert dict(first[0].options)["headroom"] == swapadvisor.OPTIONS.headroom     # the unsearched plan
-    assert len({dict(i.options)["headroom"] for i in first[2:]}) > 1               # random individuals vary it
+    assert dict(first[0].options) == {name: knob.default for name, knob in grids.items()}   # the unsearched plan
+    for name in grids:                                                              # random individuals vary them
+        assert len({dict(i.options)[name] for i in first[2:]}) > 1
     program = policy.get("swapadvisor").make(r.request(g, facts, budget, PROFILE))
     verify(program, g, budget.device_bytes)
     assert simulate(program, g, PROFILE).total == r.best_time

@@ -1,0 +1,94 @@
+"""Keep, swap or recompute at the paper's settings: the five Table 1 models (their batches,
+analytic V100 profile, 16 GiB) planned by the swap-only SwapAdvisor (``--swap-only``), the joint
+SwapAdvisor (keep, swap or recompute), Capuchin's per-tensor choice and sqrt(n) checkpointing,
+side by side. Per plan: simulated seconds, fraction of ideal (the sum of op times), recomputations,
+bytes copied in, and the plan's time over the lower bound of its order that holds when
+recomputing (x bound) and over the swap-only bound (x swap bound).
+
+    python -m bench.recompute_table [--models nasnet-25,...] [--search-seconds 0] [--save]
+
+With --search-seconds S the two SwapAdvisor rows each get an S-second genetic search (one worker
+per core), the same seed; capuchin and checkpoint never search.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import time
+
+from tabulate import tabulate
+
+import zoo
+from bench.plan_quality import machine
+from bench.results_file import save_results
+from engine.library.planning import plan, plan_bounds
+from engine.profile import analytic_profile
+from planner import policy
+from planner.errors import PlanError
+from planner.facts import GraphFacts
+from planner.policy import RECOMPUTE_OPTION
+from zoo.stats import PAPER
+
+# (row, policy, fixed policy options)
+ROWS = (("swapadvisor, swap only", "swapadvisor", {RECOMPUTE_OPTION: 0.0}), ("swapadvisor", "swapadvisor", {}),
+        ("capuchin", "capuchin", {}), ("checkpoint", "checkpoint", {}))
+
+
+def model_rows(name: str, device_bytes: int, search_seconds: float, say) -> list[list]:
+    batch = next(p for p in PAPER if p.model == name).batch
+    g = zoo.build(name, batch=batch)
+    facts = GraphFacts(g)
+    profile = analytic_profile("v100")
+    secs = profile.node_seconds(g)
+    ideal = float(secs.sum())
+    search = None
+    if search_seconds:
+        from ga.search import SearchOptions
+        search = SearchOptions(seed=0, time_limit_s=search_seconds, workers=os.cpu_count() or 1, progress=False)
+    rows = []
+    for label, name_, options in ROWS:
+        t0 = time.perf_counter()
+        try:
+            p = plan(g, policy.get(name_), profile, device_bytes, policy_options=options, search=search,
+                     facts=facts)
+        except PlanError as e:
+            say(f"{name} {label}: {e}")
+            rows.append([name, label, "does not plan", "", "", "", "", ""])
+            continue
+        b = plan_bounds(p.program, facts, p.budget, profile, secs)
+        rows.append([name, label, f"{p.seconds:.3f}", f"{ideal / p.seconds:.3f}", p.program.recomputes,
+                     f"{p.h2d_bytes / 1e9:.1f}", f"{p.seconds / b.recompute_bound:.2f}", f"{p.seconds / b.bound:.2f}"])
+        say(f"{name} {label}: {p.seconds:.3f} s ({time.perf_counter() - t0:.0f} s to plan)")
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(p.model for p in PAPER))
+    ap.add_argument("--budget-gib", type=float, default=16.0)
+    ap.add_argument("--search-seconds", type=float, default=0.0)
+    ap.add_argument("--save", action="store_true", help="write bench/results/recompute_table_<date>.txt")
+    a = ap.parse_args(argv)
+    out = io.StringIO()
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    rows = []
+    for name in a.models.split(","):
+        rows += model_rows(name, int(a.budget_gib * 2**30), a.search_seconds, say)
+    print(f"# {machine()}; analytic V100 profile, {a.budget_gib:g} GiB, the paper's batches; "
+          f"search {a.search_seconds:g} s per SwapAdvisor row", file=out)
+    print(tabulate(rows, headers=["model", "plan", "sim s", "of ideal", "recomputes", "h2d GB", "x bound",
+                                  "x swap bound"], disable_numparse=True), file=out)
+    print(out.getvalue(), end="")
+    if a.save:
+        suffix = f"_search{a.search_seconds:g}s" if a.search_seconds else ""
+        say(f"wrote {save_results('recompute_table' + suffix, out.getvalue())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
