@@ -122,6 +122,13 @@ class TorchTwin:
             y = F.batch_norm(xs[0], xs[3], xs[4], xs[1], xs[2], training=True, momentum=1 - a["momentum"],
                              eps=a["eps"])
             return [y, None, None, None, None]
+        if op == "batch_norm_stats":         # done by its batch_norm_apply: one F.batch_norm, as fused
+            return [None, None, None, None]
+        if op == "batch_norm_apply":
+            stats = self.g.nodes[self.g.producer[n.inputs[3]]]
+            running = [self.values[t] for t in stats.inputs[1:]]
+            return [F.batch_norm(xs[0], *running, xs[1], xs[2], training=True, momentum=1 - stats.attrs["momentum"],
+                                 eps=stats.attrs["eps"])]
         if op == "fully_connected":
             return [F.linear(xs[0], xs[1], xs[2] if len(xs) == 3 else None)]
         if op == "softmax_cross_entropy":

@@ -5,7 +5,8 @@
 // channel adds the S partials in split order. The forward pass sums x (for the mean),
 // then squared deviations (for the biased variance), as numpy does; the normalising
 // passes use numpy's operation order without FMA contraction, so given the same
-// statistics they give numpy's bits.
+// statistics they give numpy's bits. batch_norm launches partial, mean, partial, finalize, fwd;
+// batch_norm_stats launches the first four and batch_norm_apply the last.
 #include "common.cuh"
 
 // mode 0: sum of x; mode 1: sum of (x - mean[c])^2; mode 2 (gradient): sums of dy and of

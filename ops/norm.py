@@ -1,4 +1,8 @@
-"""Batch normalization (training mode) and its gradient."""
+"""Batch normalization (training mode) and its gradient.
+
+batch_norm is one operator; training graphs use it split in two, batch_norm_stats (the
+statistics and running-statistics update, stateful) then batch_norm_apply (y, pure, so a plan
+may recompute it), which together give batch_norm's bits, launches and cost."""
 from __future__ import annotations
 
 import numpy as np
@@ -43,6 +47,71 @@ def _partial(dtype, c, hw, m, s, mode, x, dy, mean, invstd) -> Launch:
                   Coverage(WS(0), (s, c), (1, 1), 2 if mode == 2 else 1))
 
 
+def _canon_statistics(attrs, extra=None) -> dict:
+    """eps and momentum, checked (batch_norm and batch_norm_stats)."""
+    a = check_attrs(attrs, {"eps": 1e-5, "momentum": 0.9, **(extra or {})})
+    eps, momentum = float(a["eps"]), float(a["momentum"])
+    if not eps > 0:
+        raise OpError(f"eps must be positive, got {a['eps']!r}")
+    if not 0 <= momentum <= 1:
+        raise OpError(f"momentum must lie in [0, 1], got {a['momentum']!r}")
+    return {**a, "eps": eps, "momentum": momentum}
+
+
+def _check_x(x, batch_statistics: bool) -> tuple:
+    """x's shape, once it is [N,C] or [N,C,H,W] floats (with 2+ values a channel for statistics)."""
+    shape = tuple(x.shape)
+    if len(shape) not in (2, 4):
+        raise ShapeError(f"x must be [N,C] or [N,C,H,W], got shape {shape}")
+    require_float(x.dtype)
+    if batch_statistics and _values_per_channel(shape) < 2:
+        raise ShapeError(f"x of shape {shape} has fewer than 2 values per channel; "
+                         "batch statistics need a larger batch or spatial size")
+    return shape
+
+
+def _check_per_channel(shape, named) -> None:
+    """Every (name, tensor) in ``named`` is a [C] vector for x of ``shape``."""
+    c = shape[1]
+    for what, t in named:
+        if tuple(t.shape) != (c,):
+            raise ShapeError(f"{what} must have shape ({c},) for x of shape {shape}, got {tuple(t.shape)}")
+
+
+def _statistics_launches(attrs, dtype, shape, x, running_mean, running_var, mean, invstd, mean_next,
+                         var_next) -> list[Launch]:
+    """Sum of x (two-stage) -> mean; sum of squared deviations -> invstd and the running
+    statistics. Arguments are references (IN(i), OUT(i)) of the operator launching them."""
+    c, hw, m = _layout(shape)
+    s = _splits(c, m)
+    return [
+        _partial(dtype, c, hw, m, s, 0, x, x, x, x),
+        grid_stride(kernel_name("batch_norm_mean", dtype), c, (mean, WS(0), i32(c), i32(s), i64(m)), mean),
+        _partial(dtype, c, hw, m, s, 1, x, x, mean, x),
+        grid_stride(kernel_name("batch_norm_finalize", dtype), c,
+                    (invstd, mean_next, var_next, WS(0), mean, running_mean, running_var, i32(c), i32(s), i64(m),
+                     scalar(dtype, attrs["eps"]), scalar(dtype, attrs["momentum"])), invstd),
+    ]
+
+
+def _normalize_launch(dtype, shape, y, x, mean, invstd, gamma, beta) -> Launch:
+    """y = (x - mean) * (invstd * gamma) + beta, one thread per element (references as above)."""
+    c, hw, _ = _layout(shape)
+    total = numel(shape)
+    return grid_stride(kernel_name("batch_norm_fwd", dtype), total,
+                       (y, x, mean, invstd, gamma, beta, i32(c), i32(hw), i64(total)), y)
+
+
+def _statistics_workspaces(x) -> tuple[int, ...]:
+    c, _, m = _layout(x.shape)
+    return (c * _splits(c, m) * np.dtype(x.dtype).itemsize,)
+
+
+# batch_norm's cost, split at its two passes: the statistics (a pass summing x, then one summing
+# squared deviations: 4 flops a value) and the normalizing pass (3 flops a value), each reading x once.
+STATISTICS_FLOPS, NORMALIZE_FLOPS = 4.0, 3.0
+
+
 @register
 class BatchNorm(Op):
     """(x, gamma, beta, running_mean, running_var) -> (y, mean, invstd, running_mean', running_var').
@@ -57,13 +126,8 @@ class BatchNorm(Op):
     cuda_kernels = ("batch_norm_partial", "batch_norm_mean", "batch_norm_finalize", "batch_norm_fwd")
 
     def canon(self, attrs):
-        a = check_attrs(attrs, {"eps": 1e-5, "momentum": 0.9, "in_place": False})
-        eps, momentum = float(a["eps"]), float(a["momentum"])
-        if not eps > 0:
-            raise OpError(f"eps must be positive, got {a['eps']!r}")
-        if not 0 <= momentum <= 1:
-            raise OpError(f"momentum must lie in [0, 1], got {a['momentum']!r}")
-        return {"eps": eps, "momentum": momentum, **({"in_place": True} if a["in_place"] else {})}
+        a = _canon_statistics(attrs, {"in_place": False})
+        return {"eps": a["eps"], "momentum": a["momentum"], **({"in_place": True} if a["in_place"] else {})}
 
     def inplace_for(self, attrs):
         """With ``in_place=True`` (inference graphs: nothing differentiates it) y may overwrite x:
@@ -71,25 +135,15 @@ class BatchNorm(Op):
         return {0: 0, **self.inplace} if attrs.get("in_place") else self.inplace
 
     def infer(self, attrs, ins):
-        x = ins[0]
-        shape = tuple(x.shape)
-        if len(shape) not in (2, 4):
-            raise ShapeError(f"x must be [N,C] or [N,C,H,W], got shape {shape}")
-        require_float(x.dtype)
+        shape = _check_x(ins[0], batch_statistics=True)
         dtype = same_dtype(ins)
-        c = shape[1]
-        for what, t in zip(("gamma", "beta", "running_mean", "running_var"), ins[1:]):
-            if tuple(t.shape) != (c,):
-                raise ShapeError(f"{what} must have shape ({c},) for x of shape {shape}, got {tuple(t.shape)}")
-        if _values_per_channel(shape) < 2:
-            raise ShapeError(f"x of shape {shape} has fewer than 2 values per channel; "
-                             "batch statistics need a larger batch or spatial size")
-        return [(shape, dtype)] + [((c,), dtype)] * 4
+        _check_per_channel(shape, zip(("gamma", "beta", "running_mean", "running_var"), ins[1:]))
+        return [(shape, dtype)] + [((shape[1],), dtype)] * 4
 
     def cost(self, attrs, ins, outs):
         # A statistics pass (mean, then squared deviations) and a normalizing pass, each reading x.
         moved = sum(nbytes(t) for t in ins) + sum(nbytes(t) for t in outs) + nbytes(ins[0])
-        return Cost(7.0 * numel(ins[0].shape), float(moved))
+        return Cost((STATISTICS_FLOPS + NORMALIZE_FLOPS) * numel(ins[0].shape), float(moved))
 
     def gradient(self, g, node, dys, wanted):
         if any(d is not None for d in dys[1:]):
@@ -104,25 +158,14 @@ class BatchNorm(Op):
                 dbeta if wanted[2] else None, None, None]
 
     def cuda_workspaces(self, attrs, ins, outs):
-        c, _, m = _layout(ins[0].shape)
-        return (c * _splits(c, m) * np.dtype(ins[0].dtype).itemsize,)
+        return _statistics_workspaces(ins[0])
 
     def cuda_launches(self, attrs, ins, outs):
-        """Sum of x (two-stage) -> mean; sum of squared deviations -> invstd and running
-        statistics; then y. Outputs: y, mean, invstd, running_mean', running_var'."""
-        dtype = outs[0].dtype
-        c, hw, m = _layout(ins[0].shape)
-        s, total = _splits(c, m), numel(ins[0].shape)
-        return [
-            _partial(dtype, c, hw, m, s, 0, IN(0), IN(0), IN(0), IN(0)),
-            grid_stride(kernel_name("batch_norm_mean", dtype), c, (OUT(1), WS(0), i32(c), i32(s), i64(m)), OUT(1)),
-            _partial(dtype, c, hw, m, s, 1, IN(0), IN(0), OUT(1), IN(0)),
-            grid_stride(kernel_name("batch_norm_finalize", dtype), c,
-                        (OUT(2), OUT(3), OUT(4), WS(0), OUT(1), IN(3), IN(4), i32(c), i32(s), i64(m),
-                         scalar(dtype, attrs["eps"]), scalar(dtype, attrs["momentum"])), OUT(2)),
-            grid_stride(kernel_name("batch_norm_fwd", dtype), total,
-                        (OUT(0), IN(0), OUT(1), OUT(2), IN(1), IN(2), i32(c), i32(hw), i64(total)), OUT(0)),
-        ]
+        """The statistics (batch_norm_stats' launches), then y (batch_norm_apply's).
+        Outputs: y, mean, invstd, running_mean', running_var'."""
+        dtype, shape = outs[0].dtype, ins[0].shape
+        return (_statistics_launches(attrs, dtype, shape, IN(0), IN(3), IN(4), OUT(1), OUT(2), OUT(3), OUT(4))
+                + [_normalize_launch(dtype, shape, OUT(0), IN(0), OUT(1), OUT(2), IN(1), IN(2))])
 
     def compute(self, attrs, xs, ys):
         x, gamma, beta, running_mean, running_var = xs
@@ -139,6 +182,109 @@ class BatchNorm(Op):
         mom = t(attrs["momentum"])
         np.add(mom * running_mean, (t(1) - mom) * mean, out=mean_next)
         np.add(mom * running_var, (t(1) - mom) * (var * (t(m) / t(m - 1))), out=var_next)
+
+
+@register
+class BatchNormStats(Op):
+    """(x, running_mean, running_var) -> (mean, invstd, running_mean', running_var'): the first
+    half of training-mode batch norm, split from batch_norm so that y comes from a node a plan
+    may recompute (batch_norm_apply). batch_norm's statistics and running-statistics update,
+    bit for bit; not recomputable (running it again would move the running statistics twice).
+
+    Its outputs carry no gradient of their own: batch_norm_apply's gradient is batch norm's
+    whole gradient, the part through these statistics included."""
+    name, arity = "batch_norm_stats", 3
+    state_outputs = {2: 1, 3: 2}
+    recomputable = False
+    inplace = {2: 1, 3: 2}
+    cuda_kernels = ("batch_norm_partial", "batch_norm_mean", "batch_norm_finalize")
+
+    def canon(self, attrs):
+        return _canon_statistics(attrs)
+
+    def infer(self, attrs, ins):
+        shape = _check_x(ins[0], batch_statistics=True)
+        dtype = same_dtype(ins)
+        _check_per_channel(shape, zip(("running_mean", "running_var"), ins[1:]))
+        return [((shape[1],), dtype)] * 4
+
+    def cost(self, attrs, ins, outs):
+        # batch_norm's but for its normalizing pass (batch_norm_apply's cost): x read once.
+        moved = sum(nbytes(t) for t in ins) + sum(nbytes(t) for t in outs)
+        return Cost(STATISTICS_FLOPS * numel(ins[0].shape), float(moved))
+
+    def gradient(self, g, node, dys, wanted):
+        if any(d is not None for d in dys):
+            raise OpError("batch_norm_stats' outputs carry no gradient: batch_norm_apply's gradient is batch "
+                          "norm's whole gradient, through the statistics too; read mean and invstd only there")
+        return [None] * 3
+
+    def cuda_workspaces(self, attrs, ins, outs):
+        return _statistics_workspaces(ins[0])
+
+    def cuda_launches(self, attrs, ins, outs):
+        return _statistics_launches(attrs, outs[0].dtype, ins[0].shape, IN(0), IN(1), IN(2),
+                                    OUT(0), OUT(1), OUT(2), OUT(3))
+
+    def compute(self, attrs, xs, ys):
+        # batch_norm.compute's statistics, operation for operation (the same bits).
+        x, running_mean, running_var = xs
+        mean, invstd, mean_next, var_next = ys
+        t = x.dtype.type
+        axes, nd = _reduce_axes(x.ndim), x.ndim
+        m = _values_per_channel(x.shape)
+        np.divide(np.sum(x, axis=axes), t(m), out=mean)
+        centered = x - _per_channel(mean, nd)
+        var = np.sum(centered * centered, axis=axes) / t(m)
+        np.divide(t(1), np.sqrt(var + t(attrs["eps"])), out=invstd)
+        mom = t(attrs["momentum"])
+        np.add(mom * running_mean, (t(1) - mom) * mean, out=mean_next)
+        np.add(mom * running_var, (t(1) - mom) * (var * (t(m) / t(m - 1))), out=var_next)
+
+
+@register
+class BatchNormApply(Op):
+    """(x, gamma, beta, mean, invstd) -> y = (x - mean) * (invstd * gamma) + beta, per channel:
+    the second half of training-mode batch norm. Pure, so a plan may recompute y.
+
+    Its gradient is batch_norm_grad: batch norm's WHOLE gradient with respect to x, the part
+    through the batch statistics included, and none for mean and invstd. That is right only
+    because mean and invstd are the batch statistics of this same x, outputs of a
+    batch_norm_stats reading it: zoo.layers.batch_norm pairs them so. The shape rule sees
+    tensors, not their producers, so it cannot check the pairing; apply it to other
+    statistics and its gradient is wrong."""
+    name, arity = "batch_norm_apply", 5
+    cuda_kernels = ("batch_norm_fwd",)
+
+    def infer(self, attrs, ins):
+        shape = _check_x(ins[0], batch_statistics=False)
+        dtype = same_dtype(ins)
+        _check_per_channel(shape, zip(("gamma", "beta", "mean", "invstd"), ins[1:]))
+        return [(shape, dtype)]
+
+    def cost(self, attrs, ins, outs):
+        # batch_norm's normalizing pass: x, gamma and beta read, y written. mean and invstd are
+        # not counted: batch_norm's cost counts them once, as batch_norm_stats' outputs.
+        moved = sum(nbytes(t) for t in ins[:3]) + nbytes(outs[0])
+        return Cost(NORMALIZE_FLOPS * numel(ins[0].shape), float(moved))
+
+    def gradient(self, g, node, dys, wanted):
+        x, gamma, _, mean, invstd = node.inputs
+        dx, dgamma, dbeta = g.apply("batch_norm_grad", [x, gamma, mean, invstd, dys[0]])
+        return [dx if wanted[0] else None, dgamma if wanted[1] else None,
+                dbeta if wanted[2] else None, None, None]
+
+    def cuda_launches(self, attrs, ins, outs):
+        return [_normalize_launch(outs[0].dtype, ins[0].shape, OUT(0), IN(0), IN(3), IN(4), IN(1), IN(2))]
+
+    def compute(self, attrs, xs, ys):
+        # batch_norm.compute's normalizing pass, operation for operation (the same bits).
+        x, gamma, beta, mean, invstd = xs
+        (y,) = ys
+        nd = x.ndim
+        centered = x - _per_channel(mean, nd)
+        np.multiply(centered, _per_channel(invstd * gamma, nd), out=y)
+        y += _per_channel(beta, nd)
 
 
 @register

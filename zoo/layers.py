@@ -27,14 +27,21 @@ def conv(g: Graph, x: int, out_ch: int, kernel, stride=1, padding=None, groups: 
 
 def batch_norm(g: Graph, x: int, name: str = "bn", in_place: bool = False) -> int:
     """Training-mode batch norm; its running statistics are STATE leaves updated each iteration.
-    ``in_place``: y may overwrite x (inference graphs, which nothing differentiates)."""
+    Split in two, ``stats`` (batch_norm_stats: the statistics and running statistics) and
+    ``apply`` (batch_norm_apply: y), so that y comes from a node a plan may recompute; the
+    apply's gradient is right only with the stats of its own x, which is how they are paired here.
+    ``in_place``: the fused batch_norm, y over x (inference graphs, which nothing differentiates
+    or recomputes)."""
     ch, dt = g.shape(x)[1], g.dtype(x).name
     with g.scope(name):
         gamma = g.parameter("gamma", (ch,), dt, init="ones")
         beta = g.parameter("beta", (ch,), dt, init="zeros")
-        mean = g.state("running_mean", (ch,), dt, init="zeros")
-        var = g.state("running_var", (ch,), dt, init="ones")
-        y = g.apply("batch_norm", [x, gamma, beta, mean, var], name="bn", **_in_place(in_place))[0]
+        running_mean = g.state("running_mean", (ch,), dt, init="zeros")
+        running_var = g.state("running_var", (ch,), dt, init="ones")
+        if in_place:
+            return g.apply("batch_norm", [x, gamma, beta, running_mean, running_var], name="bn", in_place=True)[0]
+        mean, invstd, _, _ = g.apply("batch_norm_stats", [x, running_mean, running_var], name="stats")
+        (y,) = g.apply("batch_norm_apply", [x, gamma, beta, mean, invstd], name="apply")
     return y
 
 

@@ -90,8 +90,16 @@ def check_gradient(op, arrays, attrs=None, wrt=None, outputs=(0,), seed=0,
 
     for i in wrt:
         assert grads[i] is not None, f"{op}: no gradient for input {i}"
-        analytic = ev.arrays[grads[i]]
-        assert analytic.shape == arrays[i].shape, f"{op}: gradient of input {i} has shape {analytic.shape}"
+    check_finite_differences(op, objective, arrays, {i: ev.arrays[grads[i]] for i in wrt}, rng, max_points, eps, tol)
+    return grads
+
+
+def check_finite_differences(what, objective, arrays, analytic, rng, max_points=40, eps=1e-6, tol=1e-6):
+    """``analytic`` ({input index: gradient array}) against central finite differences of the
+    scalar ``objective(arrays)``, at most ``max_points`` random elements of each input; the
+    largest difference, relative to max(1, max |numeric|), must stay under ``tol``."""
+    for i, grad in analytic.items():
+        assert grad.shape == arrays[i].shape, f"{what}: gradient of input {i} has shape {grad.shape}"
         flat_idx = rng.permutation(arrays[i].size)[:max_points]
         numeric = np.empty(len(flat_idx))
         for j, fi in enumerate(flat_idx):
@@ -100,10 +108,9 @@ def check_gradient(op, arrays, attrs=None, wrt=None, outputs=(0,), seed=0,
             plus[i].flat[fi] += eps
             minus[i].flat[fi] -= eps
             numeric[j] = (objective(plus) - objective(minus)) / (2 * eps)
-        got = analytic.flat[flat_idx]
+        got = grad.flat[flat_idx]
         scale = max(1.0, float(np.max(np.abs(numeric))))
         err = np.max(np.abs(got - numeric)) / scale
         assert err < tol, (
-            f"{op}: gradient of input {i} differs from finite differences by {err:.3g} (relative); "
+            f"{what}: gradient of input {i} differs from finite differences by {err:.3g} (relative); "
             f"analytic {got[:5]} numeric {numeric[:5]}")
-    return grads

@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPUS == 0, reason=f"no GPU ({W
 # Kernels written in numpy's evaluation order with no FMA contraction: bit-identical.
 EXACT = {"relu", "relu_grad", "sigmoid_grad", "tanh_grad", "add", "accumulate", "accumulate_state", "mul", "scale", "sum_n", "fill", "sgd_update",
          "concat", "split", "reshape", "max_pool2d", "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad",
-         "global_avg_pool_grad", "softmax_cross_entropy_grad", "transpose", "embedding", "embedding_grad"}
+         "global_avg_pool_grad", "softmax_cross_entropy_grad", "transpose", "embedding", "embedding_grad",
+         "batch_norm_apply"}
 TOLERANCE = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12}
 _ids = itertools.count()
 
@@ -48,10 +49,9 @@ def make_inputs(c, rng) -> list[np.ndarray]:
             arrays.append(rng.integers(0, c.ins[0].shape[1], size=t.shape).astype(dt))
         else:
             arrays.append(rng.standard_normal(t.shape).astype(dt))
-    if c.op == "batch_norm":
-        arrays[4] = np.abs(arrays[4]) + arrays[4].dtype.type(0.5)
-    if c.op == "batch_norm_grad":
-        arrays[3] = np.abs(arrays[3]) + arrays[3].dtype.type(0.5)
+    positive = {"batch_norm": 4, "batch_norm_stats": 2, "batch_norm_grad": 3, "batch_norm_apply": 4}.get(c.op)
+    if positive is not None:                     # a running variance or an invstd
+        arrays[positive] = np.abs(arrays[positive]) + arrays[positive].dtype.type(0.5)
     if c.op == "softmax_cross_entropy_grad":
         e = np.exp(arrays[0])
         arrays[0] = (e / e.sum(axis=1, keepdims=True)).astype(arrays[0].dtype)
@@ -130,6 +130,9 @@ def test_in_place_updates(backend):
     c = case("batch_norm", [(8, 3, 5, 5), (3,), (3,), (3,), (3,)])
     arrays = make_inputs(c, np.random.default_rng(3))
     assert_matches(c, run_on_gpu(backend, c, arrays, alias={3: 3, 4: 4}), numpy_outputs(c, arrays))
+    c = case("batch_norm_stats", [(8, 3, 5, 5), (3,), (3,)])
+    arrays = make_inputs(c, np.random.default_rng(3))
+    assert_matches(c, run_on_gpu(backend, c, arrays, alias={2: 1, 3: 2}), numpy_outputs(c, arrays))
     c = case("accumulate", [(4099,), (4099,)])                  # a running gradient sum
     arrays = make_inputs(c, np.random.default_rng(4))
     assert_matches(c, run_on_gpu(backend, c, arrays, alias={0: 0}), numpy_outputs(c, arrays))

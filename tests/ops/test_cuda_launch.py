@@ -11,7 +11,7 @@ from ops.cuda_launch import MAX_GRID_X, MAX_GRID_YZ, THREADS, Launch, copy_rows,
 from ops.registry import OpError
 from ops.workspace import WORKSPACE_ALIGNMENT, workspace_bytes, workspace_offsets
 
-from .cuda_cases import all_cases, case
+from .cuda_cases import all_cases, case, spec
 
 CASES = all_cases()
 
@@ -79,6 +79,38 @@ def test_kernel_names_follow_the_dtype(c):
         if l.kernel in ("copy_rows", "fill_b32", "fill_b64"):
             continue
         assert is_f64 == (np.dtype(np.float64) in float_dtypes), l.kernel
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(64, 24), (8, 3, 64, 64)])
+def test_batch_norm_split_launches_batch_norms_kernels(shape, dtype):
+    """batch_norm_stats' launches then batch_norm_apply's are batch_norm's, argument for
+    argument once their tensors are named as batch_norm's, with the same scratch."""
+    c = shape[1]
+    fused = case("batch_norm", [spec(shape, dtype)] + [spec((c,), dtype)] * 4, eps=1e-3, momentum=0.7)
+    stats = case("batch_norm_stats", [fused.ins[0], fused.ins[3], fused.ins[4]], eps=1e-3, momentum=0.7)
+    apply = case("batch_norm_apply", list(fused.ins[:3]) + list(fused.outs[1:3]))
+    as_fused = {"stats": {("in", 0): ("in", 0), ("in", 1): ("in", 3), ("in", 2): ("in", 4),
+                          **{("out", k): ("out", k + 1) for k in range(4)}},
+                "apply": {("in", 0): ("in", 0), ("in", 1): ("in", 1), ("in", 2): ("in", 2), ("in", 3): ("out", 1),
+                          ("in", 4): ("out", 2), ("out", 0): ("out", 0)}}
+
+    def renamed(launches, names):
+        def ref(a):
+            return names.get(a, a) if isinstance(a, tuple) and a[0] != "workspace" else a
+        return [(l.kernel, l.grid, l.block, l.shmem, [ref(a) for a in l.args], ref(l.covers.target))
+                for l in launches]
+
+    split = (renamed(stats.decl.cuda_launches(stats.attrs, stats.ins, stats.outs), as_fused["stats"])
+             + renamed(apply.decl.cuda_launches(apply.attrs, apply.ins, apply.outs), as_fused["apply"]))
+    want = renamed(fused.decl.cuda_launches(fused.attrs, fused.ins, fused.outs), {})
+    assert len(split) == len(want) == 5
+    for got, expected in zip(split, want):
+        assert got[:4] == expected[:4] and got[5] == expected[5] and len(got[4]) == len(expected[4])
+        assert all(type(a) is type(b) and a == b for a, b in zip(got[4], expected[4])), got[0]
+    assert stats.decl.cuda_workspaces(stats.attrs, stats.ins, stats.outs) == \
+        fused.decl.cuda_workspaces(fused.attrs, fused.ins, fused.outs)
+    assert apply.decl.cuda_workspaces(apply.attrs, apply.ins, apply.outs) == ()
 
 
 def test_workspace_regions_are_aligned():

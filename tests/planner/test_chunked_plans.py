@@ -173,9 +173,9 @@ def test_too_few_chunks_for_the_heaviest_operator_is_one_line():
 def test_a_search_on_auto_returns_a_request_that_plans_where_its_best_was_timed():
     """The search times candidates on swapadvisor's default (auto: pool or va, the faster); the
     request of its best must plan on that same choice, not on the pool alone."""
-    g = zoo.tiny("wresnet")
+    g = zoo.tiny("inception")
     facts = GraphFacts(g)
-    budget = make_budget(facts, budgets(facts)[1])
+    budget = make_budget(facts, budgets(facts)[0])
     opts = SearchOptions(population=4, max_generations=0, workers=1, progress=False, ideal=False,
                          allocator_options=(("chunk_bytes", CHUNK),))
     result = search(facts, budget, PROFILE, opts)

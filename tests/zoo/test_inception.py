@@ -31,8 +31,9 @@ def test_width_1_is_inception_v4():
 def test_paper_inception_4_builds_without_data():
     g = zoo.build("inception-4")         # batch 64, 299x299
     s = g.summary()
-    # conv-BN-ReLU x 149, 18 pools, 19 concatenations, pooling + classifier + loss
-    assert forward_operators(g) == 149 * 3 + 18 + 19 + 3
+    # conv-BN-ReLU x 149 (a batch norm is two nodes: stats, apply), 18 pools, 19 concatenations,
+    # pooling + classifier + loss
+    assert forward_operators(g) == 149 * 4 + 18 + 19 + 3
     assert 15 * 42.5e6 < parameter_count(g) < 16.5 * 42.8e6      # convolutions 16x, the classifier 4x
     assert 0.5 < s.operators / 830 < 4
     assert 64 / 3 < s.distinct_sizes < 3 * 64

@@ -38,7 +38,9 @@ def test_custom_blocks_and_base_width():
 def test_paper_wresnet_152_10_builds_without_data():
     g = zoo.build("wresnet-152-10")      # batch 64, 224x224
     s = g.summary()
-    assert forward_operators(g) == 4 + 50 * 10 + 4 * 2 + 3      # as ResNet-152, plus the loss
+    # as ResNet-152 (stem, 50 bottlenecks, 4 projections; a batch norm is two nodes: stats,
+    # apply), plus the loss
+    assert forward_operators(g) == 5 + 50 * 13 + 4 * 3 + 3
     # every convolution 10 times wider: about 100 times ResNet-152's 58M conv weights
     assert 5.5e9 < parameter_count(g) < 6.5e9
     assert 0.5 < s.operators / 882 < 3                            # the paper's 882 operators
