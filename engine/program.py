@@ -261,6 +261,9 @@ class Program:
                 raise ValueError("object_offset and object_bytes must be flat lists of one length")
             kinds = {name: k for k, name in enumerate(STREAM_NAMES)}
             recomputes = d["format"] == FORMAT_RECOMPUTE
+            if not recomputes and any(isinstance(i, dict) and i.get("recompute") for i in d["instructions"]):
+                raise ValueError(f"an instruction is a recomputation, which format {d['format']} cannot hold "
+                                 f"(write it as {FORMAT_RECOMPUTE})")
             instrs = [Instr(kinds[i["kind"]], _int(i["target"], "target"), _int(i["obj"], "obj"),
                             tuple(_ints(i["objects"], "objects")), _bool(i["copy"], "copy"), _ints(i["deps"], "deps"),
                             recomputes and _bool(i.get("recompute", False), "recompute"))

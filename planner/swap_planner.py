@@ -87,6 +87,10 @@ class PlanOptions:
     recompute_only: bool = False
     max_chain: int = 8
     keep: tuple = ()            # tensors never dropped for recomputation (a policy's checkpoints)
+    # Count the chains of dropped tensors a chain reads in the check that it fits (safer: the pass
+    # then never runs out of objects recreating it, but drops less). ``plan_arrays`` tries
+    # without, then with it, then swap only.
+    through_dropped: bool = False
 
 
 class GraphArrays:
@@ -216,7 +220,8 @@ class _Schedule:
                                          ahead_gap=float(opts.ahead_gap), kept_ahead=bool(opts.kept_ahead),
                                          newest_for_outputs=bool(opts.newest_for_outputs),
                                          recompute=float(opts.recompute), recompute_only=bool(opts.recompute_only),
-                                         max_chain=int(opts.max_chain))
+                                         max_chain=int(opts.max_chain),
+                                         through_dropped=bool(opts.through_dropped))
 
     @staticmethod
     def _may_drop(ga: GraphArrays, opts: PlanOptions) -> np.ndarray:
@@ -272,8 +277,11 @@ def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, res
         if code == swap_scan.NEEDS_MORE_OBJECTS:
             need = sum(int(sc.width[x]) for x in set(node.inputs) | set(node.outputs) if sc.klass[x] == subject)
             what = "chunks (the chunk class)" if subject == sc.chunk_class else f"objects of size class {subject}"
-            raise PlanError(f"operator '{node.name}' ({node.op}) needs {need} {what} "
-                            f"at once; the allocation has {len(layout.objects_of_class(subject))}")
+            have = len(layout.objects_of_class(subject))
+            if need <= have:        # the objects went to recomputing a dropped input and what stays resident
+                raise PlanError(f"recomputing a dropped input of operator '{node.name}' ({node.op}) needs more "
+                                f"{what} than the allocation's {have} beside what must stay resident")
+            raise PlanError(f"operator '{node.name}' ({node.op}) needs {need} {what} at once; the allocation has {have}")
         if code == swap_scan.IN_PLACE_NOT_DYING:
             raise RuntimeError(f"planner bug: operator '{node.name}' writes over '{g.tensors[subject].name}' in "
                                "place, but the swap pass finds it still needed")
@@ -301,13 +309,16 @@ def plan_arrays(g: Graph, schedule: Sequence[int], allocation, profile: Profile 
     edge kept), with the layout, the initially resident state (tensor -> object) and the
     placements of the chunk class (``allocator.PlacedLayout``, None without one): (arrays, layout,
     resident, placements). ``plan`` turns them into a Program; the search times them without
-    making one. A pass that recomputes and cannot plan (a chain's tensors and its reader's did not
-    fit at once) gives way to the swap-only pass: recomputing never loses a plan swapping has."""
+    making one. A pass that recomputes and cannot plan (the objects ran out recreating a chain) is
+    tried again counting the chains of the dropped tensors a chain reads (``through_dropped``),
+    then gives way to the swap-only pass: recomputing never loses a plan swapping has."""
     if options.recompute > 0 and not options.recompute_only:
-        try:
-            return _plan_arrays(g, schedule, allocation, profile, node_seconds, options)
-        except PlanError:
-            options = replace(options, recompute=0.0)
+        for attempt in dict.fromkeys((options, replace(options, through_dropped=True))):
+            try:
+                return _plan_arrays(g, schedule, allocation, profile, node_seconds, attempt)
+            except PlanError:
+                pass
+        options = replace(options, recompute=0.0)
     return _plan_arrays(g, schedule, allocation, profile, node_seconds, options)
 
 

@@ -91,8 +91,12 @@ PassLayout = namedtuple("PassLayout", ["klass", "class_first", "object_class", "
 # only such tensors leave, beside those whose host copy is current (nothing is copied out:
 # checkpointing; a parameter may be read from the host again); a chain recomputes at most
 # ``max_chain`` nodes.
+# A dropped tensor that a chain reads and that is read again later is a base of the chain
+# (recreated by its own chain, whose tensors the check that the chain fits its classes does not
+# count) unless ``through_dropped``: then it is a member, counted, its chain walked.
 PassRules = namedtuple("PassRules", ["victim", "threshold_s", "link", "evict_ahead", "ahead_gap", "kept_ahead",
-                                     "newest_for_outputs", "recompute", "recompute_only", "max_chain"])
+                                     "newest_for_outputs", "recompute", "recompute_only", "max_chain",
+                                     "through_dropped"])
 # State resident at the start: tensor and object, or for the chunk class its chunks (CSR).
 Residents = namedtuple("Residents", ["tensor", "obj", "chunk_ptr", "chunks"])
 # The output buffers' sizes (their order is the *_BUFFER constants').
@@ -386,8 +390,9 @@ def _recomputes(rules):
 
 @numba.njit(cache=True, inline="always")
 def _alive_until(st, z, r):
-    """Whether tensor z stays readable up to step r without being recomputed: kept to the end,
-    or read at r or later (it is then resident, on the host, or dropped with its own chain)."""
+    """Whether tensor z stays readable up to step r without this chain recreating it: kept to
+    the end, or read at r or later (then, anchored, it is resident or copied out at r, or if it
+    is dropped now, recreated by its own chain)."""
     order = st.order
     n = order.read_ptr[z + 1] - order.read_ptr[z]
     return st.graph.kept[z] or (n > 0 and order.reads[order.read_ptr[z + 1] - 1] >= r)
@@ -436,10 +441,10 @@ def _chain_cost(st, x, pos):
                     cost += g.nbytes[z] / link
                 chain.bases[n_bases] = z
                 n_bases += 1
-            elif _alive_until(st, z, r):
+            elif _alive_until(st, z, r) and (st.res.obj_of[z] >= 0 or not st.rules.through_dropped):
                 chain.bases[n_bases] = z
                 n_bases += 1
-            else:
+            else:       # gone by r (or dropped now, with through_dropped): recreated in this chain
                 stack[depth] = z
                 depth += 1
     if not _chain_fits(st, x, r, members, n_bases):

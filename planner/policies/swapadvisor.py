@@ -94,16 +94,21 @@ def _timed(request: PlanRequest):
     best = None
     kinds = placement_kinds(POLICY, request.allocator)
     allocations = _allocations(request, kinds)
+    options = _options(request)
+    # Recomputing is a per-tensor estimate: with a profile to time them, the swap-only plan is
+    # timed too and the faster kept, so keeping, swapping or recomputing never loses to swapping.
+    variants = [options] if profile is None or options.recompute == 0 else [options, replace(options, recompute=0.0)]
     for k, alloc in enumerate(allocations if profile is not None else allocations[:1]):
-        try:
-            final = final_arrays(g, order, alloc, profile, secs, _options(request))
-        except PlanError:
-            if k == 0 or len(kinds) == 1:
-                raise
-            continue        # both kinds: chunks that do not plan (the double pass may not settle) leave the pool's
-        t = None if profile is None else simulated_seconds(final[0], GraphArrays.of(g).tensor_bytes, secs, profile)
-        if best is None or t < best[0]:
-            best = (t, final)
+        for opts in variants:
+            try:
+                final = final_arrays(g, order, alloc, profile, secs, opts)
+            except PlanError:
+                if k == 0 or len(kinds) == 1:
+                    raise
+                break       # both kinds: chunks that do not plan (the double pass may not settle) leave the pool's
+            t = None if profile is None else simulated_seconds(final[0], GraphArrays.of(g).tensor_bytes, secs, profile)
+            if best is None or t < best[0]:
+                best = (t, final)
     return order, best
 
 

@@ -65,14 +65,15 @@ RECOMPUTED: dict = {}
 
 
 def test_plans_with_a_slow_link_recompute(model):
-    """The runs above trained plans that recompute (not only swap-only ones) on the CNNs (the
-    tiny RNNs' tensors that leave have no chain that fits beside their readers)."""
+    """The runs above trained plans that recompute (not only swap-only ones): capuchin's on the
+    CNNs (the tiny RNNs' tensors that leave have no chain that fits beside their readers).
+    swapadvisor keeps the faster of its plan with and without recomputation, so whether it
+    recomputes is its choice."""
     name = model[0]
     if name in ("rnn", "brnn"):
         pytest.skip("no recomputation expected")
-    for policy in ("swapadvisor", "capuchin"):
-        if (name, policy, True) in RECOMPUTED:
-            assert RECOMPUTED[(name, policy, True)] > 0, f"{name} {policy}: no recomputation at any budget"
+    if (name, "capuchin", True) in RECOMPUTED:
+        assert RECOMPUTED[(name, "capuchin", True)] > 0, f"{name} capuchin: no recomputation at any budget"
 
 
 def test_checkpoint_recomputes_only_and_trains_bit_identically(model):
