@@ -82,7 +82,8 @@ class PlanOptions:
     # Recomputation: an evicted tensor whose host copy is stale is dropped and recomputed at its
     # next read (from its producer, or a chain of up to ``max_chain`` producers) instead of
     # copied out and back, when that costs less than ``recompute`` times the copies (0: swap
-    # only). ``recompute_only``: nothing is copied out; only tensors that can be recomputed leave.
+    # only). ``recompute_only``: no stale tensor is copied out; only tensors that can be
+    # recomputed, or whose host copy is current, leave (checkpointing).
     recompute: float = 0.0
     recompute_only: bool = False
     max_chain: int = 8

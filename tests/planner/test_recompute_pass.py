@@ -2,6 +2,8 @@
 graphs whose plan can be read off, and on seeded random graphs.
 
 Every tensor is 1 KiB (256 float32); one size class of three objects unless said otherwise."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -12,7 +14,12 @@ from engine import reference
 from engine.ir import PERSISTENT_KINDS, Graph, Kind
 from engine.profile import Link, Profile, Rates
 from engine.program import COMPUTE, SWAP_OUT
+from engine.library.planning import plan as plan_policy
+from ga.search import SearchOptions
+from ga.search import search as ga_search
+from planner import policy
 from planner.errors import PlanError
+from planner.policy import RECOMPUTE_OPTION
 from planner.facts import GraphFacts
 from planner.swap_planner import PlanOptions, plan
 from planner.verify import verify
@@ -173,3 +180,19 @@ def test_random_graphs_plan_recomputations_that_verify_and_train_bit_identically
         verify(p, g)
         if p.recomputes:
             assert trains_as_unlimited(g, p), f"seed {seed}, {extra} objects more"
+
+
+def test_swapadvisor_recomputes_unless_swap_only_even_through_its_search():
+    """The joint plan recomputes where copies are slow, and is faster; --swap-only (the policy
+    option recompute 0) holds for every candidate of the search and for the plan it returns."""
+    g = late_reader_graph()
+    smallest = GraphFacts(g).smallest_budget
+    swapadvisor = policy.get("swapadvisor")
+    joint = plan_policy(g, swapadvisor, SLOW_LINK, smallest)
+    swap_only = plan_policy(g, swapadvisor, SLOW_LINK, smallest, policy_options={RECOMPUTE_OPTION: 0.0})
+    assert joint.program.recomputes > 0 and swap_only.program.recomputes == 0
+    assert joint.seconds < swap_only.seconds
+    search = SearchOptions(seed=0, max_generations=3, population=6, workers=1, progress=False, ideal=False)
+    result = ga_search(GraphFacts(g), joint.budget, SLOW_LINK, replace(search, policy_options=((RECOMPUTE_OPTION, 0.0),)))
+    request = result.request(g, GraphFacts(g), joint.budget, SLOW_LINK)
+    assert request.policy_options[RECOMPUTE_OPTION] == 0.0 and swapadvisor.make(request).recomputes == 0

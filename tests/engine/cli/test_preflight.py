@@ -290,6 +290,9 @@ def test_an_output_goes_into_a_new_folder(tmp_path, capsys, flag):
      r"--allocator bestfit places the tensors of policies that plan under a budget, but --policy ideal has none "
      r"\(ideal holds every tensor, reference runs no plan\); drop --allocator or add one of odswap, swapadvisor"),
     (["--policy", "reference,ideal", "--allocator", "pool"], r"--allocator pool places .* --policy reference,ideal"),
+    (["--policy", "odswap,capuchin", "--swap-only"],
+     r"--swap-only turns recomputation off in swapadvisor, but --policy odswap,capuchin has none of them; add one "
+     r"or drop --swap-only"),
 ])
 def test_a_flag_that_changes_nothing_is_refused(capsys, argv, pattern):
     refused(TINY + argv, capsys, pattern)
