@@ -1,4 +1,5 @@
-"""``swapadvisor``: the SwapAdvisor planner (Belady eviction with a recency threshold) on a
+"""``swapadvisor``: the SwapAdvisor planner (Belady eviction with a recency threshold; each
+tensor it evicts swapped out and back or dropped and recomputed, whichever costs less) on a
 schedule and allocation found by the genetic search, or, without a search, on the default
 order with the simple allocation.
 
@@ -87,8 +88,9 @@ def _allocations(request: PlanRequest, kinds: tuple[str, ...]) -> list:
 
 
 def _timed(request: PlanRequest):
-    """(order, (seconds, final arrays)) of the fastest allocation's plan; without a profile to
-    time them, the first allocation's plan (the pool's under auto) and seconds None."""
+    """(order, (seconds, final arrays)) of the fastest plan over the allocations, each with and
+    without recomputation; without a profile to time them, the first allocation's plan (the
+    pool's under auto) and seconds None."""
     g, secs, profile = request.graph, request.op_seconds, request.profile
     order = request.facts.order if request.schedule is None else request.schedule
     best = None
