@@ -170,18 +170,26 @@ class BatchNorm(Op):
     def compute(self, attrs, xs, ys):
         x, gamma, beta, running_mean, running_var = xs
         y, mean, invstd, mean_next, var_next = ys
-        t = x.dtype.type
-        axes, nd = _reduce_axes(x.ndim), x.ndim
-        m = _values_per_channel(x.shape)
-        np.divide(np.sum(x, axis=axes), t(m), out=mean)
-        centered = x - _per_channel(mean, nd)
-        var = np.sum(centered * centered, axis=axes) / t(m)
-        np.divide(t(1), np.sqrt(var + t(attrs["eps"])), out=invstd)
+        centered = _batch_statistics(attrs, x, running_mean, running_var, mean, invstd, mean_next, var_next)
+        nd = x.ndim
         np.multiply(centered, _per_channel(invstd * gamma, nd), out=y)
         y += _per_channel(beta, nd)
-        mom = t(attrs["momentum"])
-        np.add(mom * running_mean, (t(1) - mom) * mean, out=mean_next)
-        np.add(mom * running_var, (t(1) - mom) * (var * (t(m) / t(m - 1))), out=var_next)
+
+
+def _batch_statistics(attrs, x, running_mean, running_var, mean, invstd, mean_next, var_next):
+    """Training-mode batch norm's statistics into mean, invstd and the running statistics' next
+    values (batch_norm's and batch_norm_stats' one computation: the same bits); x - mean."""
+    t = x.dtype.type
+    axes, nd = _reduce_axes(x.ndim), x.ndim
+    m = _values_per_channel(x.shape)
+    np.divide(np.sum(x, axis=axes), t(m), out=mean)
+    centered = x - _per_channel(mean, nd)
+    var = np.sum(centered * centered, axis=axes) / t(m)
+    np.divide(t(1), np.sqrt(var + t(attrs["eps"])), out=invstd)
+    mom = t(attrs["momentum"])
+    np.add(mom * running_mean, (t(1) - mom) * mean, out=mean_next)
+    np.add(mom * running_var, (t(1) - mom) * (var * (t(m) / t(m - 1))), out=var_next)
+    return centered
 
 
 @register
@@ -227,19 +235,8 @@ class BatchNormStats(Op):
                                     OUT(0), OUT(1), OUT(2), OUT(3))
 
     def compute(self, attrs, xs, ys):
-        # batch_norm.compute's statistics, operation for operation (the same bits).
         x, running_mean, running_var = xs
-        mean, invstd, mean_next, var_next = ys
-        t = x.dtype.type
-        axes, nd = _reduce_axes(x.ndim), x.ndim
-        m = _values_per_channel(x.shape)
-        np.divide(np.sum(x, axis=axes), t(m), out=mean)
-        centered = x - _per_channel(mean, nd)
-        var = np.sum(centered * centered, axis=axes) / t(m)
-        np.divide(t(1), np.sqrt(var + t(attrs["eps"])), out=invstd)
-        mom = t(attrs["momentum"])
-        np.add(mom * running_mean, (t(1) - mom) * mean, out=mean_next)
-        np.add(mom * running_var, (t(1) - mom) * (var * (t(m) / t(m - 1))), out=var_next)
+        _batch_statistics(attrs, x, running_mean, running_var, *ys)
 
 
 @register
