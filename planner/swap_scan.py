@@ -499,8 +499,6 @@ def _drops(st, x, pos):
     out and back in, the copy out waiting behind the link's backlog. Dropping anchors the
     chain's bases until x's next read."""
     rules = st.rules
-    if not _recomputes(rules):
-        return False
     cost, n_bases = _chain_cost(st, x, pos)
     if cost < 0:
         return False
@@ -910,7 +908,8 @@ def _evict(st, victim, pos):
     o = res.obj_of[victim]
     arr, a, b = _span(st, victim)
     dirty = False
-    if tensors.host_writer[victim] == NOT_HOST and not _drops(st, victim, pos):
+    # _drops is called, not inlined: test the rules here so a swap-only pass never pays the call
+    if tensors.host_writer[victim] == NOT_HOST and not (_recomputes(st.rules) and _drops(st, victim, pos)):
         st.scratch.cand[0] = tensors.writer[victim]
         i = _emit(st, SWAP_OUT, victim, o, True, 1)
         tensors.host_writer[victim] = i
