@@ -16,7 +16,7 @@ from . import reference
 from .initializers import initial_state
 from .ir import Graph, Kind
 
-LOSS_OPS = ("softmax_cross_entropy",)
+LOSS_OPS = ("softmax_cross_entropy", "nll_loss")     # their first input is the logits (or log-probabilities)
 
 
 def _draw(rng, g: Graph, t: int, samples: int) -> np.ndarray:

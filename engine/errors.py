@@ -14,3 +14,8 @@ class EngineError(Exception):
 
 class UsageError(EngineError):
     """A bad flag or value (a model name, a size): reported as one line, exit status 2."""
+
+
+class ModelImportError(EngineError):
+    """A model that cannot be imported (engine.importer) or an imported model's folder that
+    cannot be read: one line naming the file, operator or node, and what would work."""

@@ -11,6 +11,8 @@ import numpy as np
 
 from .ir import PERSISTENT_KINDS, Graph, GraphError
 
+IMPORTED = "imported"     # the value came with the model (engine.importer): ``Graph.initial_values``
+
 
 def _fan_in(shape) -> int:
     # [O, I, KH, KW] convolution or [M, K] fully connected weights: fan-in is everything after dim 0.
@@ -36,15 +38,28 @@ def initial_value(name: str, init: str | None, shape, dtype, seed: int) -> np.nd
         a = rng.uniform(-limit, limit, shape)
     elif kind.startswith("normal:"):
         a = rng.standard_normal(shape) * float(kind.split(":", 1)[1])
+    elif kind == IMPORTED:
+        raise GraphError(f"tensor '{name}': its value comes with an imported model "
+                         "(Graph.initial_values), not from an initializer")
     else:
         raise GraphError(f"tensor '{name}': unknown initializer '{kind}' "
-                         "(known: zeros, ones, he_normal, xavier_uniform, normal:<std>)")
+                         "(known: zeros, ones, he_normal, xavier_uniform, normal:<std>, imported)")
     return a.astype(dtype)
 
 
 def initial_state(g: Graph, seed: int) -> dict[int, np.ndarray]:
-    """Arrays for every persistent leaf (parameters and state) of ``g``."""
-    return {t: initial_value(g.tensors[t].name, g.tensors[t].init, g.tensors[t].shape,
-                             g.tensors[t].dtype, seed)
-            for t in g.leaves(*PERSISTENT_KINDS)}
+    """Arrays for every persistent leaf (parameters and state) of ``g``: drawn by its
+    initializer, or, for an imported model's weights, the values it came with (a copy)."""
+    state = {}
+    for t in g.leaves(*PERSISTENT_KINDS):
+        x = g.tensors[t]
+        if x.init == IMPORTED:
+            value = g.initial_values.get(x.name)
+            if value is None or value.shape != x.shape or value.dtype != x.dtype:
+                raise GraphError(f"tensor '{x.name}' is imported but its value is missing or is not "
+                                 f"{x.dtype}{list(x.shape)}; re-import the model")
+            state[t] = np.array(value, copy=True)
+        else:
+            state[t] = initial_value(x.name, x.init, x.shape, x.dtype, seed)
+    return state
 

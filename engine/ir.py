@@ -102,6 +102,8 @@ class Graph:
         self._node_names: dict[str, int] = {}
         self._default_kind = Kind.ACTIVATION
         self._prefix = ""
+        # Values of leaves whose initializer is "imported" (an imported model's weights), by name.
+        self.initial_values: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ building
     def _new_tensor(self, name, shape, dtype, kind, init=None) -> int:

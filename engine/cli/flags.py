@@ -150,7 +150,8 @@ def parser() -> argparse.ArgumentParser:
     model.add_argument("--model", default="small-cnn",
                    help="small-cnn, small-lstm, or a zoo model: wresnet-D-X, inception-X, nasnet-R, "
                         "rnn-L-XK, brnn-L-XK, resnet-D, gpt-tiny, gpt2-small|medium|large|xl, gpt-7b, "
-                        "gpt-L-W-H (default: small-cnn)")
+                        "gpt-L-W-H, or the folder of an imported PyTorch model (python -m engine.importer) "
+                        "(default: small-cnn)")
     model.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the model's own)")
     model.add_argument("--size", type=positive_int, default=None,
                    help="image side for CNNs, sequence length for RNNs and GPTs (default: the model's own)")

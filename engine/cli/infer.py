@@ -27,6 +27,8 @@ from ..errors import EngineError
 from ..ir import PERSISTENT_KINDS
 from ..library.inference import (PlannedInference, executor_run, forward_graph, plan_inference,  # noqa: F401
                                  same_outputs, unlimited_outputs)
+from ..library.imported import is_model_folder
+from ..library.models import batch_of
 from ..library.planning import plan_bounds
 from ..units import format_bytes, parse_bytes
 from .flags import UsageError, _DefaultsShown, _Parser, nonnegative_float, positive_float, positive_int, seed
@@ -60,7 +62,8 @@ def parser() -> argparse.ArgumentParser:
                 description="Plan a forward-only model under memory budgets with its weights as persistent "
                             "state, simulate it, and run batches bit-identically to unlimited memory.")
     p.add_argument("--model", default="resnet-152", help="a forward-only zoo model: resnet-D")
-    p.add_argument("--batch", type=positive_int, default=1, help="requests per batch")
+    p.add_argument("--batch", type=positive_int, default=None,
+                   help="requests per batch (default 1; an imported model's: the export's)")
     p.add_argument("--size", type=positive_int, default=None, help="image side (default: the model's own, 224)")
     p.add_argument("--memory", default="64MiB,128MiB,192MiB,512MiB,640MiB", metavar="SIZE[,SIZE...]",
                    help="device budgets: sizes with a binary unit, or percentages of the unlimited peak (50%%)")
@@ -82,7 +85,11 @@ def parser() -> argparse.ArgumentParser:
 def run(args) -> int:
     if args.policy not in api.policies():
         raise UsageError(f"--policy {args.policy}: unknown; choose from {', '.join(api.policies())}")
+    if args.batch is None and not is_model_folder(args.model):
+        args.batch = 1
     g = forward_graph(args.model, args.batch, args.size)
+    if args.batch is None:
+        args.batch = batch_of(g)
     facts = GraphFacts(g)
     budgets = [budget_bytes(s, facts.peak_bytes) for s in args.memory.split(",") if s.strip()]
     if not budgets:

@@ -15,8 +15,9 @@ from ..backend_registry import Placement
 from ..data import TeacherData
 from ..errors import EngineError, UsageError
 from ..executor import ProgramExecutor
-from ..ir import Graph
+from ..ir import Graph, Kind
 from ..training import ReferenceRunner, Trainer
+from .imported import is_model_folder, read_model
 from .models import batch_of, model_graph
 from .planning import Plan, plan_named
 
@@ -24,10 +25,26 @@ from .planning import Plan, plan_named
 def forward_graph(model: str, batch: int | None = None, size: int | None = None, dtype: str = "float32",
                   **options) -> Graph:
     """The forward-only graph of ``model``; UsageError (one line) for a model that is not one."""
+    if is_model_folder(model):
+        return _imported_forward(model, batch, size)
     g = model_graph(model, batch, size, dtype) if not options else _zoo_graph(model, batch, size, dtype, options)
     if g.loss is not None or not g.outputs:
         raise UsageError(f"--model {model} is a training model; inference runs forward-only models "
                          "with outputs: resnet-D (e.g. resnet-152)")
+    return g
+
+
+def _imported_forward(folder: str, batch: int | None, size: int | None) -> Graph:
+    """An imported inference program (python -m engine.importer --inference)."""
+    imported = read_model(folder)
+    if imported.task != "inference":
+        raise UsageError(f"--model {folder} is a training program (it returns a loss); train it with "
+                         "python -m engine.train, or import a forward-only export with --inference")
+    g = imported.forward_graph()
+    first = g.tensors[g.leaves(Kind.INPUT)[0]].shape[0] if g.leaves(Kind.INPUT) else None
+    if batch is not None and batch != first or size is not None:
+        raise UsageError(f"--model {folder}: an imported model keeps the shapes it was exported with (batch "
+                         f"{first}); export it again instead of --batch/--size")
     return g
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..autodiff import make_optimizer
 from ..errors import UsageError
 from ..ir import Graph, Kind
+from .imported import is_model_folder, read_model, training_graph
 
 SMALL_MODELS = ("small-cnn", "small-lstm")
 
@@ -14,6 +15,8 @@ def model_graph(model: str, batch: int | None = None, size: int | None = None, d
                 weight_decay: float = 1e-4) -> Graph:
     """The training graph of a model named as --model names it (small-cnn, small-lstm or a zoo
     name); UsageError (one line) for an unknown name."""
+    if is_model_folder(model):
+        return _imported_graph(model, batch, size, optimizer, lr, momentum, weight_decay)
     name = model.lower()
     import zoo
 
@@ -35,6 +38,17 @@ def model_graph(model: str, batch: int | None = None, size: int | None = None, d
         return zoo.build(name, batch=batch, size=size, dtype=dtype, optimizer=sgd)
     except ValueError as e:
         raise UsageError(f"--model {model}: {e} (or {', '.join(SMALL_MODELS)})") from None
+
+
+def _imported_graph(folder: str, batch: int | None, size: int | None, optimizer: str | None, lr: float | None,
+                    momentum: float, weight_decay: float) -> Graph:
+    """The training graph of an imported model (engine.importer): its shapes are the export's."""
+    imported = read_model(folder)
+    g = imported.forward_graph()
+    if batch is not None and batch != batch_of(g) or size is not None:
+        raise UsageError(f"--model {folder}: an imported model keeps the shapes it was exported with (batch "
+                         f"{batch_of(g)}); export it again at another batch or size instead of --batch/--size")
+    return training_graph(imported, make_optimizer(optimizer or "sgd", lr, momentum, weight_decay))
 
 
 def batch_of(g: Graph) -> int:
