@@ -46,7 +46,7 @@ def _exact(attrs) -> bool:
 
 def erf(x: np.ndarray) -> np.ndarray:
     """erf element-wise (math.erf, the C library's, in float64), rounded to x's dtype."""
-    return _erf(x.astype(np.float64)).astype(np.float64).astype(x.dtype)
+    return np.asarray(_erf(x.astype(np.float64)), dtype=np.float64).astype(x.dtype)
 
 
 def _inner(x: np.ndarray):

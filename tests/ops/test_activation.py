@@ -48,3 +48,8 @@ def test_exact_gelu_matches_the_erf_formula():
 
 def test_exact_gelu_gradient():
     check_gradient("gelu", [rng.standard_normal((4, 7)) * 2], {"approximate": "none"})
+
+
+def test_exact_gelu_of_a_scalar():
+    (y,) = run_op("gelu", [np.array(0.5)], approximate="none")
+    assert y.shape == () and y == pytest.approx(0.25 * (1 + math.erf(0.5 / math.sqrt(2))), rel=1e-15)
