@@ -1,5 +1,6 @@
-// GELU, tanh approximation, and its gradient (ops/activation.py), in numpy's evaluation
-// order without FMA contraction; only tanh may differ from numpy's in the last bit.
+// GELU, the tanh approximation and the exact (erf) form, and its gradient (ops/activation.py),
+// in numpy's evaluation order without FMA contraction; only tanh, erf and exp may differ from
+// numpy's in the last bit.
 #include "common.cuh"
 
 #define GELU_C 0.7978845608028654
@@ -37,3 +38,35 @@ KERNEL void gelu_fwd(float* y, const float* x, i64 n) { gelu_fwd_t(y, x, n); }
 KERNEL void gelu_fwd_f64(double* y, const double* x, i64 n) { gelu_fwd_t(y, x, n); }
 KERNEL void gelu_bwd(float* dx, const float* x, const float* dy, i64 n) { gelu_bwd_t(dx, x, dy, n); }
 KERNEL void gelu_bwd_f64(double* dx, const double* x, const double* dy, i64 n) { gelu_bwd_t(dx, x, dy, n); }
+
+// Exact GELU (approximate="none"), in PyTorch's evaluation order:
+//   y = (x * 0.5) * (1 + erf(x * M_SQRT1_2))
+//   dx = dy * (0.5 * (1 + erf(x * M_SQRT1_2)) + x * (kBeta * exp((x*x) * -0.5))), kBeta = 1/sqrt(2 pi)
+#define GELU_SQRT1_2 0.7071067811865476
+#define GELU_BETA 0.3989422804014327
+
+__device__ __forceinline__ float gelu_erf_t(float x) { return erff(x); }
+__device__ __forceinline__ double gelu_erf_t(double x) { return erf(x); }
+
+template <typename T>
+__device__ __forceinline__ void gelu_erf_fwd_t(T* y, const T* x, i64 n) {
+    for (i64 i = global_thread(); i < n; i += global_stride()) {
+        const T v = x[i];
+        y[i] = mul_rn(mul_rn(v, T(0.5)), add_rn(T(1), gelu_erf_t(mul_rn(v, T(GELU_SQRT1_2)))));
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void gelu_erf_bwd_t(T* dx, const T* x, const T* dy, i64 n) {
+    for (i64 i = global_thread(); i < n; i += global_stride()) {
+        const T v = x[i];
+        const T cdf = mul_rn(T(0.5), add_rn(T(1), gelu_erf_t(mul_rn(v, T(GELU_SQRT1_2)))));
+        const T pdf = mul_rn(T(GELU_BETA), exp_t(mul_rn(mul_rn(v, v), T(-0.5))));
+        dx[i] = mul_rn(dy[i], add_rn(cdf, mul_rn(v, pdf)));
+    }
+}
+
+KERNEL void gelu_erf_fwd(float* y, const float* x, i64 n) { gelu_erf_fwd_t(y, x, n); }
+KERNEL void gelu_erf_fwd_f64(double* y, const double* x, i64 n) { gelu_erf_fwd_t(y, x, n); }
+KERNEL void gelu_erf_bwd(float* dx, const float* x, const float* dy, i64 n) { gelu_erf_bwd_t(dx, x, dy, n); }
+KERNEL void gelu_erf_bwd_f64(double* dx, const double* x, const double* dy, i64 n) { gelu_erf_bwd_t(dx, x, dy, n); }

@@ -143,6 +143,16 @@ def _synthetic_cases() -> list[Case]:
         case("conv2d", [(64, 32, 16, 16), (256, 32, 3, 3)], padding=1),
         case("conv2d_grad_data", [(32, 256, 3, 3), (64, 32, 16, 16)], padding=1, input_hw=(16, 16)),
         case("conv2d_grad_weight", [(1, 1024, 8, 8), (1, 1024, 8, 8)], padding=1, kernel_hw=(3, 3)),
+        # log_softmax and nll_loss (PyTorch's cross-entropy): rows longer than a block, both label
+        # types, ignored rows (test_cuda_kernels.make_inputs marks some), both reductions
+        case("log_softmax", [(2, 3, 7)]),
+        case("log_softmax", [(3, 300)]),
+        case("log_softmax_grad", [(2, 3, 7), (2, 3, 7)]),
+        case("log_softmax_grad", [(3, 300), (3, 300)]),
+        case("nll_loss", [(6, 10), spec((6,), "int64")]),
+        case("nll_loss", [(300, 4), spec((300,), "int32")], ignore_index=1, reduction="sum"),
+        case("nll_loss_grad", [spec((6,), "int64"), ()], classes=10),
+        case("nll_loss_grad", [spec((300,), "int32"), ()], classes=4, ignore_index=1, reduction="sum"),
     ]
     from .transformer_cases import large_tile_cases, transformer_cases
     c += transformer_cases() + large_tile_cases()

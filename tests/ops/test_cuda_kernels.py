@@ -42,6 +42,13 @@ def make_inputs(c, rng) -> list[np.ndarray]:
     """Random inputs that the operator accepts (positive variances, valid labels, real maxima)."""
     if c.op in transformer_cases.OPS:
         return transformer_cases.make_inputs(c, rng)
+    if c.op in ("nll_loss", "nll_loss_grad"):      # labels in [0, C), every third one ignore_index
+        at, classes = (1, c.ins[0].shape[1]) if c.op == "nll_loss" else (0, c.attrs["classes"])
+        arrays = [rng.standard_normal(t.shape).astype(t.dtype) for t in c.ins]
+        labels = rng.integers(0, classes, size=c.ins[at].shape)
+        labels[::3] = c.attrs["ignore_index"]
+        arrays[at] = labels.astype(c.ins[at].dtype)
+        return arrays
     arrays = []
     for i, t in enumerate(c.ins):
         dt = np.dtype(t.dtype)

@@ -84,3 +84,118 @@ def test_softmax_cross_entropy_shape_errors():
     grad = registry.get("softmax_cross_entropy_grad")
     with pytest.raises(ShapeError, match="dloss must be a scalar"):
         grad.infer({}, [logits, np.zeros(4, np.int32), np.zeros(1)])
+
+
+# ---------------------------------------------------------------- log_softmax, nll_loss
+
+@pytest.mark.parametrize("shape", [(1, 5), (4, 3), (2, 3, 7), (6,), (3, 1)])
+def test_log_softmax_gradient(shape):
+    check_gradient("log_softmax", [rng.standard_normal(shape) * 2])
+
+
+def test_log_softmax_matches_formula_and_is_stable():
+    x = rng.standard_normal((4, 6)) * 3
+    (y,) = run_op("log_softmax", [x])
+    np.testing.assert_allclose(y, np.log(np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True)), rtol=1e-12)
+    (y,) = run_op("log_softmax", [np.array([[1000.0, 0.0, -1000.0]], np.float32)])
+    assert y.dtype == np.float32 and np.isfinite(y).all()
+    np.testing.assert_array_equal(y, [[0, -1000, -2000]])
+
+
+def test_log_softmax_grad_kernel_matches_formula():
+    y, dy = rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
+    (dx,) = run_op("log_softmax_grad", [y, dy])
+    np.testing.assert_allclose(dx, dy - np.exp(y) * dy.sum(axis=-1, keepdims=True), rtol=1e-13)
+
+
+def test_log_softmax_shape_errors():
+    with pytest.raises(ShapeError, match="non-empty"):
+        registry.get("log_softmax").infer({}, [np.zeros((3, 0))])
+    with pytest.raises(ShapeError, match="floating"):
+        registry.get("log_softmax").infer({}, [np.zeros((3, 2), np.int32)])
+    with pytest.raises(ShapeError, match="must match"):
+        registry.get("log_softmax_grad").infer({}, [np.zeros((3, 2)), np.zeros((3, 3))])
+
+
+def nll_inputs(n, c, label_dtype=np.int64, ignore=None):
+    logp = np.log(rng.dirichlet(np.ones(c), n))
+    labels = rng.integers(0, c, n).astype(label_dtype)
+    if ignore is not None:
+        labels[::3] = ignore
+    return [logp, labels]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("ignore_index", [-100, 2])
+@pytest.mark.parametrize("label_dtype", [np.int32, np.int64])
+def test_nll_loss_forward_and_gradient(reduction, ignore_index, label_dtype):
+    logp, labels = nll_inputs(7, 4, label_dtype, ignore=ignore_index)
+    (loss,) = run_op("nll_loss", [logp, labels], ignore_index=ignore_index, reduction=reduction)
+    kept = labels != ignore_index
+    total = -logp[np.flatnonzero(kept), labels[kept]].sum()
+    assert loss.shape == () and loss == pytest.approx(total / kept.sum() if reduction == "mean" else total,
+                                                      rel=1e-14)
+    grads = check_gradient("nll_loss", [logp, labels], {"ignore_index": ignore_index, "reduction": reduction})
+    assert grads[1] is None
+
+
+def test_nll_loss_grad_kernel_matches_formula():
+    labels = np.array([2, -100, 0, 2])
+    (d,) = run_op("nll_loss_grad", [labels, np.array(1.5)], classes=3)
+    expect = np.zeros((4, 3))
+    expect[[0, 2, 3], [2, 0, 2]] = -1.5 / 3
+    np.testing.assert_array_equal(d, expect)
+    (d,) = run_op("nll_loss_grad", [labels.astype(np.int32), np.array(1.5, np.float32)], classes=3,
+                  reduction="sum")
+    assert d.dtype == np.float32 and d.shape == (4, 3)
+    np.testing.assert_array_equal(d, np.where(expect, np.float32(-1.5), np.float32(0)))
+
+
+def test_nll_loss_with_every_row_ignored_is_nan_and_its_gradient_zero():
+    """As PyTorch: mean over no rows is 0/0; no row takes gradient."""
+    labels = np.array([-100, -100])
+    loss = np.empty((), np.float64)
+    registry.get("nll_loss").compute({"ignore_index": -100, "reduction": "mean"}, [np.zeros((2, 3)), labels],
+                                     [loss])
+    assert np.isnan(loss)
+    (d,) = run_op("nll_loss_grad", [labels, np.array(1.0)], classes=3)
+    np.testing.assert_array_equal(d, np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("bad", [3, -1, -100])
+def test_nll_loss_out_of_range_labels_raise(bad):
+    logp, labels = nll_inputs(4, 3)
+    labels[2] = bad
+    with pytest.raises(ValueError, match=rf"label {bad} at position 2 is outside \[0, 3\).*ignore_index 7"):
+        run_op("nll_loss", [logp, labels], ignore_index=7)
+    with pytest.raises(ValueError, match="outside"):
+        run_op("nll_loss_grad", [labels, np.array(1.0)], classes=3, ignore_index=7)
+
+
+def test_nll_loss_attributes_and_shapes():
+    decl, grad = registry.get("nll_loss"), registry.get("nll_loss_grad")
+    assert decl.canon({}) == {"ignore_index": -100, "reduction": "mean"}
+    with pytest.raises(OpError, match="reduction must be one of"):
+        decl.canon({"reduction": "none"})
+    with pytest.raises(OpError, match="ignore_index must be an int"):
+        decl.canon({"ignore_index": 1.5})
+    with pytest.raises(OpError, match="missing attributes"):
+        grad.canon({})
+    with pytest.raises(OpError, match="classes must be a positive int"):
+        grad.canon({"classes": 0})
+    with pytest.raises(ShapeError, match=r"labels must have shape \(4,\)"):
+        decl.infer(decl.canon({}), [np.zeros((4, 3)), np.zeros(5, np.int64)])
+    with pytest.raises(ShapeError, match="integer dtype"):
+        grad.infer(grad.canon({"classes": 3}), [np.zeros(4), np.zeros(())])
+    with pytest.raises(ShapeError, match="dloss must be a scalar"):
+        grad.infer(grad.canon({"classes": 3}), [np.zeros(4, np.int64), np.zeros(1)])
+    assert grad.infer(grad.canon({"classes": 3}), [np.zeros(4, np.int32), np.zeros((), np.float32)]) == \
+        [((4, 3), np.dtype(np.float32))]
+
+
+def test_log_softmax_then_nll_loss_is_softmax_cross_entropy():
+    logits, labels = xent_inputs(5, 4)
+    (logp,) = run_op("log_softmax", [logits])
+    (loss,) = run_op("nll_loss", [logp, labels])
+    (xent, _) = run_op("softmax_cross_entropy", [logits, labels])
+    assert loss == pytest.approx(xent, rel=1e-14)

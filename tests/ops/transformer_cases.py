@@ -49,6 +49,9 @@ def transformer_cases() -> list:
         case("embedding_grad", [spec((5,), i32), (5, 2100)], vocab=3),       # columns in two passes
         case("adam_update", [(4099,)] * 4 + [()], lr=0.01, weight_decay=0.1),
         case("adam_update", [(7,)] * 4 + [()], weight_decay=0.01, decoupled=False),
+        # exact (erf) GELU, PyTorch's default
+        case("gelu", [(1003,)], approximate="none"),
+        case("gelu_grad", [(1003,), (1003,)], approximate="none"),
     ]
 
 
