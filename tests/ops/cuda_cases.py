@@ -154,9 +154,35 @@ def _synthetic_cases() -> list[Case]:
         case("nll_loss_grad", [spec((6,), "int64"), ()], classes=10),
         case("nll_loss_grad", [spec((300,), "int32"), ()], classes=4, ignore_index=1, reduction="sum"),
     ]
+    c += _broadcast_cases()
     from .transformer_cases import large_tile_cases, transformer_cases
     c += transformer_cases() + large_tile_cases()
     return c + [with_dtype(x, "float64") for x in c]
+
+
+def _broadcast_cases() -> list[Case]:
+    """ops/broadcast.py: every fn, broadcasts of differing ranks, reductions over inner, outer
+    and all axes, with and without keepdim."""
+    b = "bool"
+    c = [case("binary", [(4, 1, 3), (2, 3)], fn=fn)
+         for fn in ("add", "sub", "mul", "div", "maximum", "minimum")]
+    c += [case("binary", [(), (5, 7)], fn="mul"),
+          case("binary", [(2, 3, 1, 4, 1, 5), (3, 6, 4, 1, 1)], fn="add"),
+          case("binary", [(1001,), (1001,)], fn="sub"),
+          case("binary_grad", [(4, 1, 3), (2, 3), (4, 2, 3)], fn="maximum", side=0),
+          case("binary_grad", [(4, 1, 3), (2, 3), (4, 2, 3)], fn="minimum", side=1),
+          case("where", [spec((4, 1, 3), b), (2, 3), ()]),
+          case("where", [spec((1, 5), "uint8"), (3, 5), (3, 1)]),
+          case("broadcast_to", [(3, 1)], shape=(2, 3, 4)),
+          case("broadcast_to", [()], shape=(7,))]
+    c += [case("reduce", [(3, 4, 5)], fn=fn, axes=(-1, 0)) for fn in ("sum", "mean", "amax", "amin")]
+    c += [case("reduce", [(3, 4, 5)], fn="sum", axes=(1,), keepdim=True),
+          case("reduce", [(2, 3, 4, 5)], fn="amax", axes=(0, 1, 2, 3)),
+          case("reduce", [(600, 3)], fn="mean", axes=(0,)),
+          case("reduce_grad", [(3, 4, 5), (4,), (4,)], axes=(0, 2)),
+          case("reduce_grad", [(3, 4, 5), (3, 1, 5), (3, 1, 5)], axes=(1,), keepdim=True),
+          case("reduce_grad", [(6, 7), (), ()], axes=(0, 1))]
+    return c
 
 
 def with_dtype(c: Case, dtype) -> Case:

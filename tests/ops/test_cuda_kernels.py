@@ -26,6 +26,7 @@ EXACT = {"relu", "relu_grad", "sigmoid_grad", "tanh_grad", "add", "accumulate", 
          "concat", "split", "reshape", "max_pool2d", "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad",
          "global_avg_pool_grad", "softmax_cross_entropy_grad", "transpose", "embedding", "embedding_grad",
          "batch_norm_apply"}
+EXACT |= {"binary", "binary_grad", "where", "broadcast_to", "reduce_grad"}     # ops/broadcast.py
 TOLERANCE = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12}
 _ids = itertools.count()
 
@@ -67,6 +68,23 @@ def make_inputs(c, rng) -> list[np.ndarray]:
         pool = case("max_pool2d", [c.ins[0]], **{k: c.attrs[k] for k in ("kernel", "stride", "padding")})
         pool.decl.compute(pool.attrs, [arrays[0]], [y])
         arrays[1] = y
+    arrays = _broadcast_inputs(c, rng, arrays)
+    return arrays
+
+
+def _broadcast_inputs(c, rng, arrays):
+    """ops/broadcast.py: conditions half true, ties for maximum/minimum, and for reduce_grad
+    a y that is x's maximum, with ties."""
+    for i, t in enumerate(c.ins):
+        if np.dtype(t.dtype) == np.bool_ or (c.op == "where" and i == 0):
+            arrays[i] = (rng.random(t.shape) < 0.5).astype(t.dtype)
+    if c.op == "binary_grad":
+        arrays[0] = np.round(arrays[0])
+        arrays[1] = np.round(arrays[1])
+    if c.op == "reduce_grad":
+        x = np.round(arrays[0] * 2)
+        arrays[0] = x
+        arrays[1] = np.amax(x, axis=c.attrs["axes"], keepdims=c.attrs["keepdim"]).astype(x.dtype)
     return arrays
 
 
