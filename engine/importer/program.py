@@ -76,7 +76,7 @@ def convert_program(ep, name: str, inference: bool = False) -> Imported:
         raise ModelImportError("the program's outputs do not match its signature; export it again")
     _refuse_dynamic_shapes(graph)
 
-    kept_outputs, mutations, notes = [], [], []
+    kept_outputs, mutations, notes, counters = [], [], [], []
     for spec, value in zip(sig.output_specs, results):
         if spec.kind == OutputKind.USER_OUTPUT:
             kept_outputs.append(value)
@@ -85,12 +85,15 @@ def convert_program(ep, name: str, inference: bool = False) -> Imported:
             if buffer_dtype in FLOAT_DTYPES:
                 mutations.append((spec.target, value))
             else:
-                notes.append(f"left out: the update of {buffer_dtype} buffer '{spec.target}' (a counter "
-                             "PyTorch reads only when batch norm's momentum is None); its value stays as imported")
+                counters.append(spec.target)
         else:
             raise ModelImportError(f"the program has a {spec.kind.name.lower()} output ('{spec.arg.name}'): "
                                    "export the forward pass only (model and loss), without autograd or "
                                    "mutated inputs")
+    if counters:
+        notes.append(f"left out: the updates of {len(counters)} integer buffers ('{counters[0]}'"
+                     f"{', ...' if len(counters) > 1 else ''}: counters PyTorch reads only when batch norm's "
+                     "momentum is None); they keep their imported values")
     task = "inference" if inference else "train"
     if task == "train":
         val = kept_outputs[0].meta.get("val") if len(kept_outputs) == 1 and hasattr(kept_outputs[0], "meta") \

@@ -47,9 +47,12 @@ OUR_OPTIMIZERS = {"sgd": SGD(lr=0.05, momentum=0.9, weight_decay=1e-4),
 @pytest.mark.parametrize("kind", ["sgd", "adamw"])
 @pytest.mark.parametrize("name", MODELS)
 def test_float32_twenty_steps_track_pytorch(name, kind, tmp_path):
-    model, args = example(name, torch.float32)
+    # ResNet at batch 8: with 2 images its last batch norms see 2 values per channel, where
+    # float32 rounding alone moves the loss by a fraction of a percent.
+    batch = 8 if name == "resnet18" else 2
+    model, args = example(name, torch.float32, batch=batch)
     imported = export_import(model, args, tmp_path / name)
-    batches = [example(name, torch.float32, seed=1 + i)[1] for i in range(20)]
+    batches = [example(name, torch.float32, seed=1 + i, batch=batch)[1] for i in range(20)]
 
     opt = _torch_optimizer(kind, model.parameters())
     want = []

@@ -1,0 +1,45 @@
+"""An imported model trains under a budget of 0.3 of its peak, with the sanitizer poisoning
+freed memory and jittering the streams, bit-identically to our unlimited run; and the command
+line trains an imported folder and reports the plan."""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torchvision")
+
+from engine import api as se  # noqa: E402
+from engine.autodiff import SGD  # noqa: E402
+from engine.cli.run import main as train_main  # noqa: E402
+from engine.library.imported import training_graph  # noqa: E402
+from engine.liveness import peak_bytes  # noqa: E402
+
+from .harness import export_import  # noqa: E402
+from .torch_models import example  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+@pytest.fixture(scope="module", params=["resnet18", "gpt", "llama"])
+def imported(request, tmp_path_factory):
+    model, args = example(request.param, torch.float32)
+    folder = tmp_path_factory.mktemp("imported") / request.param
+    return request.param, export_import(model, args, folder)
+
+
+@pytest.mark.parametrize("policy", ["swapadvisor", "window", "smartswap"])
+def test_bit_identical_at_three_tenths_of_the_peak(imported, policy):
+    name, model = imported
+    g = training_graph(model, SGD())
+    budget = int(0.3 * peak_bytes(g))
+    plan = se.plan(g, policy, memory=budget, profile="v100")
+    assert plan.program.swap_outs + plan.program.recomputes > 0 or policy != "swapadvisor", name
+    run = se.train(g, plan, iterations=3, sanitize=True)
+    reference = se.train(g, None, iterations=3)
+    assert se.identical(run, reference), (name, policy)
+
+
+def test_the_command_line_trains_an_imported_folder(imported, capsys):
+    name, model = imported
+    code = train_main(["--model", model.path, "--iterations", "3", "--memory", "30%", "--policy", "swapadvisor"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "bit-identical" in out.out or "identical" in out.out, out.out
