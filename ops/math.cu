@@ -123,8 +123,8 @@ __device__ __forceinline__ T scalar_grad_f(int fn, T x, T g, T v, T vm1) {
     case 3: return mul_rn(g, v);
     case 4: return g / v;
     case 5: return v == T(0) ? T(0) : mul_rn(g, mul_rn(v, pow_s(x, vm1)));
-    case 6: return x >= v ? g : T(0);
-    case 7: return x <= v ? g : T(0);
+    case 6: return x > v ? g : T(0);         // clamp_min: strictly above (PyTorch 2.x)
+    case 7: return x < v ? g : T(0);
     default: return quiet_nan<T>();
     }
 }

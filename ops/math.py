@@ -13,7 +13,9 @@ differ from numpy in the last bits.
   gradient is ``unary(dy; neg)``).
 - ``scalar(x; fn, value)`` and ``scalar_grad(x, dy; fn, value)``: the linear functions'
   gradients are ``scalar`` or ``unary`` applications (add and sub pass dy through);
-  pow, maximum and minimum read x through ``scalar_grad``.
+  pow, maximum and minimum read x through ``scalar_grad``. maximum and minimum (clamp_min,
+  clamp_max) pass dy only where x is strictly above (below) the value, as PyTorch 2.x's
+  autograd does (0 at a tie and at NaN).
 - ``cast(x; dtype)``: numpy's astype (float to int truncates toward zero, as PyTorch).
   Float to float casts are differentiable (dy is cast back); anything from or to an
   integer or bool dtype has no gradient (the gradient is None).
@@ -266,10 +268,10 @@ def _scalar_grad(fn: str, x: np.ndarray, dy: np.ndarray, value: float, dx: np.nd
             p = np.empty_like(x)
             _pow(x, t(value - 1), p)
             np.multiply(dy, v * p, out=dx)
-    elif fn == "maximum":                       # clamp_min: where(self >= min, grad, 0)
-        np.copyto(dx, np.where(x >= v, dy, t(0)))
-    elif fn == "minimum":                       # clamp_max: where(self <= max, grad, 0)
-        np.copyto(dx, np.where(x <= v, dy, t(0)))
+    elif fn == "maximum":                       # clamp_min: where(self > min, grad, 0)
+        np.copyto(dx, np.where(x > v, dy, t(0)))
+    elif fn == "minimum":                       # clamp_max: where(self < max, grad, 0)
+        np.copyto(dx, np.where(x < v, dy, t(0)))
     else:
         raise OpError(f"unknown scalar fn {fn!r}")
 
