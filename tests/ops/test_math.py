@@ -332,3 +332,54 @@ def test_every_math_case_on_the_host_emulation():
     assert {c.op for c in cases} == set(MATH_OPS)
     failures = emulation_failures(cases)
     assert not failures, "\n".join(failures)
+
+
+# ------------------------------------------------------------------ in a graph
+
+def test_graph_of_math_ops_trains_with_autodiff():
+    """A parameter through slice, every unary fn, scalar and casts: the autodiff's whole-graph
+    gradient against finite differences, and the graph validates as a training iteration."""
+    from engine import reference
+    from engine.autodiff import build_training_graph, gradients
+    from engine.initializers import initial_state
+    from engine.ir import Graph
+
+    def build():
+        g = Graph("math")
+        x = g.input("x", (5, 12), "float64")
+        w = g.parameter("w", (12,), "float64", init="normal:0.5")
+        w3 = g.parameter("w3", (3, 4), "float64", init="normal:0.5")
+        (ws,) = g.apply("slice", [x], name="cols", axis=1, start=-10, stop=None, step=2)    # (5, 5)
+        (h,) = g.apply("slice", [w], name="wsl", axis=0, start=1, stop=-1, step=2)          # (5,)
+        (h,) = g.apply("scalar", [h], name="shift", fn="add", value=2.0)
+        for fn in ("sqrt", "log", "exp", "rsqrt", "reciprocal", "sin", "cos", "silu", "erf_gelu", "neg", "abs"):
+            (h,) = g.apply("unary", [h], name=fn, fn=fn)
+        for fn, v in (("pow", 1.5), ("mul", 3.0), ("rsub", 1.0), ("div", 2.0), ("maximum", -5.0),
+                      ("minimum", 5.0), ("sub", 0.5), ("pow", 2.0)):
+            (h,) = g.apply("scalar", [h], name=f"{fn}{v}", fn=fn, value=v)
+        (h,) = g.apply("cast", [h], name="to64", dtype="float64")          # float32 would blur the differences
+        (hi,) = g.apply("cast", [h], name="toint", dtype="int64")          # not differentiable, unused
+        (h4,) = g.apply("reshape", [ws], name="rows", shape=(5, 5))
+        (m,) = g.apply("fully_connected", [h4, g.apply("reshape", [h], name="hw", shape=(1, 5))[0]], name="fc")
+        (m,) = g.apply("concat", [m, m, m, m], name="four", axis=1)                      # (5, 4)
+        (logits,) = g.apply("fully_connected", [m, w3], name="fc3")
+        labels = g.label("labels", (5,))
+        loss, _ = g.apply("softmax_cross_entropy", [logits, labels], name="loss")
+        return g, loss
+
+    g, loss = build()
+    grads = gradients(g, loss)
+    rng = np.random.default_rng(1)
+    feeds = {**initial_state(g, 0), g.tensor_id("x"): rng.standard_normal((5, 12)),
+             g.tensor_id("labels"): rng.integers(0, 3, 5).astype(np.int32)}
+    out = reference.run(g, feeds)
+    for p, gp in grads.items():
+        for idx in list(np.ndindex(g.shape(p)))[:12]:
+            plus, minus = dict(feeds), dict(feeds)
+            plus[p], minus[p] = feeds[p].copy(), feeds[p].copy()
+            plus[p][idx] += 1e-6
+            minus[p][idx] -= 1e-6
+            numeric = (reference.run(g, plus, keep=[loss])[loss] - reference.run(g, minus, keep=[loss])[loss]) / 2e-6
+            assert abs(out[gp][idx] - numeric) < 1e-6 * max(1, abs(numeric)), (g.tensors[p].name, idx)
+    g2, loss2 = build()
+    build_training_graph(g2, loss2)
