@@ -157,6 +157,7 @@ def _synthetic_cases() -> list[Case]:
     c += _broadcast_cases()
     from .transformer_cases import large_tile_cases, transformer_cases
     c += transformer_cases() + large_tile_cases()
+    c += _math_cases()
     return c + [with_dtype(x, "float64") for x in c]
 
 
@@ -182,6 +183,24 @@ def _broadcast_cases() -> list[Case]:
           case("reduce_grad", [(3, 4, 5), (4,), (4,)], axes=(0, 2)),
           case("reduce_grad", [(3, 4, 5), (3, 1, 5), (3, 1, 5)], axes=(1,), keepdim=True),
           case("reduce_grad", [(6, 7), (), ()], axes=(0, 1))]
+def _math_cases() -> list[Case]:
+    """ops/math.py: every unary and scalar fn and its gradient, casts between every pair of
+    dtypes, slices with step 1 (copy_rows) and step 2 (slice_fwd) and their gradients."""
+    from ops.math import CAST_DTYPES, SCALAR_FNS, UNARY_FNS
+    c = [case("unary", [(3, 67)], fn=fn) for fn in UNARY_FNS]
+    c += [case("unary_grad", [(3, 67)] * 3, fn=fn) for fn in UNARY_FNS]
+    c += [case("scalar", [(2, 71)], fn=fn, value=0.75) for fn in SCALAR_FNS]
+    c += [case("scalar", [(2, 71)], fn="pow", value=v) for v in (0.0, 1.0, 2.0, 3.0, 0.5, -0.5, -1.0, -2.0)]
+    c += [case("scalar_grad", [(2, 71)] * 2, fn=fn, value=1.5) for fn in SCALAR_FNS]
+    c += [case("scalar_grad", [(2, 71)] * 2, fn="pow", value=v) for v in (0.0, 2.0, 0.5, -1.0)]
+    c += [case("cast", [spec((3, 41), src)], dtype=dst) for src in CAST_DTYPES for dst in CAST_DTYPES]
+    c += [case("slice", [(4, 9, 5)], axis=1, start=-7, stop=8, step=2),
+          case("slice", [(4, 9, 5)], axis=-1, start=1, stop=-1),
+          case("slice", [(6, 7)], axis=0, start=1, step=3),
+          case("slice", [spec((4, 9), "int64")], axis=1, start=2, stop=100),
+          case("slice_grad", [(4, 3, 5)], shape=(4, 9, 5), axis=1, start=2, stop=8, step=2),
+          case("slice_grad", [(4, 9, 3)], shape=(4, 9, 5), axis=2, start=1, stop=4, step=1),
+          case("slice_grad", [(2, 7)], shape=(6, 7), axis=0, start=1, stop=6, step=3)]
     return c
 
 

@@ -27,6 +27,7 @@ EXACT = {"relu", "relu_grad", "sigmoid_grad", "tanh_grad", "add", "accumulate", 
          "global_avg_pool_grad", "softmax_cross_entropy_grad", "transpose", "embedding", "embedding_grad",
          "batch_norm_apply"}
 EXACT |= {"binary", "binary_grad", "where", "broadcast_to", "reduce_grad"}     # ops/broadcast.py
+EXACT |= {"cast", "slice", "slice_grad"}       # ops/math.py's copies (its arithmetic calls libm)
 TOLERANCE = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12}
 _ids = itertools.count()
 
@@ -60,6 +61,8 @@ def make_inputs(c, rng) -> list[np.ndarray]:
     positive = {"batch_norm": 4, "batch_norm_stats": 2, "batch_norm_grad": 3, "batch_norm_apply": 4}.get(c.op)
     if positive is not None:                     # a running variance or an invstd
         arrays[positive] = np.abs(arrays[positive]) + arrays[positive].dtype.type(0.5)
+    if c.op in ("unary", "unary_grad", "scalar", "scalar_grad"):     # ops/math.py: log, sqrt, pow of x > 0
+        arrays[0] = np.abs(arrays[0]) + arrays[0].dtype.type(0.25)
     if c.op == "softmax_cross_entropy_grad":
         e = np.exp(arrays[0])
         arrays[0] = (e / e.sum(axis=1, keepdims=True)).astype(arrays[0].dtype)
