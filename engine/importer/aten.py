@@ -461,6 +461,36 @@ def _last_axis(c: Converter, n, op: str):
     return c.apply(op, [x])
 
 
+@converts("aten.scaled_dot_product_attention.default")
+def attention(c: Converter, n):
+    """softmax(scale * q k^T (+ mask)) v, as the zoo's GPT builds it: the causal mask and the
+    scale folded into our softmax when there is no other mask."""
+    q, k, v = (c.tensor(a) for a in n.args[:3])
+    mask, dropout, causal = arg(n, 3, "attn_mask"), arg(n, 4, "dropout_p", 0.0), arg(n, 5, "is_causal", False)
+    scale, gqa = n.kwargs.get("scale"), n.kwargs.get("enable_gqa", False)
+    if dropout:
+        raise c.refuse("attention dropout is random: export with dropout_p=0 (eval mode)")
+    if gqa:
+        raise c.refuse("enable_gqa is not supported: repeat the key and value heads in the model")
+    length, keys = c.g.shape(q)[-2], c.g.shape(k)[-2]
+    if causal and length != keys:
+        raise c.refuse("causal attention is supported only with as many queries as keys")
+    scale = 1.0 / (c.g.shape(q)[-1] ** 0.5) if scale is None else float(scale)
+    scores = c.apply("batch_matmul", [q, k], transpose_b=True)
+    if mask is None:
+        probs = c.apply("softmax", [scores], scale=scale, causal=bool(causal))
+    else:
+        scores = c.apply("scalar", [scores], fn="mul", value=scale)
+        m = c.tensor(mask)
+        if c.g.dtype(m).name == "bool":
+            minus_inf = c.tensor(float("-inf"))
+            scores = c.apply("where", [m, scores, c.apply("cast", [minus_inf], dtype=c.g.dtype(scores).name)])
+        else:
+            scores = c.apply("binary", [scores, m], fn="add")
+        probs = c.apply("softmax", [scores], causal=bool(causal))
+    return c.apply("batch_matmul", [probs, v])
+
+
 @converts("aten.nll_loss_forward.default")
 def nll_loss(c: Converter, n):
     logp, target, weight, reduction, ignore_index = n.args[:5]

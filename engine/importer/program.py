@@ -14,7 +14,7 @@ from .archive import check_archive, check_sample_inputs
 from .convert import FLOAT_DTYPES, Const, Converter, target_name, to_numpy, where
 
 # Core ATen operators the default decompositions would break up but we run whole.
-KEEP_WHOLE = ("nll_loss_forward",)
+KEEP_WHOLE = ("nll_loss_forward", "scaled_dot_product_attention")
 # Operators never evaluated at import time: their results change from call to call.
 RANDOM_WORDS = ("rand", "bernoulli", "dropout", "normal", "uniform", "multinomial", "randperm", "exponential")
 # Views and copies a label passes through on its way to the loss.
@@ -105,6 +105,7 @@ def convert_program(ep, name: str, inference: bool = False) -> Imported:
 
     live = _live_nodes([*kept_outputs, *(v for _, v in mutations)])
     labels = _label_inputs(graph, live)
+    tied = _tied_names(ep, InputKind)
     c = Converter(Graph(name))
     user_inputs, used_ops = [], set()
     for node in graph.nodes:
@@ -114,8 +115,8 @@ def convert_program(ep, name: str, inference: bool = False) -> Imported:
             if spec.kind == InputKind.USER_INPUT:
                 user_inputs.append(_user_input(c, node, node in labels))
             elif node in live:
-                c.env[node] = _state_input(c, ep, spec, InputKind)
-            elif spec.kind == InputKind.PARAMETER:
+                c.env[node] = _state_input(c, ep, spec, InputKind, tied.get(spec.target, spec.target))
+            elif spec.kind == InputKind.PARAMETER and spec.target not in tied and spec.target not in tied.values():
                 notes.append(f"left out: parameter '{spec.target}', which the loss does not use")
         elif node.op == "call_function":
             if node not in live:
@@ -181,8 +182,25 @@ def _user_input(c: Converter, node, is_label: bool) -> str:
     return node.name
 
 
-def _state_input(c: Converter, ep, spec, kinds):
-    """A parameter, buffer or constant placeholder's value: a leaf with its imported value, or a Const."""
+def _tied_names(ep, kinds) -> dict[str, str]:
+    """Parameter or buffer name -> the first name of the same tensor (tied weights, which the
+    decomposed program may read under either name), for every name but the first."""
+    first, tied = {}, {}
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind not in (kinds.PARAMETER, kinds.BUFFER) or spec.target not in ep.state_dict:
+            continue
+        t = ep.state_dict[spec.target]
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        if key in first:
+            tied[spec.target] = first[key]
+        else:
+            first[key] = spec.target
+    return tied
+
+
+def _state_input(c: Converter, ep, spec, kinds, name: str):
+    """A parameter, buffer or constant placeholder's value: a leaf with its imported value
+    (named ``name``: the first name of a tied tensor), or a Const."""
     if spec.kind in (kinds.CONSTANT_TENSOR,) or (spec.kind == kinds.BUFFER and not spec.persistent):
         return Const(ep.constants[spec.target])
     if spec.kind not in (kinds.PARAMETER, kinds.BUFFER):
@@ -194,9 +212,11 @@ def _state_input(c: Converter, ep, spec, kinds):
         if a.dtype.kind in "iub":      # an integer buffer (a counter) a kept node reads: a constant
             return Const(value.detach().clone())
         raise ModelImportError(f"'{spec.target}' is {a.dtype}; export in float32 or float64")
+    if name in c.values:            # a tied tensor already read under its first name
+        return c.g.tensor_id(name)
     trained = spec.kind == kinds.PARAMETER and value.requires_grad
-    leaf = (c.g.parameter if trained else c.g.state)(spec.target, a.shape, a.dtype, init=IMPORTED)
-    c.values[spec.target] = a
+    leaf = (c.g.parameter if trained else c.g.state)(name, a.shape, a.dtype, init=IMPORTED)
+    c.values[name] = a
     return leaf
 
 

@@ -66,7 +66,7 @@ def write_model(folder: str, graph: Graph, values: dict[str, np.ndarray], task: 
     names = sorted(values)
     description = {"format": FORMAT, "task": task, "graph": graph_to_dict(graph), "inputs": list(inputs),
                    "values": {"file": VALUES_FILE, "names": names}, "source": source, "notes": list(notes)}
-    arrays = {f"v{i}": np.ascontiguousarray(values[n]) for i, n in enumerate(names)}
+    arrays = {f"v{i}": np.array(values[n], order="C") for i, n in enumerate(names)}     # 0-d stays 0-d
     write_atomically(os.path.join(folder, VALUES_FILE), lambda f: np.savez(f, **arrays))
     text = json.dumps(description, indent=1)
     write_atomically(os.path.join(folder, MODEL_FILE), lambda f: f.write(text.encode()))
