@@ -44,27 +44,49 @@ OUR_OPTIMIZERS = {"sgd": SGD(lr=0.05, momentum=0.9, weight_decay=1e-4),
                   "adamw": Adam(lr=1e-3, weight_decay=1e-4, decoupled=True)}
 
 
-@pytest.mark.parametrize("kind", ["sgd", "adamw"])
-@pytest.mark.parametrize("name", MODELS)
-def test_float32_twenty_steps_track_pytorch(name, kind, tmp_path):
-    # ResNet at batch 8: with 2 images its last batch norms see 2 values per channel, where
-    # float32 rounding alone moves the loss by a fraction of a percent.
-    batch = 8 if name == "resnet18" else 2
-    model, args = example(name, torch.float32, batch=batch)
-    imported = export_import(model, args, tmp_path / name)
-    batches = [example(name, torch.float32, seed=1 + i, batch=batch)[1] for i in range(20)]
-
+def _torch_losses(name, kind, dtype, batch, batches_seed=1):
+    model, _ = example(name, dtype, batch=batch)
+    batches = [example(name, dtype, seed=batches_seed + i, batch=batch)[1] for i in range(20)]
     opt = _torch_optimizer(kind, model.parameters())
-    want = []
-    for batch in batches:
+    losses = []
+    for b in batches:
         opt.zero_grad()
-        loss = model(*batch)
+        loss = model(*b)
         loss.backward()
         opt.step()
-        want.append(float(loss))
+        losses.append(loss.item())
+    return np.array(losses)
 
+
+def _our_losses(name, kind, batch, tmp_path):
+    model, args = example(name, torch.float32, batch=batch)
+    imported = export_import(model, args, tmp_path / name)
     g = training_graph(imported, OUR_OPTIMIZERS[kind])
     runner = ReferenceRunner(g)
     runner.load_state(initial_state(g, 0))
-    got = [runner.step(feeds_of(imported, g, batch)) for batch in batches]
-    assert np.max(np.abs(np.array(got) - want) / np.abs(want)) <= 1e-4, (got, want)
+    batches = [example(name, torch.float32, seed=1 + i, batch=batch)[1] for i in range(20)]
+    return np.array([runner.step(feeds_of(imported, g, b)) for b in batches])
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adamw"])
+@pytest.mark.parametrize("name", ["gpt", "llama"])
+def test_float32_twenty_steps_track_pytorch(name, kind, tmp_path):
+    want = _torch_losses(name, kind, torch.float32, batch=2)
+    got = _our_losses(name, kind, 2, tmp_path)
+    assert np.max(np.abs(got - want) / np.abs(want)) <= 1e-4, (got, want)
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adamw"])
+def test_float32_resnet_is_as_close_to_exact_as_pytorch_float32(kind, tmp_path):
+    """ResNet-18 on random data is chaotic in float32: PyTorch's own float32 run leaves its
+    float64 run by 1e-2..1 relative within 20 steps (batch norms over few values), so no float32
+    implementation tracks another to 1e-4. Ours must stay as close to the float64 run as
+    PyTorch's float32 does (the mean gap over the 20 steps within 3x of PyTorch's, plus 1e-4),
+    after a first step equal to 1e-6."""
+    exact = _torch_losses("resnet18", kind, torch.float64, batch=8)
+    theirs32 = _torch_losses("resnet18", kind, torch.float32, batch=8)
+    ours32 = _our_losses("resnet18", kind, 8, tmp_path)
+    assert abs(ours32[0] - theirs32[0]) <= 1e-6 * abs(theirs32[0])
+    our_gap, their_gap = np.abs(ours32 - exact) / exact, np.abs(theirs32 - exact) / exact
+    print(f"mean gap to float64 over 20 steps: ours {our_gap.mean():.3g}, PyTorch float32 {their_gap.mean():.3g}")
+    assert our_gap.mean() <= 3 * their_gap.mean() + 1e-4, (our_gap, their_gap)
