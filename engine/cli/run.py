@@ -216,7 +216,8 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
     data = None if cfg.simulate_only else TeacherData(g, cfg.seed)   # made once, shared by every run
     run = Run(cfg, facts, placement, data)
     s = g.summary()
-    print(f"model {g.name}, batch {batch_of(g)}, {g.tensors[g.leaves(Kind.INPUT)[0]].dtype}: {s.operators} "
+    typed = (g.leaves(Kind.PARAMETER) or g.leaves(Kind.INPUT))[0]      # a GPT's first input is its token ids
+    print(f"model {g.name}, batch {batch_of(g)}, {g.tensors[typed].dtype}: {s.operators} "
           f"operators, {s.distinct_sizes} distinct tensor sizes, "
           f"{format_bytes(s.bytes_by_kind['parameter'] // 2)} parameters")
     if budget:

@@ -294,6 +294,17 @@ def clamp_max(c: Converter, n):
     return c.apply("scalar", [c.tensor(n.args[0])], fn="minimum", value=float(n.args[1]))
 
 
+@converts("aten.clamp.default")
+def clamp(c: Converter, n):
+    y = c.tensor(n.args[0])
+    low, high = arg(n, 1, "min"), arg(n, 2, "max")
+    if low is not None:
+        y = c.apply("scalar", [y], fn="maximum", value=float(low))
+    if high is not None:
+        y = c.apply("scalar", [y], fn="minimum", value=float(high))
+    return y
+
+
 @converts("aten.where.self")
 def where(c: Converter, n):
     cond = c.tensor(n.args[0])
