@@ -24,9 +24,9 @@ class WithLoss(nn.Module):
 
 
 class GPTBlock(nn.Module):
-    def __init__(self, width: int, heads: int):
+    def __init__(self, width: int, heads: int, sdpa: bool = False):
         super().__init__()
-        self.heads = heads
+        self.heads, self.sdpa = heads, sdpa
         self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
         self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
         self.fc, self.fc2 = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
@@ -35,18 +35,21 @@ class GPTBlock(nn.Module):
         b, t, w = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(w, dim=2)
         q, k, v = (z.view(b, t, self.heads, w // self.heads).transpose(1, 2) for z in (q, k, v))
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(w // self.heads))
-        mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
-        probs = F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-        x = x + self.proj((probs @ v).transpose(1, 2).contiguous().view(b, t, w))
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:                     # written out, as GPT-2's own code does
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(w // self.heads))
+            mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
+            y = F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v
+        x = x + self.proj(y.transpose(1, 2).contiguous().view(b, t, w))
         return x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab=50, seq=8, width=16, heads=2, layers=2):
+    def __init__(self, vocab=50, seq=8, width=16, heads=2, layers=2, sdpa=False):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(seq, width)
-        self.blocks = nn.ModuleList(GPTBlock(width, heads) for _ in range(layers))
+        self.blocks = nn.ModuleList(GPTBlock(width, heads, sdpa) for _ in range(layers))
         self.ln_f = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocab, bias=False)
         self.head.weight = self.wte.weight          # tied, as GPT-2's
