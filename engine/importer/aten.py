@@ -322,7 +322,8 @@ def _reduce(fn: str, dim_at: int):
         shape = c.g.shape(x)
         axes = _axes(arg(n, dim_at, "dim"), len(shape))
         keepdim = bool(arg(n, dim_at + 1, "keepdim", False))
-        if n.kwargs.get("dtype") not in (None, c.g.dtype(x)) and str(n.kwargs.get("dtype")) != f"torch.{c.g.dtype(x)}":
+        dtype = n.kwargs.get("dtype")
+        if dtype is not None and str(dtype) != f"torch.{c.g.dtype(x)}":
             raise c.refuse("a reduction that changes the dtype is not supported")
         if fn == "mean" and len(shape) == 4 and axes == (2, 3):
             y = c.apply("global_avg_pool", [x])       # the zoo's own operator for CNN heads

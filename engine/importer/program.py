@@ -128,10 +128,7 @@ def convert_program(ep, name: str, inference: bool = False) -> Imported:
                                    "placeholders, operator calls and the output")
 
     c.node = output_node
-    _finish_outputs(c, ep, task, kept_outputs, mutations)
-    missing = [n for n in user_inputs if n is None]
-    if missing:
-        raise ModelImportError("an input of the program is not used")
+    _finish_outputs(c, task, kept_outputs, mutations)
     return Imported(c.g, c.values, task, user_inputs, notes + c.notes, sorted(used_ops))
 
 
@@ -245,7 +242,7 @@ def _evaluate(c: Converter, node):
         raise c.refuse(f"evaluating it on constants failed ({str(e).splitlines()[0][:200]})") from None
 
 
-def _finish_outputs(c: Converter, ep, task: str, kept_outputs, mutations) -> None:
+def _finish_outputs(c: Converter, task: str, kept_outputs, mutations) -> None:
     g = c.g
     if task == "train":
         g.set_loss(c.tensor(kept_outputs[0]))
