@@ -183,6 +183,9 @@ def _broadcast_cases() -> list[Case]:
           case("reduce_grad", [(3, 4, 5), (4,), (4,)], axes=(0, 2)),
           case("reduce_grad", [(3, 4, 5), (3, 1, 5), (3, 1, 5)], axes=(1,), keepdim=True),
           case("reduce_grad", [(6, 7), (), ()], axes=(0, 1))]
+    return c
+
+
 def _math_cases() -> list[Case]:
     """ops/math.py: every unary and scalar fn and its gradient, casts between every pair of
     dtypes, slices with step 1 (copy_rows) and step 2 (slice_fwd) and their gradients."""
