@@ -44,3 +44,20 @@ def test_the_command_line_trains_an_imported_folder(imported, capsys):
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "bit-identical" in out.out or "identical" in out.out, out.out
+
+
+def test_an_imported_inference_program_runs_under_a_budget(tmp_path, capsys):
+    """A forward-only export (torchvision's ResNet-18 in eval mode: batch norm with its running
+    statistics) imported with --inference runs in engine.infer at half its peak, its outputs
+    identical to the unlimited run's."""
+    import torchvision
+
+    from engine.cli.infer import main as infer_main
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10).eval()
+    export_import(model, (torch.randn(2, 3, 32, 32),), tmp_path / "r18", inference=True)
+    code = infer_main(["--model", str(tmp_path / "r18"), "--memory", "50%", "--backend", "cpu"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "outputs identical to the unlimited run: yes" in out and "NO" not in out, out
