@@ -62,6 +62,10 @@ class Converter:
     _const_tensors: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
+    def begin(self, node) -> None:
+        """Convert ``node`` next: the first operator it emits is named after it."""
+        self.node, self._named_once = node, False
+
     # ------------------------------------------------------------------ reading arguments
     def tensor(self, arg) -> int:
         """Our tensor id for an FX argument (a node), materialising constants and lazy transposes."""

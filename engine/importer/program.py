@@ -76,32 +76,10 @@ def convert_program(ep, name: str, inference: bool = False) -> Imported:
         raise ModelImportError("the program's outputs do not match its signature; export it again")
     _refuse_dynamic_shapes(graph)
 
-    kept_outputs, mutations, notes, counters = [], [], [], []
-    for spec, value in zip(sig.output_specs, results):
-        if spec.kind == OutputKind.USER_OUTPUT:
-            kept_outputs.append(value)
-        elif spec.kind == OutputKind.BUFFER_MUTATION:
-            buffer_dtype = str(ep.state_dict[spec.target].dtype).replace("torch.", "")
-            if buffer_dtype in FLOAT_DTYPES:
-                mutations.append((spec.target, value))
-            else:
-                counters.append(spec.target)
-        else:
-            raise ModelImportError(f"the program has a {spec.kind.name.lower()} output ('{spec.arg.name}'): "
-                                   "export the forward pass only (model and loss), without autograd or "
-                                   "mutated inputs")
-    if counters:
-        notes.append(f"left out: the updates of {len(counters)} integer buffers ('{counters[0]}'"
-                     f"{', ...' if len(counters) > 1 else ''}: counters PyTorch reads only when batch norm's "
-                     "momentum is None); they keep their imported values")
+    kept_outputs, mutations, notes = _classify_outputs(ep, sig, results, OutputKind)
     task = "inference" if inference else "train"
     if task == "train":
-        val = kept_outputs[0].meta.get("val") if len(kept_outputs) == 1 and hasattr(kept_outputs[0], "meta") \
-            else None
-        if val is None or tuple(val.shape) != () or not val.dtype.is_floating_point:
-            raise ModelImportError("the program has no loss output: its forward must return one scalar loss "
-                                   "(wrap the model so forward(inputs, targets) returns the loss, as the README "
-                                   "shows), or import it with --inference to run it forward only")
+        _require_loss(kept_outputs)
 
     live = _live_nodes([*kept_outputs, *(v for _, v in mutations)])
     labels = _label_inputs(graph, live)
@@ -109,7 +87,7 @@ def convert_program(ep, name: str, inference: bool = False) -> Imported:
     c = Converter(Graph(name))
     user_inputs, used_ops = [], set()
     for node in graph.nodes:
-        c.node, c._named_once = node, False
+        c.begin(node)
         if node.op == "placeholder":
             spec = inputs_by_name[node.name]
             if spec.kind == InputKind.USER_INPUT:
@@ -127,9 +105,43 @@ def convert_program(ep, name: str, inference: bool = False) -> Imported:
             raise ModelImportError(f"node '{node.name}' is a {node.op}; a decomposed export holds only "
                                    "placeholders, operator calls and the output")
 
-    c.node = output_node
+    c.begin(output_node)
     _finish_outputs(c, task, kept_outputs, mutations)
     return Imported(c.g, c.values, task, user_inputs, notes + c.notes, sorted(used_ops))
+
+
+def _classify_outputs(ep, sig, results, kinds) -> tuple[list, list, list[str]]:
+    """(user outputs, [(buffer, its next value)] for float buffers, notes): integer counters are
+    left out; any other kind of output (gradients, mutated inputs) is refused."""
+    kept, mutations, counters = [], [], []
+    for spec, value in zip(sig.output_specs, results):
+        if spec.kind == kinds.USER_OUTPUT:
+            kept.append(value)
+        elif spec.kind == kinds.BUFFER_MUTATION:
+            buffer_dtype = str(ep.state_dict[spec.target].dtype).replace("torch.", "")
+            if buffer_dtype in FLOAT_DTYPES:
+                mutations.append((spec.target, value))
+            else:
+                counters.append(spec.target)
+        else:
+            raise ModelImportError(f"the program has a {spec.kind.name.lower()} output ('{spec.arg.name}'): "
+                                   "export the forward pass only (model and loss), without autograd or "
+                                   "mutated inputs")
+    notes = []
+    if counters:
+        notes.append(f"left out: the updates of {len(counters)} integer buffers ('{counters[0]}'"
+                     f"{', ...' if len(counters) > 1 else ''}: counters PyTorch reads only when batch norm's "
+                     "momentum is None); they keep their imported values")
+    return kept, mutations, notes
+
+
+def _require_loss(outputs) -> None:
+    """A training program returns exactly one scalar floating-point value: the loss."""
+    val = outputs[0].meta.get("val") if len(outputs) == 1 and hasattr(outputs[0], "meta") else None
+    if val is None or tuple(val.shape) != () or not val.dtype.is_floating_point:
+        raise ModelImportError("the program has no loss output: its forward must return one scalar loss "
+                               "(wrap the model so forward(inputs, targets) returns the loss, as the README "
+                               "shows), or import it with --inference to run it forward only")
 
 
 def _refuse_dynamic_shapes(graph) -> None:
