@@ -158,6 +158,7 @@ def _synthetic_cases() -> list[Case]:
     from .transformer_cases import large_tile_cases, transformer_cases
     c += transformer_cases() + large_tile_cases()
     c += _math_cases()
+    c += _indexing_cases()
     return c + [with_dtype(x, "float64") for x in c]
 
 
@@ -204,6 +205,30 @@ def _math_cases() -> list[Case]:
           case("slice_grad", [(4, 3, 5)], shape=(4, 9, 5), axis=1, start=2, stop=8, step=2),
           case("slice_grad", [(4, 9, 3)], shape=(4, 9, 5), axis=2, start=1, stop=4, step=1),
           case("slice_grad", [(2, 7)], shape=(6, 7), axis=0, start=1, stop=6, step=3)]
+    return c
+
+
+def _indexing_cases() -> list[Case]:
+    """ops/indexing.py: gather along first, middle and last axes (an index smaller than x off
+    the axis, torch.gather allows it), index_select along each, int32 and int64 indices
+    (test_cuda_kernels.make_inputs draws valid ones, with repeats)."""
+    i32, i64 = "int32", "int64"
+    c = [case("gather", [(5, 4, 3), spec((7, 4, 3), i64)], axis=0),
+         case("gather", [(5, 4, 3), spec((2, 6, 3), i32)], axis=1),
+         case("gather", [(5, 9), spec((4, 12), i32)], axis=-1),
+         case("gather", [(2, 3, 1, 4, 2, 5), spec((2, 2, 1, 3, 2, 5), i64)], axis=3),
+         case("gather_grad", [spec((7, 4, 3), i64), (7, 4, 3)], shape=(5, 4, 3), axis=0),
+         case("gather_grad", [spec((2, 6, 3), i32), (2, 6, 3)], shape=(5, 4, 3), axis=1),
+         case("gather_grad", [spec((4, 12), i32), (4, 12)], shape=(5, 9), axis=-1),
+         case("gather_grad", [spec((2, 2, 1, 3, 2, 5), i64), (2, 2, 1, 3, 2, 5)], shape=(2, 3, 1, 4, 2, 5), axis=3),
+         case("index_select", [(6, 4, 3), spec((9,), i64)], axis=0),
+         case("index_select", [(6, 4, 3), spec((5,), i32)], axis=1),
+         case("index_select", [(6, 7), spec((3,), i32)], axis=-1),
+         case("index_select", [(300,), spec((1000,), i64)], axis=0),
+         case("index_select_grad", [spec((9,), i64), (9, 4, 3)], shape=(6, 4, 3), axis=0),
+         case("index_select_grad", [spec((5,), i32), (6, 5, 3)], shape=(6, 4, 3), axis=1),
+         case("index_select_grad", [spec((3,), i32), (6, 3)], shape=(6, 7), axis=-1),
+         case("index_select_grad", [spec((1000,), i64), (1000,)], shape=(300,), axis=0)]
     return c
 
 

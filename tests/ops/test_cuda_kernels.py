@@ -28,6 +28,7 @@ EXACT = {"relu", "relu_grad", "sigmoid_grad", "tanh_grad", "add", "accumulate", 
          "batch_norm_apply"}
 EXACT |= {"binary", "binary_grad", "where", "broadcast_to", "reduce_grad"}     # ops/broadcast.py
 EXACT |= {"cast", "slice", "slice_grad"}       # ops/math.py's copies (its arithmetic calls libm)
+EXACT |= {"gather", "gather_grad", "index_select", "index_select_grad"}     # ops/indexing.py
 TOLERANCE = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12}
 _ids = itertools.count()
 
@@ -44,6 +45,8 @@ def make_inputs(c, rng) -> list[np.ndarray]:
     """Random inputs that the operator accepts (positive variances, valid labels, real maxima)."""
     if c.op in transformer_cases.OPS:
         return transformer_cases.make_inputs(c, rng)
+    if c.op in INDEXING_OPS:
+        return _indexing_inputs(c, rng)
     if c.op in ("nll_loss", "nll_loss_grad"):      # labels in [0, C), every third one ignore_index
         at, classes = (1, c.ins[0].shape[1]) if c.op == "nll_loss" else (0, c.attrs["classes"])
         arrays = [rng.standard_normal(t.shape).astype(t.dtype) for t in c.ins]
@@ -72,6 +75,19 @@ def make_inputs(c, rng) -> list[np.ndarray]:
         pool.decl.compute(pool.attrs, [arrays[0]], [y])
         arrays[1] = y
     arrays = _broadcast_inputs(c, rng, arrays)
+    return arrays
+
+
+INDEXING_OPS = ("gather", "gather_grad", "index_select", "index_select_grad")
+
+
+def _indexing_inputs(c, rng):
+    """ops/indexing.py: indices valid for the indexed axis (drawn from a small range, so repeated)."""
+    arrays = [rng.standard_normal(t.shape).astype(t.dtype) for t in c.ins]
+    at = 1 if c.op in ("gather", "index_select") else 0
+    shape = c.ins[0].shape if at == 1 else c.attrs["shape"]
+    size = shape[c.attrs["axis"] % len(shape)]
+    arrays[at] = rng.integers(0, size, size=c.ins[at].shape).astype(c.ins[at].dtype)
     return arrays
 
 
