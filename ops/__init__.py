@@ -4,4 +4,5 @@ from . import conv, dense, elementwise, loss, norm, optim, pooling, shape  # noq
 from . import activation, attention, embedding, layer_norm  # noqa: F401  (transformers)
 from . import broadcast  # noqa: F401
 from . import math as _math  # noqa: F401  (imported PyTorch graphs: unary, scalar, cast, slice)
+from . import logic  # noqa: F401  (imported PyTorch graphs: comparisons, logical operators)
 from .registry import REGISTRY, Cost, Op, OpError, ShapeError, UnknownOpError, get  # noqa: F401
