@@ -5,4 +5,5 @@ from . import activation, attention, embedding, layer_norm  # noqa: F401  (trans
 from . import broadcast  # noqa: F401
 from . import math as _math  # noqa: F401  (imported PyTorch graphs: unary, scalar, cast, slice)
 from . import indexing  # noqa: F401  (imported PyTorch graphs: gather, index_select)
+from . import logic  # noqa: F401  (imported PyTorch graphs: comparisons, logical operators)
 from .registry import REGISTRY, Cost, Op, OpError, ShapeError, UnknownOpError, get  # noqa: F401

@@ -159,6 +159,7 @@ def _synthetic_cases() -> list[Case]:
     c += transformer_cases() + large_tile_cases()
     c += _math_cases()
     c += _indexing_cases()
+    c += _logic_cases()
     return c + [with_dtype(x, "float64") for x in c]
 
 
@@ -229,6 +230,34 @@ def _indexing_cases() -> list[Case]:
          case("index_select_grad", [spec((5,), i32), (6, 5, 3)], shape=(6, 4, 3), axis=1),
          case("index_select_grad", [spec((3,), i32), (6, 3)], shape=(6, 7), axis=-1),
          case("index_select_grad", [spec((1000,), i64), (1000,)], shape=(300,), axis=0)]
+    return c
+
+
+def _logic_cases() -> list[Case]:
+    """ops/logic.py: every comparison fn, each compared dtype, broadcasts of differing ranks,
+    scalars of each kind (an int, a float, a float against an integer tensor), every logical fn,
+    any/all over inner, outer and all axes."""
+    b = "bool"
+    c = [case("compare", [(4, 1, 3), (2, 3)], fn=fn) for fn in ("eq", "ne", "lt", "le", "gt", "ge")]
+    c += [case("compare", [spec((3, 1, 5), dt), spec((4, 1), dt)], fn="le") for dt in ("int32", "int64")]
+    c += [case("compare", [spec((2, 7), b), spec((7,), b)], fn=fn) for fn in ("eq", "ne")]
+    c += [case("compare", [(2, 3, 1, 4, 1, 5), (3, 6, 4, 1, 1)], fn="gt"),
+          case("compare", [(), (5, 7)], fn="ne"),
+          case("compare", [(1001,), (1001,)], fn="eq")]
+    c += [case("compare_scalar", [(2, 71)], fn=fn, value=0.75) for fn in ("eq", "ne", "lt", "le", "gt", "ge")]
+    c += [case("compare_scalar", [(3, 7)], fn="gt", value=0),
+          case("compare_scalar", [spec((3, 7), "int64")], fn="eq", value=2),
+          case("compare_scalar", [spec((3, 7), "int32")], fn="lt", value=1.5),
+          case("compare_scalar", [spec((3, 7), "int64")], fn="ge", value=-1e30),
+          case("compare_scalar", [spec((3, 7), b)], fn="eq", value=True)]
+    c += [case("logical", [spec((4, 1, 3), b), spec((2, 3), b)], fn=fn) for fn in ("and", "or", "xor")]
+    c += [case("logical", [spec((), b), spec((1001,), b)], fn="and"),
+          case("logical_not", [spec((3, 67), b)])]
+    c += [case("reduce_bool", [spec((3, 4, 5), b)], fn=fn, axes=(-1, 0)) for fn in ("any", "all")]
+    c += [case("reduce_bool", [spec((3, 4, 5), b)], fn="any", axes=(1,), keepdim=True),
+          case("reduce_bool", [spec((2, 3, 4, 5), b)], fn="all", axes=(0, 1, 2, 3)),
+          case("reduce_bool", [spec((3, 0, 2), b)], fn="all", axes=(1,)),
+          case("reduce_bool", [spec((600, 3), b)], fn="all", axes=(0,))]
     return c
 
 

@@ -29,6 +29,7 @@ EXACT = {"relu", "relu_grad", "sigmoid_grad", "tanh_grad", "add", "accumulate", 
 EXACT |= {"binary", "binary_grad", "where", "broadcast_to", "reduce_grad"}     # ops/broadcast.py
 EXACT |= {"cast", "slice", "slice_grad"}       # ops/math.py's copies (its arithmetic calls libm)
 EXACT |= {"gather", "gather_grad", "index_select", "index_select_grad"}     # ops/indexing.py
+EXACT |= {"compare", "compare_scalar", "logical", "logical_not", "reduce_bool"}     # ops/logic.py
 TOLERANCE = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12}
 _ids = itertools.count()
 
@@ -47,6 +48,8 @@ def make_inputs(c, rng) -> list[np.ndarray]:
         return transformer_cases.make_inputs(c, rng)
     if c.op in INDEXING_OPS:
         return _indexing_inputs(c, rng)
+    if c.op in LOGIC_OPS:
+        return _logic_inputs(c, rng)
     if c.op in ("nll_loss", "nll_loss_grad"):      # labels in [0, C), every third one ignore_index
         at, classes = (1, c.ins[0].shape[1]) if c.op == "nll_loss" else (0, c.attrs["classes"])
         arrays = [rng.standard_normal(t.shape).astype(t.dtype) for t in c.ins]
@@ -104,6 +107,27 @@ def _broadcast_inputs(c, rng, arrays):
         x = np.round(arrays[0] * 2)
         arrays[0] = x
         arrays[1] = np.amax(x, axis=c.attrs["axes"], keepdims=c.attrs["keepdim"]).astype(x.dtype)
+    return arrays
+
+
+LOGIC_OPS = ("compare", "compare_scalar", "logical", "logical_not", "reduce_bool")
+
+
+def _logic_inputs(c, rng):
+    """ops/logic.py: bools half true; floats on a grid of quarters in [-2, 2] (ties with each
+    other and with compare_scalar's 0.75) with one NaN; integers in [-3, 3]."""
+    arrays = []
+    for t in c.ins:
+        dt = np.dtype(t.dtype)
+        if dt == np.bool_:
+            arrays.append(rng.random(t.shape) < 0.5)
+        elif dt.kind in "iu":
+            arrays.append(rng.integers(-3, 4, size=t.shape).astype(dt))
+        else:
+            a = (rng.integers(-8, 9, size=t.shape) / 4).astype(dt)
+            if a.size > 1:
+                a.flat[1] = np.nan
+            arrays.append(a)
     return arrays
 
 
