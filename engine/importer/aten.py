@@ -314,6 +314,101 @@ def where(c: Converter, n):
     return c.apply("where", [cond, a, b])
 
 
+# ---------------------------------------------------------------- comparisons and logic (bool results)
+
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+def _compare(fn: str):
+    def convert(c: Converter, n):
+        a, b = n.args[0], n.args[1]
+        sb = b if _is_number(b) or isinstance(b, bool) else None
+        if sb is not None:
+            return c.apply("compare_scalar", [c.tensor(a)], fn=fn, value=sb)
+        ta, tb = c.tensor(a), c.tensor(b)
+        if c.g.dtype(ta) != c.g.dtype(tb):
+            ta, tb = _cast_constant_side(c, a, b, ta, tb)
+        return c.apply("compare", [ta, tb], fn=fn)
+    return convert
+
+
+def _cast_constant_side(c: Converter, a, b, ta: int, tb: int) -> tuple[int, int]:
+    """Two operands of different dtypes: the constant one takes the other's dtype."""
+    if c.const_value(b) is not None:
+        return ta, c.apply("cast", [tb], dtype=c.g.dtype(ta).name)
+    if c.const_value(a) is not None:
+        return c.apply("cast", [ta], dtype=c.g.dtype(tb).name), tb
+    raise c.refuse(f"its operands are {c.g.dtype(ta)} and {c.g.dtype(tb)}; cast them to one dtype in the model")
+
+
+for _fn in COMPARISONS:
+    CONVERTERS[f"aten.{_fn}.Scalar"] = CONVERTERS[f"aten.{_fn}.Tensor"] = _compare(_fn)
+
+
+def _logical(fn: str):
+    def convert(c: Converter, n):
+        a, b = c.tensor(n.args[0]), c.tensor(n.args[1])
+        for t in (a, b):
+            if c.g.dtype(t).name != "bool":
+                raise c.refuse(f"logical {fn} of a {c.g.dtype(t)} tensor is supported only on bool")
+        return c.apply("logical", [a, b], fn=fn)
+    return convert
+
+
+for _fn in ("and", "or", "xor"):
+    CONVERTERS[f"aten.logical_{_fn}.default"] = CONVERTERS[f"aten.bitwise_{_fn}.Tensor"] = _logical(_fn)
+
+
+@converts("aten.logical_not.default", "aten.bitwise_not.default")
+def logical_not(c: Converter, n):
+    x = c.tensor(n.args[0])
+    if c.g.dtype(x).name != "bool":
+        raise c.refuse(f"not of a {c.g.dtype(x)} tensor is supported only on bool")
+    return c.apply("logical_not", [x])
+
+
+def _reduce_bool(fn: str):
+    def convert(c: Converter, n):
+        x = c.tensor(n.args[0])
+        if c.g.dtype(x).name != "bool":
+            x = c.apply("compare_scalar", [x], fn="ne", value=0)
+        rank = len(c.g.shape(x))
+        axes = _axes(arg(n, 1, "dim"), rank)
+        return c.apply("reduce_bool", [x], fn=fn, axes=axes, keepdim=bool(arg(n, 2, "keepdim", False)))
+    return convert
+
+
+CONVERTERS["aten.any.dim"] = CONVERTERS["aten.any.dims"] = CONVERTERS["aten.any.default"] = _reduce_bool("any")
+CONVERTERS["aten.all.dim"] = CONVERTERS["aten.all.dims"] = CONVERTERS["aten.all.default"] = _reduce_bool("all")
+
+
+# ---------------------------------------------------------------- indexing
+
+@converts("aten.gather.default")
+def gather(c: Converter, n):
+    x, index = c.tensor(n.args[0]), c.tensor(n.args[2])
+    return c.apply("gather", [x, index], axis=n.args[1] % len(c.g.shape(x)))
+
+
+@converts("aten.index_select.default")
+def index_select(c: Converter, n):
+    x, index = c.tensor(n.args[0]), c.tensor(n.args[2])
+    return c.apply("index_select", [x, index], axis=n.args[1] % len(c.g.shape(x)))
+
+
+@converts("aten.index.Tensor")
+def index(c: Converter, n):
+    """x[ids] with one 1-D integer index on one axis (the others taken whole): index_select."""
+    x, indices = c.tensor(n.args[0]), list(n.args[1])
+    given = [i for i, t in enumerate(indices) if t is not None]
+    if len(given) != 1:
+        raise c.refuse("indexing with several index tensors is not supported (one 1-D index on one axis is)")
+    ids = c.tensor(indices[given[0]])
+    if len(c.g.shape(ids)) != 1 or c.g.dtype(ids).kind not in "iu":
+        raise c.refuse("only a 1-D integer index is supported (not a mask or a multi-dimensional index)")
+    return c.apply("index_select", [x, ids], axis=given[0])
+
+
 # ---------------------------------------------------------------- reductions
 
 def _reduce(fn: str, dim_at: int):
@@ -558,10 +653,8 @@ def _pair(v) -> tuple[int, int]:
     return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
 
 
-# Operators that only ever run at import time, on constants (masks, positions, tables): a
-# computed input to any of them is refused by the missing converter; listed for the docs.
+# Operators that only ever run at import time, on constants (positions, tables, masks built
+# from them): a computed input to any of them is refused by the missing converter; for the docs.
 CONSTANT_ONLY = ("aten.arange.start_step", "aten.arange.default", "aten.full.default", "aten.full_like.default",
-                 "aten.scalar_tensor.default", "aten.zeros.default", "aten.ones.default", "aten.eq.Scalar",
-                 "aten.ne.Scalar", "aten.le.Scalar", "aten.lt.Scalar", "aten.ge.Scalar", "aten.gt.Scalar",
-                 "aten.logical_and.default", "aten.logical_not.default", "aten.bitwise_not.default",
-                 "aten.any.dim", "aten.triu.default", "aten.tril.default", "aten.empty.memory_format")
+                 "aten.scalar_tensor.default", "aten.zeros.default", "aten.ones.default", "aten.triu.default",
+                 "aten.tril.default", "aten.empty.memory_format", "aten.cumsum.default")

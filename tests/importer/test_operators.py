@@ -73,10 +73,34 @@ class Images(nn.Module):
         return F.cross_entropy(self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1)), y)
 
 
+class Masks(nn.Module):
+    """Comparisons and logic on computed tensors (a padding mask from token ids, thresholds),
+    any, gather by labels, index_select and indexing with a constant index."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(20, 6)
+        self.w = nn.Parameter(torch.randn(6, 5))
+
+    def forward(self, ids, y):
+        h = self.emb(ids)                                      # [B, T, 6]
+        pad = ids.ne(0)
+        keep = ((h > 0.1) & pad.unsqueeze(-1)) | (h <= -1.5) | (h == 0.25)
+        h = torch.where(keep, h, h * 0.5)
+        h = torch.where(keep.any(dim=-1, keepdim=True), h, h - 1.0)
+        h = torch.where(torch.logical_not(keep) ^ (h >= 2.0), h, h + 1.0)
+        logits = h @ self.w                                    # [B, T, 5]
+        picked = logits.gather(-1, y.unsqueeze(-1))
+        chosen = logits.index_select(1, torch.tensor([0, 2, 2]))
+        rows = logits[:, torch.tensor([1, 3])]
+        return -picked.mean() + chosen.pow(2).mean() + rows.sum() * 0.1 + (~pad).to(h.dtype).sum() * 0.01
+
+
 CASES = {
     "pointwise": (Pointwise, lambda: (torch.randn(3, 4), torch.zeros(3, dtype=torch.long))),
     "shapes": (Shapes, lambda: (torch.randn(6, 4), torch.randint(0, 6, (6,)))),
     "images": (Images, lambda: (torch.randn(4, 3, 8, 8), torch.randint(0, 3, (4,)))),
+    "masks": (Masks, lambda: (torch.randint(0, 20, (2, 4)), torch.randint(0, 5, (2, 4)))),
 }
 
 
