@@ -43,8 +43,9 @@ __all__ = ["EngineError", "Plan", "Trained", "allocators", "identical", "model",
 def model(name: str = "small-cnn", *, batch: int | None = None, size: int | None = None, dtype: str = "float32",
           optimizer: str | None = None, lr: float | None = None, momentum: float = 0.9,
           weight_decay: float = 1e-4) -> Graph:
-    """The training graph of a model named as ``--model`` names it: small-cnn, small-lstm, or a
-    zoo name (wresnet-D-X, inception-X, nasnet-R, rnn-L-XK, brnn-L-XK, resnet-D, gpt-...).
+    """The training graph of a model named as ``--model`` names it: small-cnn, small-lstm, a
+    zoo name (wresnet-D-X, inception-X, nasnet-R, rnn-L-XK, brnn-L-XK, resnet-D, gpt-...), or the
+    folder of an imported PyTorch model (``python -m engine.importer``; its shapes are fixed).
     ``batch``/``size`` None: the model's own. ``optimizer`` None: the model's own."""
     return model_graph(name, batch, size, dtype, optimizer, lr, momentum, weight_decay)
 
