@@ -27,6 +27,7 @@ from engine.ir import Graph
 from engine.profile import Profile
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Program
 
+from .first_compile import announced
 from .program_arrays import ProgramArrays
 
 
@@ -52,10 +53,11 @@ def run_arrays(a: ProgramArrays, tensor_bytes: np.ndarray, node_seconds: np.ndar
     key = np.arange(n, dtype=np.float64) if priority is None else np.asarray(priority, dtype=np.float64)
     ordered = np.zeros(3, dtype=np.bool_)
     ordered[list(in_order)] = True
-    start, finish, order, ok = _dispatch(
-        a.kind, a.target, a.copy, a.dep_ptr, a.deps, tensor_bytes, node_seconds, float(profile.dispatch_s),
-        float(link.latency_s), float(link.h2d_bytes_per_s), float(link.d2h_bytes_per_s),
-        float(link.duplex_bytes_per_s) / 2, key, ordered)
+    with announced(_dispatch, "the simulator"):
+        start, finish, order, ok = _dispatch(
+            a.kind, a.target, a.copy, a.dep_ptr, a.deps, tensor_bytes, node_seconds, float(profile.dispatch_s),
+            float(link.latency_s), float(link.h2d_bytes_per_s), float(link.d2h_bytes_per_s),
+            float(link.duplex_bytes_per_s) / 2, key, ordered)
     if not ok:
         raise Deadlock("simulation deadlocked: the program's edges contradict its stream order")
     return start, finish, order.tolist()

@@ -52,6 +52,7 @@ from engine.profile import Profile
 from engine.program import Arena, Program
 
 from . import swap_scan
+from .first_compile import announced
 from .errors import PlanError
 from .program_arrays import ProgramArrays
 from .stream_order import order_arrays, renumber_arrays
@@ -260,7 +261,8 @@ def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, res
     capacity = sc.capacity
     while True:
         st = swap_scan.new_state(ga.pass_graph, sc.order, sc.layout, sc.rules, capacity)
-        swap_scan.scan(st, residents)
+        with announced(swap_scan.scan, "the planner's swap pass"):
+            swap_scan.scan(st, residents)
         out = st.out
         code, step, subject = (int(x) for x in out.fault)
         # Recomputations have no bound a pass can count up front (a tensor may be dropped and

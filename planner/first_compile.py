@@ -1,0 +1,44 @@
+"""Saying so while numba compiles: the swap pass and the simulator are compiled on first use
+(minutes on a small machine; numba then caches them beside the code), and a first run must not
+sit silent meanwhile (issue 38). ``announced`` wraps a call to a compiled function: when the
+function has nothing compiled or loaded in this process yet and the call is still running after
+``AFTER_S`` seconds, a line goes to stderr, and another every ``EVERY_S`` seconds until it returns.
+A cached function loads in well under ``AFTER_S``, so warm runs print nothing."""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+AFTER_S = 5.0
+EVERY_S = 15.0
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@contextmanager
+def announced(dispatcher, what: str, say=_to_stderr):
+    """Run the body (a call of numba ``dispatcher``), announcing a first compile of ``what``
+    through ``say`` (a line to stderr)."""
+    if getattr(dispatcher, "overloads", None):          # already compiled or loaded here
+        yield
+        return
+    done = threading.Event()
+    start = time.monotonic()
+
+    def heartbeat():
+        wait = AFTER_S
+        while not done.wait(wait):
+            say(f"compiling {what} (first run only; numba caches it) ... {time.monotonic() - start:.0f} s")
+            wait = EVERY_S
+
+    thread = threading.Thread(target=heartbeat, name="compile-notice", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
