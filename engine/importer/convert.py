@@ -177,8 +177,6 @@ def to_numpy(value, what: str) -> np.ndarray:
         if t.dtype in (torch.float16, torch.bfloat16):
             raise ModelImportError(f"{what} is {t.dtype}; export in float32 or float64")
         return t.cpu().contiguous().numpy().copy()
-    if isinstance(value, bool):
-        return np.array(value)
-    if isinstance(value, (int, float)):
+    if isinstance(value, (bool, int, float)):
         return np.array(value)
     raise ModelImportError(f"{what} is a {type(value).__name__}, not a tensor")

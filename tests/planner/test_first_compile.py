@@ -3,7 +3,6 @@ import threading
 from types import SimpleNamespace
 
 from planner import first_compile
-from planner.dispatch import _dispatch
 from planner.first_compile import announced
 
 
@@ -31,6 +30,28 @@ def test_a_function_already_compiled_here_is_never_announced(monkeypatch):
     assert said == []
 
 
-def test_the_simulator_is_wrapped():
-    """run_arrays calls the compiled dispatcher inside the notice (numba's Dispatcher has overloads)."""
-    assert hasattr(_dispatch, "overloads")
+def test_the_simulator_and_the_swap_pass_run_inside_the_notice(monkeypatch):
+    """Planning a model calls both compiled functions through ``announced``, naming each."""
+    import contextlib
+
+    import zoo
+    from planner import dispatch, swap_planner
+    from planner.policy import plan_with
+    from engine.profile import analytic_profile
+    from planner.simulate import simulate
+
+    wrapped = []
+
+    @contextlib.contextmanager
+    def recording(dispatcher, what, say=None):
+        wrapped.append((dispatcher, what))
+        yield
+
+    monkeypatch.setattr(dispatch, "announced", recording)
+    monkeypatch.setattr(swap_planner, "announced", recording)
+    g = zoo.tiny("rnn")
+    from engine.liveness import peak_bytes
+
+    simulate(plan_with("swapadvisor", g, peak_bytes(g) // 2), g, analytic_profile("v100"))
+    assert (swap_planner.swap_scan.scan, "the planner's swap pass") in wrapped
+    assert (dispatch._dispatch, "the simulator") in wrapped
