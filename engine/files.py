@@ -90,17 +90,36 @@ def _npy_data_bytes(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int, int
     return header, math.prod(int(n) for n in shape) * int(dtype.itemsize)
 
 
+def member_refusal(info: zipfile.ZipInfo, file_bytes: int) -> str | None:
+    """Why a zip member's directory entry is not to be trusted (more stored bytes than the file
+    has; a decompressed size over MAX_INFLATION times the stored one: a zip bomb), or None.
+    Decided from the directory alone, in exact integers, before anything is decompressed."""
+    name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+    if info.compress_size > file_bytes:
+        return (f"member '{name}' claims {format_bytes(info.compress_size)} stored in a file of "
+                f"{format_bytes(file_bytes)}")
+    if info.file_size > max(SMALL_MEMBER, MAX_INFLATION * info.compress_size):
+        return (f"member '{name}' would decompress to {format_bytes(info.file_size)} from "
+                f"{format_bytes(info.compress_size)} (over {MAX_INFLATION} times)")
+    return None
+
+
+def memory_refusal(total: int, what: str) -> str | None:
+    """Why ``total`` bytes of ``what`` cannot be loaded here (more than this machine's memory), or None."""
+    have = physical_memory()
+    if have and total > have:
+        return f"{what} hold {format_bytes(total)}, more than this machine's memory ({format_bytes(have)})"
+    return None
+
+
 def _check_members(z: zipfile.ZipFile, file_bytes: int) -> None:
     """_Refused naming the first member whose declared sizes do not add up."""
     total = 0
     for info in z.infolist():
         name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-        if info.compress_size > file_bytes:
-            raise _Refused(f"member '{name}' claims {format_bytes(info.compress_size)} stored in a file of "
-                           f"{format_bytes(file_bytes)}")
-        if info.file_size > max(SMALL_MEMBER, MAX_INFLATION * info.compress_size):
-            raise _Refused(f"member '{name}' would decompress to {format_bytes(info.file_size)} from "
-                           f"{format_bytes(info.compress_size)} (over {MAX_INFLATION} times)")
+        why = member_refusal(info, file_bytes)
+        if why:
+            raise _Refused(why)
         declared = _npy_data_bytes(z, info)
         if declared is None:
             raise _Refused(f"member '{info.filename}' is not an array")
@@ -109,10 +128,9 @@ def _check_members(z: zipfile.ZipFile, file_bytes: int) -> None:
             raise _Refused(f"member '{name}' claims {format_bytes(data)} in its header and the archive "
                            f"holds {format_bytes(max(info.file_size - header, 0))}")
         total += data
-    have = physical_memory()
-    if have and total > have:
-        raise _Refused(f"its arrays hold {format_bytes(total)}, more than this machine's memory "
-                       f"({format_bytes(have)})")
+    why = memory_refusal(total, "its arrays")
+    if why:
+        raise _Refused(why)
 
 
 def read_npz(path: str, what: str, error: type[Exception], wants: str) -> dict[str, np.ndarray]:

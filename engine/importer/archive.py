@@ -12,10 +12,11 @@ so that torch's fallback never runs.
 from __future__ import annotations
 
 import json
+import os
 import re
 import zipfile
 
-from ..files import MAX_INFLATION, SMALL_MEMBER, physical_memory
+from ..files import member_refusal, memory_refusal
 from ..errors import ModelImportError
 
 WANTS = "a file torch.export.save wrote (see the README's recipe)"
@@ -40,7 +41,7 @@ def check_archive(path: str) -> list[str]:
             raise _refuse(path, "it is not a zip archive (.pt2)")
         with zipfile.ZipFile(path) as z:
             infos = z.infolist()
-            _check_sizes(path, infos)
+            _check_sizes(path, infos, os.path.getsize(path))
             roots = {i.filename.split("/", 1)[0] for i in infos}
             if len(roots) != 1 or not all("/" in i.filename for i in infos):
                 raise _refuse(path, "its members are not under one folder as torch.export.save writes them")
@@ -68,18 +69,16 @@ def check_archive(path: str) -> list[str]:
         raise _refuse(path, f"its zip directory is broken ({e})") from None
 
 
-def _check_sizes(path: str, infos) -> None:
-    """Every member at most MAX_INFLATION times its stored size (or small), all of them
-    together within this machine's memory: checked from the directory, in exact integers."""
-    total = 0
+def _check_sizes(path: str, infos, file_bytes: int) -> None:
+    """Every member's directory entry believable and all of them within this machine's memory
+    (engine.files' checks, from the directory alone, before anything is decompressed)."""
     for info in infos:
-        if info.file_size > SMALL_MEMBER and info.file_size > MAX_INFLATION * max(1, info.compress_size):
-            raise _refuse(path, f"member '{info.filename}' claims {info.file_size} bytes from "
-                                f"{info.compress_size} stored (a zip bomb?)")
-        total += info.file_size
-    memory = physical_memory()
-    if memory is not None and total > memory:
-        raise _refuse(path, f"its members add up to {total} bytes, more than this machine's memory")
+        why = member_refusal(info, file_bytes)
+        if why:
+            raise _refuse(path, f"{why} (a zip bomb?)")
+    why = memory_refusal(sum(info.file_size for info in infos), "its members")
+    if why:
+        raise _refuse(path, why)
 
 
 def _check_payload_config(path: str, z: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:

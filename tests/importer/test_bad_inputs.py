@@ -139,3 +139,10 @@ def test_an_imported_inference_program_is_not_trained(tmp_path, capsys):
     assert run(capsys, pt2, "-o", tmp_path / "inf", "--inference")[0] == 0
     assert train_main(["--model", str(tmp_path / "inf"), "--iterations", "1"]) == 2
     assert "inference program" in capsys.readouterr().err
+
+
+def test_a_zip_bomb_member_is_refused_from_the_directory(tmp_path, capsys):
+    bomb = tmp_path / "bomb.pt2"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("m/data/weights/weight_0", bytes(8 << 20))      # 8 MiB of zeros, stored in a few KiB
+    assert "zip bomb" in refused(capsys, bomb, tmp_path / "out")
