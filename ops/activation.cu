@@ -45,14 +45,11 @@ KERNEL void gelu_bwd_f64(double* dx, const double* x, const double* dy, i64 n) {
 #define GELU_SQRT1_2 0.7071067811865476
 #define GELU_BETA 0.3989422804014327
 
-__device__ __forceinline__ float gelu_erf_t(float x) { return erff(x); }
-__device__ __forceinline__ double gelu_erf_t(double x) { return erf(x); }
-
 template <typename T>
 __device__ __forceinline__ void gelu_erf_fwd_t(T* y, const T* x, i64 n) {
     for (i64 i = global_thread(); i < n; i += global_stride()) {
         const T v = x[i];
-        y[i] = mul_rn(mul_rn(v, T(0.5)), add_rn(T(1), gelu_erf_t(mul_rn(v, T(GELU_SQRT1_2)))));
+        y[i] = mul_rn(mul_rn(v, T(0.5)), add_rn(T(1), erf_t(mul_rn(v, T(GELU_SQRT1_2)))));
     }
 }
 
@@ -60,7 +57,7 @@ template <typename T>
 __device__ __forceinline__ void gelu_erf_bwd_t(T* dx, const T* x, const T* dy, i64 n) {
     for (i64 i = global_thread(); i < n; i += global_stride()) {
         const T v = x[i];
-        const T cdf = mul_rn(T(0.5), add_rn(T(1), gelu_erf_t(mul_rn(v, T(GELU_SQRT1_2)))));
+        const T cdf = mul_rn(T(0.5), add_rn(T(1), erf_t(mul_rn(v, T(GELU_SQRT1_2)))));
         const T pdf = mul_rn(T(GELU_BETA), exp_t(mul_rn(mul_rn(v, v), T(-0.5))));
         dx[i] = mul_rn(dy[i], add_rn(cdf, mul_rn(v, pdf)));
     }

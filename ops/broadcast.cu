@@ -5,28 +5,7 @@
 // (grid-stride), no atomics. The element-wise formulas use non-fusing arithmetic in
 // PyTorch's and numpy's evaluation order, so they give numpy's bits; sums run left to
 // right in double (numpy sums pairwise), so reduce's sum and mean agree to rounding only.
-#include "common.cuh"
-
-#define BC_DIMS int d0, int d1, int d2, int d3, int d4, int d5
-#define BC_STRIDES(p) i64 p##0, i64 p##1, i64 p##2, i64 p##3, i64 p##4, i64 p##5
-#define BC_D {d0, d1, d2, d3, d4, d5}
-#define BC_INTS(p) int p##0, int p##1, int p##2, int p##3, int p##4, int p##5
-#define BC_S(p) {p##0, p##1, p##2, p##3, p##4, p##5}
-#define BC_PASS_DIMS d0, d1, d2, d3, d4, d5
-#define BC_PASS_STRIDES(p) p##0, p##1, p##2, p##3, p##4, p##5
-
-// Flat row-major index i over dims d -> the offsets of K operands with strides s[k].
-template <int K>
-__device__ __forceinline__ void bc_offsets(i64 i, const int* d, const i64 (*s)[6], i64* off) {
-#pragma unroll
-    for (int k = 0; k < K; ++k) off[k] = 0;
-    for (int j = 5; j >= 0; --j) {
-        const i64 c = i % d[j];
-        i /= d[j];
-#pragma unroll
-        for (int k = 0; k < K; ++k) off[k] += c * s[k][j];
-    }
-}
+#include "strides.cuh"
 
 // fn: 0 add, 1 sub, 2 mul, 3 div, 4 maximum, 5 minimum (numpy's NaN-propagating ones).
 template <typename T>

@@ -5,30 +5,9 @@
 // numpy's (NaN compares unequal to everything), so every kernel gives numpy's bits.
 // compare's inputs come as void* with a dtype code (COMPARE_DTYPES: float32 float64 int32
 // int64 bool), as math.cu's cast; the code is compiled twice, `_f64` for float64 inputs.
-#include "common.cuh"
-
-#define BC_DIMS int d0, int d1, int d2, int d3, int d4, int d5
-#define BC_STRIDES(p) i64 p##0, i64 p##1, i64 p##2, i64 p##3, i64 p##4, i64 p##5
-#define BC_D {d0, d1, d2, d3, d4, d5}
-#define BC_INTS(p) int p##0, int p##1, int p##2, int p##3, int p##4, int p##5
-#define BC_S(p) {p##0, p##1, p##2, p##3, p##4, p##5}
-#define BC_PASS_DIMS d0, d1, d2, d3, d4, d5
-#define BC_PASS_STRIDES(p) p##0, p##1, p##2, p##3, p##4, p##5
+#include "strides.cuh"
 
 typedef unsigned char u8;
-
-// Flat row-major index i over dims d -> the offsets of K operands with strides s[k].
-template <int K>
-__device__ __forceinline__ void lg_offsets(i64 i, const int* d, const i64 (*s)[6], i64* off) {
-#pragma unroll
-    for (int k = 0; k < K; ++k) off[k] = 0;
-    for (int j = 5; j >= 0; --j) {
-        const i64 c = i % d[j];
-        i /= d[j];
-#pragma unroll
-        for (int k = 0; k < K; ++k) off[k] += c * s[k][j];
-    }
-}
 
 // fn: 0 eq, 1 ne, 2 lt, 3 le, 4 gt, 5 ge.
 template <typename T>
@@ -50,7 +29,7 @@ __device__ __forceinline__ void compare_t(u8* y, const void* pa, const void* pb,
     const T* b = static_cast<const T*>(pb);
     for (i64 i = global_thread(); i < n; i += global_stride()) {
         i64 off[2];
-        lg_offsets<2>(i, d, s, off);
+        bc_offsets<2>(i, d, s, off);
         y[i] = lg_cmp<T>(fn, a[off[0]], b[off[1]]);
     }
 }
@@ -114,7 +93,7 @@ KERNEL void logic_binary(u8* y, const u8* a, const u8* b, int fn, BC_DIMS, BC_ST
     const i64 s[2][6] = {BC_S(sa), BC_S(sb)};
     for (i64 i = global_thread(); i < n; i += global_stride()) {
         i64 off[2];
-        lg_offsets<2>(i, d, s, off);
+        bc_offsets<2>(i, d, s, off);
         const bool u = a[off[0]] != 0, v = b[off[1]] != 0;
         y[i] = fn == 0 ? (u && v) : fn == 1 ? (u || v) : (u != v);
     }
@@ -135,7 +114,7 @@ KERNEL void logic_reduce(u8* y, const u8* x, int fn, BC_INTS(kd), BC_STRIDES(ks)
     const bool all = fn == 1;
     for (i64 i = global_thread(); i < n; i += global_stride()) {
         i64 base[1];
-        lg_offsets<1>(i, kdim, s, base);
+        bc_offsets<1>(i, kdim, s, base);
         bool acc = all;
         int c[6] = {0, 0, 0, 0, 0, 0};
         i64 off = base[0];

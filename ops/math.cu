@@ -1,21 +1,10 @@
 // Element-wise math for imported PyTorch graphs (ops/math.py): unary functions and their
 // gradients, a tensor and a scalar, dtype casts, strided slices and their gradient.
 // Formulas follow ops/math.py's numpy evaluation order with non-fusing arithmetic, so
-// only exp, log, sin, cos, erf and pow may differ from numpy in the last bits. Function
+// only exp, log, sin, cos and pow may differ from numpy in the last bits. Function
 // codes are indices into ops/math.py's UNARY_FNS, SCALAR_FNS and CAST_DTYPES.
 #include "common.cuh"
 
-#define MATH_SQRT1_2 0.7071067811865476
-#define MATH_GELU_BETA 0.3989422804014327
-
-__device__ __forceinline__ float sin_m(float x) { return sinf(x); }
-__device__ __forceinline__ double sin_m(double x) { return sin(x); }
-__device__ __forceinline__ float cos_m(float x) { return cosf(x); }
-__device__ __forceinline__ double cos_m(double x) { return cos(x); }
-__device__ __forceinline__ float erf_m(float x) { return erff(x); }
-__device__ __forceinline__ double erf_m(double x) { return erf(x); }
-__device__ __forceinline__ float pow_m(float x, float e) { return powf(x, e); }
-__device__ __forceinline__ double pow_m(double x, double e) { return pow(x, e); }
 
 // np.sign: -1, 0 or 1 (NaN stays NaN).
 template <typename T>
@@ -23,7 +12,7 @@ __device__ __forceinline__ T sign_m(T x) {
     return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x);
 }
 
-// UNARY_FNS: neg exp log sqrt rsqrt sin cos abs reciprocal silu erf_gelu
+// UNARY_FNS: neg exp log sqrt rsqrt sin cos abs reciprocal silu
 template <typename T>
 __device__ __forceinline__ T unary_f(int fn, T x) {
     switch (fn) {
@@ -32,12 +21,11 @@ __device__ __forceinline__ T unary_f(int fn, T x) {
     case 2: return log_t(x);
     case 3: return sqrt_t(x);
     case 4: return T(1) / sqrt_t(x);
-    case 5: return sin_m(x);
-    case 6: return cos_m(x);
+    case 5: return sin_t(x);
+    case 6: return cos_t(x);
     case 7: return x < T(0) ? -x : (x == T(0) ? T(0) : x);        // np.abs: abs(-0.0) is +0.0
     case 8: return T(1) / x;
     case 9: return x / add_rn(exp_t(-x), T(1));
-    case 10: return mul_rn(mul_rn(x, T(0.5)), add_rn(T(1), erf_m(mul_rn(x, T(MATH_SQRT1_2)))));
     default: return quiet_nan<T>();
     }
 }
@@ -50,18 +38,13 @@ __device__ __forceinline__ T unary_grad_f(int fn, T x, T y, T g) {
     case 2: return g / x;
     case 3: return g / mul_rn(T(2), y);
     case 4: return mul_rn(mul_rn(T(-0.5), g), mul_rn(mul_rn(y, y), y));
-    case 5: return mul_rn(g, cos_m(x));
-    case 6: return mul_rn(g, -sin_m(x));
+    case 5: return mul_rn(g, cos_t(x));
+    case 6: return mul_rn(g, -sin_t(x));
     case 7: return mul_rn(g, sign_m(x));
     case 8: return mul_rn(-g, mul_rn(y, y));
     case 9: {
         const T sig = T(1) / add_rn(exp_t(-x), T(1));
         return mul_rn(mul_rn(g, sig), add_rn(T(1), mul_rn(x, sub_rn(T(1), sig))));
-    }
-    case 10: {
-        const T cdf = mul_rn(T(0.5), add_rn(T(1), erf_m(mul_rn(x, T(MATH_SQRT1_2)))));
-        const T pdf = mul_rn(T(MATH_GELU_BETA), exp_t(mul_rn(mul_rn(x, x), T(-0.5))));
-        return mul_rn(g, add_rn(cdf, mul_rn(x, pdf)));
     }
     default: return quiet_nan<T>();
     }
@@ -96,7 +79,7 @@ __device__ __forceinline__ T pow_s(T x, T e) {
     if (e == T(-0.5)) return T(1) / sqrt_t(x);
     if (e == T(-1)) return T(1) / x;
     if (e == T(-2)) return T(1) / mul_rn(x, x);
-    return pow_m(x, e);
+    return pow_t(x, e);
 }
 
 // SCALAR_FNS: add sub rsub mul div pow maximum minimum

@@ -4,7 +4,7 @@ and a Python scalar, dtype casts, and strided slices, with their gradients.
 Each function follows PyTorch's forward formula and its derivative in
 tools/autograd/derivatives.yaml, evaluated left to right in the tensor's dtype with the
 constants cast to it first; the CUDA kernels (ops/math.cu) use the same order without FMA
-contraction, so only the transcendental functions (exp, log, sin, cos, erf, pow) may
+contraction, so only the transcendental functions (exp, log, sin, cos, pow) may
 differ from numpy in the last bits.
 
 - ``unary(x; fn)`` and ``unary_grad(x, y, dy; fn)``: the gradient takes the input x, the
@@ -24,7 +24,6 @@ differ from numpy in the last bits.
 """
 from __future__ import annotations
 
-import math
 import operator
 
 import numpy as np
@@ -33,27 +32,17 @@ from .cuda_launch import IN, OUT, copy_rows, grid_stride, i32, i64, kernel_name,
 from .registry import Cost, Op, OpError, ShapeError, check_attrs, emit, nbytes, numel, register, require_float, \
     same_dtype
 
-UNARY_FNS = ("neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "abs", "reciprocal", "silu", "erf_gelu")
+UNARY_FNS = ("neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "abs", "reciprocal", "silu")
 SCALAR_FNS = ("add", "sub", "rsub", "mul", "div", "pow", "maximum", "minimum")
 CAST_DTYPES = ("float32", "float64", "int32", "int64", "bool")
 
 # Flops per element (a transcendental function counts as a few).
 _UNARY_FLOPS = {"neg": 1, "abs": 1, "reciprocal": 1, "sqrt": 2, "rsqrt": 2, "exp": 4, "log": 4, "sin": 4,
-                "cos": 4, "silu": 6, "erf_gelu": 10}
+                "cos": 4, "silu": 6}
 _UNARY_GRAD_FLOPS = {"neg": 1, "abs": 2, "reciprocal": 3, "sqrt": 2, "rsqrt": 4, "exp": 1, "log": 1, "sin": 5,
-                     "cos": 5, "silu": 10, "erf_gelu": 16}
+                     "cos": 5, "silu": 10}
 
-SQRT1_2 = 0.7071067811865476             # M_SQRT1_2
-GELU_BETA = 0.3989422804014327           # M_2_SQRTPI * M_SQRT1_2 * 0.5, as PyTorch's kBeta
 POW_SPECIAL = (0.0, 1.0, 2.0, 3.0, 0.5, -0.5, -1.0, -2.0)     # exponents PyTorch evaluates without pow
-
-_erf64 = np.vectorize(math.erf, otypes=[np.float64])
-
-
-def _erf(a: np.ndarray) -> np.ndarray:
-    """erf element by element (the C library's, through math.erf), rounded to a's dtype."""
-    return _erf64(a.astype(np.float64, copy=False)).astype(a.dtype, copy=False)
-
 
 def _fn(attrs, fns, extra=None) -> dict:
     allowed = {"fn": None, **(extra or {})}
@@ -106,8 +95,6 @@ def _unary(fn: str, x: np.ndarray, y: np.ndarray) -> None:
         np.divide(t(1), x, out=y)
     elif fn == "silu":                          # x / (1 + exp(-x))
         np.divide(x, np.exp(np.negative(x)) + t(1), out=y)
-    elif fn == "erf_gelu":                      # (x * 0.5) * (1 + erf(x * M_SQRT1_2))
-        np.multiply(x * t(0.5), t(1) + _erf(x * t(SQRT1_2)), out=y)
     else:
         raise OpError(f"unknown unary fn {fn!r}")
 
@@ -136,10 +123,6 @@ def _unary_grad(fn: str, x: np.ndarray, y: np.ndarray, dy: np.ndarray, dx: np.nd
     elif fn == "silu":                          # grad * sig * (1 + x * (1 - sig))
         sig = t(1) / (np.exp(np.negative(x)) + t(1))
         np.multiply(dy * sig, t(1) + x * (t(1) - sig), out=dx)
-    elif fn == "erf_gelu":                      # grad * (cdf + x * pdf)
-        cdf = t(0.5) * (t(1) + _erf(x * t(SQRT1_2)))
-        pdf = t(GELU_BETA) * np.exp((x * x) * t(-0.5))
-        np.multiply(dy, cdf + x * pdf, out=dx)
     else:
         raise OpError(f"unknown unary fn {fn!r}")
 
@@ -147,7 +130,7 @@ def _unary_grad(fn: str, x: np.ndarray, y: np.ndarray, dy: np.ndarray, dx: np.nd
 @register
 class Unary(Op):
     """y = fn(x) for fn in UNARY_FNS (PyTorch's neg, exp, log, sqrt, rsqrt, sin, cos, abs,
-    reciprocal, silu, and gelu with approximate='none' as ``erf_gelu``)."""
+    reciprocal, silu; the exact GELU is ``gelu(approximate="none")``, ops/activation.py)."""
     name = "unary"
     cuda_kernels = ("unary",)
 

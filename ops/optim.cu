@@ -58,8 +58,6 @@ KERNEL void sgd_momentum_update_f64(double* w_next, double* m_next, const double
 //   w' = w*(decoupled ? 1 - lr*wd : 1) - (lr/(1 - b1^t)) * (m' / (sqrt(v')/sqrt(1 - b2^t) + eps))
 // Outputs may alias their inputs (each element read, then written, by one thread); the step
 // count is advanced by adam_step, launched after, so every thread reads the old count.
-__device__ __forceinline__ float pow_t(float a, float b) { return powf(a, b); }
-__device__ __forceinline__ double pow_t(double a, double b) { return pow(a, b); }
 
 template <typename T>
 __device__ __forceinline__ void adam_t(T* w_next, T* m_next, T* v_next, const T* w, const T* grad, const T* m,
