@@ -100,23 +100,15 @@ def _select_view(shape, axis: int, j: int) -> tuple[int, int, int, int]:
     return numel(shape[:axis]), shape[axis], j, numel(shape[axis + 1:])
 
 
-# ---------------------------------------------------------------------- gather
-
-@register
-class Gather(Op):
-    """(x, index) -> y of index's shape: torch.gather, y[c] = x[c with c[axis] = index[c]]."""
-    name, arity = "gather", 2
-    cuda_kernels = ("gather_fwd", "gather_fwd_i64")
+class _Lookup(Op):
+    """(x, index) -> values of x picked by index along ``axis`` (gather, index_select): each
+    output element costs a flop and every byte moves once; the gradient reaches x only,
+    through ``grad_op`` (index, dy) -> dx."""
+    arity = 2
+    grad_op = ""
 
     def canon(self, attrs):
         return _canon_axis(attrs)
-
-    def infer(self, attrs, ins):
-        x, index = ins
-        require_float(x.dtype)
-        _check_index_dtype(index)
-        _gather_shapes(x.shape, index.shape, attrs["axis"])
-        return [(tuple(index.shape), np.dtype(x.dtype))]
 
     def cost(self, attrs, ins, outs):
         return Cost(float(numel(outs[0].shape)), float(sum(nbytes(t) for t in (*ins, *outs))))
@@ -125,8 +117,37 @@ class Gather(Op):
         if dys[0] is None or not wanted[0]:
             return [None, None]
         x, index = node.inputs
-        (dx,) = g.apply("gather_grad", [index, dys[0]], shape=tuple(g.shape(x)), axis=node.attrs["axis"])
+        (dx,) = g.apply(self.grad_op, [index, dys[0]], shape=tuple(g.shape(x)), axis=node.attrs["axis"])
         return [dx, None]
+
+
+class _LookupGrad(Op):
+    """(index, dy) -> dx of ``shape``: a lookup's gradient, dy added into zeros in position order."""
+    arity, differentiable = 2, False
+
+    def canon(self, attrs):
+        a = _canon_axis(attrs, {"shape": None})
+        a["shape"] = _canon_shape(a["shape"])
+        return a
+
+    def cost(self, attrs, ins, outs):
+        return Cost(float(numel(outs[0].shape)), float(sum(nbytes(t) for t in (*ins, *outs))))
+
+
+# ---------------------------------------------------------------------- gather
+
+@register
+class Gather(_Lookup):
+    """(x, index) -> y of index's shape: torch.gather, y[c] = x[c with c[axis] = index[c]]."""
+    name, grad_op = "gather", "gather_grad"
+    cuda_kernels = ("gather_fwd", "gather_fwd_i64")
+
+    def infer(self, attrs, ins):
+        x, index = ins
+        require_float(x.dtype)
+        _check_index_dtype(index)
+        _gather_shapes(x.shape, index.shape, attrs["axis"])
+        return [(tuple(index.shape), np.dtype(x.dtype))]
 
     def cuda_launches(self, attrs, ins, outs):
         x, index = ins
@@ -145,16 +166,11 @@ class Gather(Op):
 
 
 @register
-class GatherGrad(Op):
+class GatherGrad(_LookupGrad):
     """(index, dy) -> dx of ``shape``: gather's gradient, dy scatter-added into zeros along
     ``axis`` (torch.scatter_add); each dx element sums its contributions in position order."""
-    name, arity, differentiable = "gather_grad", 2, False
+    name = "gather_grad"
     cuda_kernels = ("gather_bwd", "gather_bwd_i64")
-
-    def canon(self, attrs):
-        a = _canon_axis(attrs, {"shape": None})
-        a["shape"] = _canon_shape(a["shape"])
-        return a
 
     def infer(self, attrs, ins):
         index, dy = ins
@@ -164,9 +180,6 @@ class GatherGrad(Op):
             raise ShapeError(f"dy must have index's shape {tuple(index.shape)}, got {tuple(dy.shape)}")
         _gather_shapes(attrs["shape"], index.shape, attrs["axis"], what="shape")
         return [(attrs["shape"], np.dtype(dy.dtype))]
-
-    def cost(self, attrs, ins, outs):
-        return Cost(float(numel(outs[0].shape)), float(sum(nbytes(t) for t in (*ins, *outs))))
 
     def cuda_launches(self, attrs, ins, outs):
         """One thread per dx element, looping over the index along the axis (O(n * k))."""
@@ -197,29 +210,16 @@ def _select_shape(shape, index, axis: int) -> tuple[int, ...]:
 
 
 @register
-class IndexSelect(Op):
+class IndexSelect(_Lookup):
     """(x, index[J]) -> y: torch.index_select, x's slices at index along ``axis``."""
-    name, arity = "index_select", 2
+    name, grad_op = "index_select", "index_select_grad"
     cuda_kernels = ("index_select_fwd", "index_select_fwd_i64")
-
-    def canon(self, attrs):
-        return _canon_axis(attrs)
 
     def infer(self, attrs, ins):
         x, index = ins
         require_float(x.dtype)
         _check_index_dtype(index)
         return [(_select_shape(tuple(x.shape), index, attrs["axis"]), np.dtype(x.dtype))]
-
-    def cost(self, attrs, ins, outs):
-        return Cost(float(numel(outs[0].shape)), float(sum(nbytes(t) for t in (*ins, *outs))))
-
-    def gradient(self, g, node, dys, wanted):
-        if dys[0] is None or not wanted[0]:
-            return [None, None]
-        x, index = node.inputs
-        (dx,) = g.apply("index_select_grad", [index, dys[0]], shape=tuple(g.shape(x)), axis=node.attrs["axis"])
-        return [dx, None]
 
     def cuda_launches(self, attrs, ins, outs):
         x, index = ins
@@ -236,16 +236,11 @@ class IndexSelect(Op):
 
 
 @register
-class IndexSelectGrad(Op):
+class IndexSelectGrad(_LookupGrad):
     """(index[J], dy) -> dx of ``shape``: index_select's gradient, dy's slices added into
     zeros at index along ``axis`` (torch.index_add), each in position order."""
-    name, arity, differentiable = "index_select_grad", 2, False
+    name = "index_select_grad"
     cuda_kernels = ("index_select_bwd", "index_select_bwd_i64")
-
-    def canon(self, attrs):
-        a = _canon_axis(attrs, {"shape": None})
-        a["shape"] = _canon_shape(a["shape"])
-        return a
 
     def infer(self, attrs, ins):
         index, dy = ins
@@ -256,9 +251,6 @@ class IndexSelectGrad(Op):
             raise ShapeError(f"dy must have shape {want} (shape {attrs['shape']} with index's length along axis "
                              f"{attrs['axis']}), got {tuple(dy.shape)}")
         return [(attrs["shape"], np.dtype(dy.dtype))]
-
-    def cost(self, attrs, ins, outs):
-        return Cost(float(numel(outs[0].shape)), float(sum(nbytes(t) for t in (*ins, *outs))))
 
     def cuda_launches(self, attrs, ins, outs):
         """One thread per dx element, looping over the whole index (O(n * J))."""
