@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import sys
 import time
 
@@ -21,6 +20,7 @@ from tabulate import tabulate
 
 import zoo
 from bench.plan_quality import machine
+from bench.recompute_table import search_options
 from bench.results_file import save_results
 from engine.autodiff import SGD, Adam, build_training_graph
 from engine.library.planning import plan, plan_bounds
@@ -62,10 +62,7 @@ def row(label: str, g, device_bytes: int, search_seconds: float, say) -> list:
     profile = analytic_profile("v100")
     secs = profile.node_seconds(g)
     ideal = float(secs.sum())
-    search = None
-    if search_seconds:
-        from ga.search import SearchOptions
-        search = SearchOptions(seed=0, time_limit_s=search_seconds, workers=os.cpu_count() or 1, progress=False)
+    search = search_options(search_seconds)
     t0 = time.perf_counter()
     head = [label, len(g.nodes), f"{facts.peak_bytes / GIB:.1f}", f"{ideal:.3f}"]
     try:

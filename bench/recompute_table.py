@@ -36,6 +36,14 @@ ROWS = (("swapadvisor, swap only", "swapadvisor", {RECOMPUTE_OPTION: 0.0}), ("sw
         ("capuchin", "capuchin", {}), ("checkpoint", "checkpoint", {}))
 
 
+def search_options(seconds: float):
+    """An S-second genetic search, seed 0, one worker per core; None for S = 0 (no search)."""
+    if not seconds:
+        return None
+    from ga.search import SearchOptions
+    return SearchOptions(seed=0, time_limit_s=seconds, workers=os.cpu_count() or 1, progress=False)
+
+
 def model_rows(name: str, device_bytes: int, search_seconds: float, say) -> list[list]:
     batch = next(p for p in PAPER if p.model == name).batch
     g = zoo.build(name, batch=batch)
@@ -43,10 +51,7 @@ def model_rows(name: str, device_bytes: int, search_seconds: float, say) -> list
     profile = analytic_profile("v100")
     secs = profile.node_seconds(g)
     ideal = float(secs.sum())
-    search = None
-    if search_seconds:
-        from ga.search import SearchOptions
-        search = SearchOptions(seed=0, time_limit_s=search_seconds, workers=os.cpu_count() or 1, progress=False)
+    search = search_options(search_seconds)
     rows = []
     for label, name_, options in ROWS:
         t0 = time.perf_counter()
