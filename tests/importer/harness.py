@@ -52,3 +52,26 @@ def relative_error(a, b) -> float:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     scale = max(float(np.max(np.abs(b))) if b.size else 0.0, 1e-6)
     return float(np.max(np.abs(a - b))) / scale if a.size else 0.0
+
+
+def torch_losses(model, optimizer, batches) -> np.ndarray:
+    """PyTorch's loss at each step of training ``model`` with ``optimizer`` on ``batches``."""
+    losses = []
+    for b in batches:
+        optimizer.zero_grad()
+        loss = model(*b)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return np.array(losses)
+
+
+def our_losses(imported: ImportedModel, optimizer, batches) -> np.ndarray:
+    """Our loss at each step of training ``imported`` (our optimizer, the numpy reference)."""
+    from engine.library.imported import training_graph
+    from engine.training import ReferenceRunner
+
+    g = training_graph(imported, optimizer)
+    runner = ReferenceRunner(g)
+    runner.load_state(initial_state(g, 0))
+    return np.array([runner.step(feeds_of(imported, g, b)) for b in batches])

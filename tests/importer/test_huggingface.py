@@ -8,11 +8,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from engine.autodiff import Adam  # noqa: E402
-from engine.initializers import initial_state  # noqa: E402
-from engine.library.imported import training_graph  # noqa: E402
-from engine.training import ReferenceRunner  # noqa: E402
 
-from .harness import export_import, feeds_of, ours, relative_error, theirs  # noqa: E402
+from .harness import export_import, our_losses, ours, relative_error, theirs, torch_losses  # noqa: E402
 from .torch_models import WithLoss  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -58,16 +55,7 @@ def test_float64_loss_and_gradients_equal_pytorch(attention, tmp_path):
 def test_float32_twenty_adamw_steps_track_pytorch(attention, tmp_path):
     model, batches = hf_gpt2(attention, torch.float32), [batch(1 + i) for i in range(20)]
     imported = export_import(model, batches[0], tmp_path / attention)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-4)
-    want = []
-    for b in batches:
-        opt.zero_grad()
-        loss = model(*b)
-        loss.backward()
-        opt.step()
-        want.append(loss.item())
-    g = training_graph(imported, Adam(lr=1e-3, weight_decay=1e-4, decoupled=True))
-    runner = ReferenceRunner(g)
-    runner.load_state(initial_state(g, 0))
-    got = [runner.step(feeds_of(imported, g, b)) for b in batches]
-    assert np.max(np.abs(np.array(got) - want) / np.abs(want)) <= 1e-4, (got, want)
+    want = torch_losses(model, torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                                                 weight_decay=1e-4), batches)
+    got = our_losses(imported, Adam(lr=1e-3, weight_decay=1e-4, decoupled=True), batches)
+    assert np.max(np.abs(got - want) / np.abs(want)) <= 1e-4, (got, want)

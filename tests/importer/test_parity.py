@@ -9,11 +9,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
 from engine.autodiff import SGD, Adam  # noqa: E402
-from engine.initializers import initial_state  # noqa: E402
-from engine.library.imported import training_graph  # noqa: E402
-from engine.training import ReferenceRunner  # noqa: E402
 
-from .harness import export_import, feeds_of, ours, relative_error, theirs  # noqa: E402
+from .harness import export_import, our_losses, ours, relative_error, theirs, torch_losses  # noqa: E402
 from .torch_models import example  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -44,28 +41,17 @@ OUR_OPTIMIZERS = {"sgd": SGD(lr=0.05, momentum=0.9, weight_decay=1e-4),
                   "adamw": Adam(lr=1e-3, weight_decay=1e-4, decoupled=True)}
 
 
-def _torch_losses(name, kind, dtype, batch, batches_seed=1):
+def _torch_losses(name, kind, dtype, batch):
     model, _ = example(name, dtype, batch=batch)
-    batches = [example(name, dtype, seed=batches_seed + i, batch=batch)[1] for i in range(20)]
-    opt = _torch_optimizer(kind, model.parameters())
-    losses = []
-    for b in batches:
-        opt.zero_grad()
-        loss = model(*b)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return np.array(losses)
+    batches = [example(name, dtype, seed=1 + i, batch=batch)[1] for i in range(20)]
+    return torch_losses(model, _torch_optimizer(kind, model.parameters()), batches)
 
 
 def _our_losses(name, kind, batch, tmp_path):
     model, args = example(name, torch.float32, batch=batch)
     imported = export_import(model, args, tmp_path / name)
-    g = training_graph(imported, OUR_OPTIMIZERS[kind])
-    runner = ReferenceRunner(g)
-    runner.load_state(initial_state(g, 0))
     batches = [example(name, torch.float32, seed=1 + i, batch=batch)[1] for i in range(20)]
-    return np.array([runner.step(feeds_of(imported, g, b)) for b in batches])
+    return our_losses(imported, OUR_OPTIMIZERS[kind], batches)
 
 
 @pytest.mark.parametrize("kind", ["sgd", "adamw"])
