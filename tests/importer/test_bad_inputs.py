@@ -39,6 +39,14 @@ class Payload:
     """An object torch's weights-only unpickler refuses (as it would any code a file brings)."""
 
 
+def rewrite(src, dst, edit):
+    """Copy the archive ``src`` to ``dst``, each member's bytes through ``edit(name, data)``."""
+    with zipfile.ZipFile(src) as a, zipfile.ZipFile(dst, "w") as b:
+        for info in a.infolist():
+            b.writestr(info, edit(info.filename, a.read(info)))
+    return dst
+
+
 def save(module, args, path, **kw):
     torch.export.save(torch.export.export(module, args, **kw), path)
     return path
@@ -71,12 +79,8 @@ def test_a_corrupt_archive_is_refused(tmp_path, capsys):
 def test_a_member_overwritten_with_garbage_is_refused(tmp_path, capsys):
     model, args = example("gpt", torch.float32)
     pt2 = save(model, args, tmp_path / "m.pt2")
-    garbled = tmp_path / "garbled.pt2"
-    with zipfile.ZipFile(pt2) as src, zipfile.ZipFile(garbled, "w") as dst:
-        for info in src.infolist():
-            data = src.read(info)
-            garbage = "/models/" in info.filename and info.filename.endswith(".json")   # the program itself
-            dst.writestr(info, b"{not json" if garbage else data)
+    garbled = rewrite(pt2, tmp_path / "garbled.pt2",      # the program itself: models/<name>.json
+                      lambda name, data: b"{not json" if "/models/" in name and name.endswith(".json") else data)
     refused(capsys, garbled, tmp_path / "out")
 
 
@@ -101,15 +105,14 @@ def test_a_file_that_is_not_an_export_is_refused(tmp_path, capsys):
 def test_pickled_weights_are_never_loaded(tmp_path, capsys):
     model, args = example("gpt", torch.float32)
     pt2 = save(model, args, tmp_path / "m.pt2")
-    pickled = tmp_path / "pickled.pt2"
-    with zipfile.ZipFile(pt2) as src, zipfile.ZipFile(pickled, "w") as dst:
-        for info in src.infolist():
-            data = src.read(info)
-            if info.filename.endswith("weights_config.json"):
-                config = json.loads(data)
-                next(iter(config["config"].values()))["use_pickle"] = True
-                data = json.dumps(config).encode()
-            dst.writestr(info, data)
+    def mark_pickled(name, data):
+        if not name.endswith("weights_config.json"):
+            return data
+        config = json.loads(data)
+        next(iter(config["config"].values()))["use_pickle"] = True
+        return json.dumps(config).encode()
+
+    pickled = rewrite(pt2, tmp_path / "pickled.pt2", mark_pickled)
     assert "pickled" in refused(capsys, pickled, tmp_path / "out")
 
 
@@ -120,10 +123,7 @@ def test_sample_inputs_that_need_the_unrestricted_unpickler_are_refused(tmp_path
 
     buf = io.BytesIO()
     torch.save(((Payload(),), {}), buf)
-    with zipfile.ZipFile(pt2) as src, zipfile.ZipFile(hostile, "w") as dst:
-        for info in src.infolist():
-            data = buf.getvalue() if "sample_inputs" in info.filename else src.read(info)
-            dst.writestr(info, data)
+    rewrite(pt2, hostile, lambda name, data: buf.getvalue() if "sample_inputs" in name else data)
     assert "sample inputs" in refused(capsys, hostile, tmp_path / "out")
 
 
