@@ -5,7 +5,12 @@ builds its state once (``make_state(*state_args)``, e.g. a Breeder over the grap
 profile) when it starts; tasks then carry only their own data. ``map(fn, items,
 deadline)`` returns ``fn(state, item)`` for each item, in the items' order, so results never
 depend on which worker finished first. With ``workers <= 1`` everything runs in-process.
-Workers ignore SIGINT, so Ctrl-C reaches only the searching process.
+Workers ignore SIGINT, so Ctrl-C reaches only the searching process, and take SIGTERM's default
+action whatever handler they inherited: ``Pool.terminate`` (the deadline) stops workers with
+SIGTERM and then waits for them. An inherited Python handler (Ray's driver installs one; a
+training loop's stop-at-boundary only records the signal) runs in the main thread, which is
+blocked on the task queue; when the kernel hands the signal to another thread of the worker
+(numba's), nothing wakes the main thread, the worker never exits and the search hangs.
 """
 from __future__ import annotations
 
@@ -30,6 +35,9 @@ _STATE: Any = None
 def _init_worker(make_state: Callable, state_args: tuple) -> None:
     global _STATE
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
     _STATE = make_state(*state_args)
 
 

@@ -115,5 +115,32 @@ def test_deadline_returns_what_finished(workers):
         pool.terminate()
 
 
+_DEADLINE_UNDER_A_STOP_HANDLER = """
+import time
+from engine.interrupts import StopAtBoundary
+from ga.workers import DeadlineReached, ProcessWorkers
+from tests.ga.test_fitness import _slow
+with StopAtBoundary():        # SIGTERM now only records a stop request, in the workers too
+    pool = ProcessWorkers(int, ("0",), workers=2)
+    try:
+        pool.map(_slow, [1] * 8, deadline=time.monotonic() + 0.3)
+    except DeadlineReached:
+        print("stopped at the deadline")
+"""
+
+
+def test_the_deadline_stops_workers_forked_under_a_handler_that_only_records_sigterm():
+    """Pool.terminate stops workers with SIGTERM and waits for them. A worker forked while a
+    training loop's StopAtBoundary (or any handler that returns) was installed must still
+    die, or the search hangs for ever (it did: CI ran out of time in the imported-model CLI
+    test)."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", _DEADLINE_UNDER_A_STOP_HANDLER], cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "stopped at the deadline" in done.stdout, done.stderr
+
+
 def test_default_workers_is_positive():
     assert default_workers() >= 1
