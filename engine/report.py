@@ -3,12 +3,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import numpy as np
 from tabulate import tabulate
 
-from .units import format_bytes
-
-MiB = 2**20
+from .units import format_bytes, format_in, unit_that_fits
 
 
 @dataclass
@@ -26,6 +23,8 @@ class PolicyRow:
     stalls: dict | None = None    # the simulated iteration's stall report (planner.stalls), as JSON
     real_spread: float | None = None  # interquartile range / median of the timed iterations (``spread``)
     swap_bound_s: float | None = None  # the same bound for plans that only swap
+    real_min_s: float | None = None   # the fastest and slowest timed iterations (None: simulate-only)
+    real_max_s: float | None = None
 
     @property
     def x_bound(self) -> float | None:
@@ -42,29 +41,47 @@ class PolicyRow:
         return self.batch / t if t > 0 else 0.0
 
 
-def policy_table(rows: list[PolicyRow]) -> str:
+def policy_table(rows: list[PolicyRow], peak_bytes: int | None = None) -> str:
+    """The table, its note, and lines under it; ``peak_bytes``: the unlimited-memory peak, so
+    an unlimited plan's arena above it is explained."""
     ideal = next((r for r in rows if r.unlimited), None)
     measured = all(r.real_s is not None for r in rows)
+    # each byte column in the unit its largest figure fits (paper scale reads in GiB, not 89456.1 MiB)
+    units = [unit_that_fits(max((getattr(r, col) for r in rows), default=0))
+             for col in ("h2d_bytes", "d2h_bytes", "device_bytes")]
     out = []
     for r in rows:
         vs = ideal.samples_per_s() and r.samples_per_s() / ideal.samples_per_s() if ideal else None
         line = [r.policy, f"{r.sim_s:.4f}"]
         if measured:
-            line.append(f"{r.real_s:.4f}")
+            line += [f"{r.real_s:.4f}", f"{r.real_spread:.0%}" if r.real_spread is not None else "-"]
         line += [f"{r.samples_per_s():.1f}", f"{vs:.2f}" if vs is not None else "-",
                  f"{r.x_bound:.2f}" if r.x_bound is not None else "-",
-                 f"{r.x_swap_bound:.2f}" if r.x_swap_bound is not None else "-",
-                 f"{r.h2d_bytes / MiB:.1f}", f"{r.d2h_bytes / MiB:.1f}", f"{r.device_bytes / MiB:.1f}"]
+                 f"{r.x_swap_bound:.2f}" if r.x_swap_bound is not None else "-"]
+        line += [format_in(n, unit) for n, unit in zip((r.h2d_bytes, r.d2h_bytes, r.device_bytes), units)]
         out.append(line)
-    headers = ["policy", "sim s/iter"] + (["real s/iter"] if measured else []) + [
-        "samples/s", "vs ideal", "x bound", "x swap bound", "H2D MiB", "D2H MiB", "device MiB"]
+    headers = ["policy", "sim s/iter"] + (["real s/iter", "spread"] if measured else []) + [
+        "samples/s", "vs ideal", "x bound", "x swap bound"] + [
+        f"{name} {unit}" for name, (unit, _) in zip(("H2D", "D2H", "device"), units)]
     note = ("samples/s from measured time" if measured else "samples/s from simulated time (nothing executed)")
-    spreads = [r.real_spread for r in rows if r.real_spread is not None]
-    if measured and spreads:
-        note += f", timed iterations' interquartile spread up to {max(spreads):.0%} of their median"
+    if measured:
+        note += "; spread: the timed iterations' interquartile range over their median"
     note += ("; x bound: simulated time over the lower bound for its order and budget, recomputing allowed; "
              "x swap bound: over the bound for plans that only swap")
-    return tabulate(out, headers=headers, disable_numparse=True) + f"\n({note})" + recompute_note(rows)
+    return (tabulate(out, headers=headers, disable_numparse=True) + f"\n({note})" + device_note(rows, peak_bytes)
+            + recompute_note(rows))
+
+
+def device_note(rows: list[PolicyRow], peak_bytes: int | None) -> str:
+    """A line under the table when an unlimited plan's device memory exceeds the unlimited
+    peak: not a wrong figure but its allocation's cost. It gives each tensor size its own
+    objects, as many as that size's own peak count (planner.allocation.unlimited_allocation),
+    and sizes peak at different steps, so the objects add up to more than is live at any one
+    step (gpt2-xl: 104.0 GiB against a 95.6 GiB peak); operator scratch comes on top."""
+    over = [r for r in rows if r.unlimited and peak_bytes and r.device_bytes > peak_bytes]
+    return "".join(f"\n{r.policy}'s device memory {format_bytes(r.device_bytes)} exceeds the unlimited-memory peak "
+                   f"{format_bytes(peak_bytes)}: each tensor size has its own objects for its own peak count, and "
+                   "sizes peak at different steps (operator scratch adds the rest)" for r in over)
 
 
 def recompute_note(rows: list[PolicyRow]) -> str:
@@ -73,45 +90,6 @@ def recompute_note(rows: list[PolicyRow]) -> str:
     return "".join(f"\n{r.policy}: {r.stalls['recomputes']} recomputations, {r.stalls['recompute_s']:.3g} s of "
                    f"compute, {format_bytes(r.stalls['recomputed_bytes'])} not swapped out and back"
                    for r in recomputing)
-
-
-# Timed iterations spread wider than this around their median make a measured time noise.
-NOISY_SPREAD = 0.25
-
-
-def spread(times) -> float | None:
-    """The interquartile range of timed iterations over their median (one slow iteration in
-    fifteen, a page fault or a collection, does not move it); None for fewer than two."""
-    if len(times) < 2:
-        return None
-    q1, median, q3 = np.percentile(np.asarray(times, dtype=float), [25, 50, 75])
-    return float((q3 - q1) / median) if median > 0 else None
-
-
-def timing_warnings(rows: list[PolicyRow], load: float | None, cores: int) -> list[str]:
-    """Why the measured column may not be trusted, one line each: the machine was busy
-    (``load``, its one-minute load average, at least ``cores``), a policy's timed iterations
-    spread widely, or a plan that swaps measured faster than the unlimited one (which moves
-    nothing, so only noise can put it ahead)."""
-    if not rows or any(r.real_s is None for r in rows):
-        return []
-    out = []
-    if load is not None and load >= cores:
-        out.append(f"the machine was busy while timing (load average {load:.1f} on {cores} cores): measured "
-                   "times may be off; the simulated ones are not")
-    noisy = [r for r in rows if r.real_spread is not None and r.real_spread > NOISY_SPREAD]
-    if noisy:
-        worst = max(noisy, key=lambda r: r.real_spread)
-        out.append(f"{worst.policy}'s timed iterations spread {worst.real_spread:.0%} of their median (interquartile): its "
-                   "measured time is noise at this size (more --measure-iterations, or a quieter machine)")
-    ideal = next((r for r in rows if r.unlimited), None)
-    faster = [r for r in rows if ideal and not r.unlimited and r.h2d_bytes + r.d2h_bytes and r.real_s < ideal.real_s]
-    if faster:
-        r = min(faster, key=lambda r: r.real_s)
-        out.append(f"{r.policy} measured faster than {ideal.policy} ({r.real_s:.4f} against {ideal.real_s:.4f} "
-                   f"s/iter) though it moves {(r.h2d_bytes + r.d2h_bytes) / MiB:.1f} MiB and {ideal.policy} none: "
-                   "the difference is timing noise")
-    return out
 
 
 def rows_to_json(rows: list[PolicyRow]) -> list[dict]:

@@ -36,3 +36,26 @@ def format_bytes(n: float) -> str:
         if tenths < 10240 or unit == "TiB":
             return f"{sign}{tenths // 10}.{tenths % 10} {unit}"
     raise AssertionError
+
+
+def unit_that_fits(n: float) -> tuple[str, int]:
+    """The binary unit format_bytes would print ``n`` in, and its size in bytes: a table's
+    column of sizes takes its largest value's unit, so its figures read in one unit."""
+    n = abs(math.ceil(n))
+    if n < 1024:
+        return "B", 1
+    for unit in ("KiB", "MiB", "GiB"):
+        if -(-n * 10 // UNITS[unit.upper()]) < 10240:
+            return unit, UNITS[unit.upper()]
+    return "TiB", UNITS["TIB"]
+
+
+def format_in(n: float, unit: tuple[str, int]) -> str:
+    """``n`` bytes as a number of ``unit`` (from unit_that_fits), without the unit's name and
+    rounded up to the tenth as format_bytes rounds: the same figure as the text beside it."""
+    name, size = unit
+    n = math.ceil(n)
+    if size == 1:
+        return str(n)
+    tenths = -(-n * 10 // size)
+    return f"{'-' if tenths < 0 else ''}{abs(tenths) // 10}.{abs(tenths) % 10}"

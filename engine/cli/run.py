@@ -32,7 +32,8 @@ from ..profile import DEVICES
 from ..interrupts import StopAtBoundary
 from ..ir import Graph, Kind
 from ..program import SWAP_IN, SWAP_OUT
-from ..report import PolicyRow, policy_table, rows_to_json, spread, timing_warnings
+from ..report import PolicyRow, policy_table, rows_to_json
+from ..timing_trust import HostLoad, load_average, spread, timing_warnings
 from ..training import Trainer
 from ..units import format_bytes
 from .config import RunConfig
@@ -181,7 +182,8 @@ def policy_rows(run: Run, timed: dict | None = None) -> list[PolicyRow]:
                               program.arena.arena_bytes, len(program.instrs), p.unlimited,
                               quality.bounds.recompute_bound if quality else None,
                               quality.stalls.to_json() if quality else None, spread(times) if times else None,
-                              quality.bounds.bound if quality else None))
+                              quality.bounds.bound if quality else None,
+                              min(times) if times else None, max(times) if times else None))
     return rows
 
 
@@ -249,25 +251,27 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
               "--search-seconds to search)")
     if cfg.simulate_only:
         rows = policy_rows(run)
-        print(policy_table(rows))
+        print(policy_table(rows, facts.peak_bytes if budget else None))
         save_artifacts(run, out_dir)
         report.update(backend=None, policies=rows_to_json(rows))
         return 0
     report.update(**placement.kind.to_json(placement, run.device_name))
     *others, last = cfg.policies
+    load_before = load_average()          # a load around the timing makes its figures noise
     timed = {p.name: time_policy(run, p) for p in others}
     result = train_policy(run, last)
     if isinstance(result, int):
         return result
     trainer, final_state, losses, times, start = result
     timed[last.name] = times[1:] or times
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None     # the last minute: the timing's
+    load = HostLoad.now(load_before)
     rows = policy_rows(run, timed)
-    warnings = timing_warnings(rows, load, os.cpu_count() or 1)
-    report.update(policies=rows_to_json(rows), load_average=load, timing_warnings=warnings)
+    warnings = timing_warnings(rows, load)
+    report.update(policies=rows_to_json(rows), load_average=load.after, load_average_before=load.before,
+                  usable_cores=load.cores, timing_warnings=warnings)
     if rows:
         print(f"backend {placement.kind.describe(placement, run.device_name)}")
-        print(policy_table(rows))
+        print(policy_table(rows, facts.peak_bytes if budget else None))
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     first, final, k = loss_ends(losses)

@@ -28,3 +28,14 @@ def test_a_printed_size_typed_back_is_never_smaller(n):
     printed = format_bytes(n)
     assert parse_bytes(printed.replace(" ", "")) >= n, printed
     assert format_bytes(14592) == "14.3 KiB" and format_bytes(2**20 - 1) == "1.0 MiB"
+
+
+def test_a_column_of_sizes_reads_in_the_unit_its_largest_fits_rounded_up_as_format_bytes():
+    from engine.units import format_in, unit_that_fits
+    assert unit_that_fits(0) == ("B", 1) and unit_that_fits(1023) == ("B", 1)
+    assert unit_that_fits(int(89456.1 * 2**20)) == ("GiB", 2**30)         # was printed as 'MiB 89456.1'
+    assert unit_that_fits(1023 * 2**20) == ("MiB", 2**20) and unit_that_fits(2**50) == ("TiB", 2**40)
+    gib = unit_that_fits(2**30)
+    assert format_in(int(89456.1 * 2**20), gib) == "87.4" and format_in(0, gib) == "0.0"
+    assert format_in(2**30 + 1, gib) + " GiB" == format_bytes(2**30 + 1) == "1.1 GiB"
+    assert format_in(700, ("B", 1)) == "700"

@@ -38,6 +38,14 @@ def test_a_training_report_follows_the_schema_and_keeps_its_keys(tmp_path, capsy
     assert r["settings"]["seed"] == 0 and r["settings"]["policies"] == ["ideal", "swapadvisor"]
     assert [p["policy"] for p in r["policies"]] == ["ideal", "swapadvisor"]
     assert all(KEPT <= set(p) and p["real_s"] > 0 for p in r["policies"])
+    # how far to trust the measured times (issue 39): the load on both sides of the timing, the
+    # cores it is compared with, each plan's fastest and slowest iteration; all in the schema
+    assert r["usable_cores"] >= 1 and isinstance(r["timing_warnings"], list)
+    assert {"load_average", "load_average_before"} <= set(r)
+    assert all(0 < p["real_min_s"] <= p["real_s"] <= p["real_max_s"] for p in r["policies"])
+    declared = schema()["properties"]
+    assert {"load_average", "load_average_before", "usable_cores", "timing_warnings"} <= set(declared)
+    assert {"real_spread", "real_min_s", "real_max_s"} <= set(declared["policies"]["items"]["properties"])
 
 
 def test_a_simulated_report_names_its_analytic_profile_and_search_effort(tmp_path, capsys):
