@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import warnings
+from contextlib import contextmanager
 from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -156,6 +158,22 @@ def checkpoint_mismatch(g: Graph, header: dict, arrays: Mapping[str, np.ndarray]
     return "its set of tensors differs from this model's; use the same model flags"
 
 
+# numpy's floating-point warnings: what a non-finite step (forced or diverged) makes it say
+NUMPY_NONFINITE = r"(invalid value|overflow|divide by zero) encountered"
+
+
+@contextmanager
+def nonfinite_quietly():
+    """Silence numpy about inf and NaN for one step: the stream checks each loss itself and
+    says so in one line (engine/cli/stream_run.py), where numpy printed a RuntimeWarning with
+    a source path per kernel. np.errstate alone is not enough: it is per thread, and the CPU
+    backend computes on its stream threads, whose warnings the filter below catches (the
+    filters are global to the process; only this thread changes them)."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", NUMPY_NONFINITE, RuntimeWarning)
+        yield
+
+
 class StreamTrainer:
     """Training whose graph changes from iteration to iteration (engine.iteration_stream):
     micro-steps at bucketed lengths, an update after each accumulation window whose losses
@@ -197,7 +215,7 @@ class StreamTrainer:
             data = self._data[g] = TeacherData(g, self.seed)
         batch = data.batch(step.iteration) if data is not None else {}
         batch.update(stream.scale_feed(g, step))
-        with np.errstate(invalid="ignore", over="ignore"):   # a forced non-finite step warns otherwise
+        with nonfinite_quietly():
             loss = runner.step(batch)
         for t, a in runner.state().items():
             self.values[g.tensors[t].name] = a

@@ -29,6 +29,7 @@ from ..errors import EngineError
 from ..op_monitor import Monitor
 from ..profile import DEVICES, analytic_profile
 from ..training import ReferenceRunner, StreamTrainer
+from ..units import format_bytes
 from .flags import UsageError, _Parser, nonnegative_int, positive_float, positive_int, seed, size
 from ..library.stream_plans import StreamPlanner, WindowObserver
 
@@ -148,15 +149,19 @@ def run(args) -> int:
     observe = WindowObserver(mon)
     trainer = StreamTrainer(graphs(), plan, planner.runner_for, args.seed, observe)
     print(f"{args.model}: {args.iterations} iterations, lengths {list(buckets) or 'fixed'}, evaluation every "
-          f"{args.eval_every or '-'}, accumulation {args.accumulate}; budget {device} B (largest unlimited peak "
-          f"{peak} B), policy {pol.name}, {placement.kind.name} backend", flush=True)
+          f"{args.eval_every or '-'}, accumulation {args.accumulate}; budget {format_bytes(device)} (largest "
+          f"unlimited peak {format_bytes(peak)}), policy {pol.name}, {placement.kind.name} backend", flush=True)
     t0 = time.perf_counter()
     try:
         with one_blas_thread():
             for i in range(args.iterations):
+                stage = mon.stage        # the stage this iteration runs in; observing it may change it
                 loss = trainer.step()
+                if not np.isfinite(loss):
+                    print(_nonfinite_line(plan.step(i), settings), flush=True)
                 if (i + 1) % max(1, args.iterations // 10) == 0:
-                    print(f"iteration {i + 1}: loss {loss:.4f}, stage {mon.stage}", flush=True)
+                    print(f"iteration {i + 1}{' (evaluation)' if plan.step(i).kind == st.EVAL else ''}: loss "
+                          f"{loss:.4f}, stage {stage}", flush=True)
     finally:
         planner.close()
     wall = time.perf_counter() - t0
@@ -181,6 +186,16 @@ def run(args) -> int:
         print(f"parameters identical to the unlimited run: {'yes' if same else 'NO'}")
         return 0 if same else 1
     return 0
+
+
+def _nonfinite_line(step: st.Step, settings: st.StreamSettings) -> str:
+    """One line for a step whose loss is not finite, in place of numpy's warnings (the
+    progress lines count iterations from 1, --nonfinite-at from 0: both are named)."""
+    i = step.iteration
+    what = f"forced non-finite (--nonfinite-at {i})" if i in settings.nonfinite_at else "not finite"
+    then = ("" if step.kind == st.EVAL else "; its accumulation window's update is skipped" if step.ends_window
+            else "; its accumulation window's update will be skipped")
+    return f"iteration {i + 1}: loss {what}{then}"
 
 
 def _plot(mon: Monitor, path: str) -> None:

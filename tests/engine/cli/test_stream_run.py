@@ -1,16 +1,45 @@
 """python -m engine.stream_train: a short checked run and one-line refusals."""
+import re
+
 import pytest
 
 from engine.cli.stream_run import main
 
 
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")     # the forced non-finite step
+@pytest.mark.filterwarnings("error::RuntimeWarning")      # numpy's own warning must not escape (issue 39)
 def test_short_run_with_check_says_identical(capsys):
     rc = main(["--varying-seq", "8,16", "--eval-every", "6", "--accumulate", "2", "--nonfinite-at", "3",
                "--iterations", "12", "--sanitize", "--check"])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert rc == 0 and "parameters identical to the unlimited run: yes" in out
     assert "skipped 1" in out and "plan cache" in out and "monitor:" in out
+    # the forced step is our one line, not numpy's RuntimeWarning with a source path
+    assert "iteration 4: loss forced non-finite (--nonfinite-at 3); its accumulation window's update is skipped" in out
+    assert "RuntimeWarning" not in out + err and ".py:" not in out + err
+    # the budget in binary units, as every other size the tools print
+    assert re.search(r"; budget [0-9.]+ KiB \(largest unlimited peak [0-9.]+ KiB\)", out), out.splitlines()[0]
+    assert_printed_stages_are_those_the_iterations_ran_in(out)
+
+
+def test_an_evaluation_prints_the_stage_it_ran_in_not_the_warm_up_it_causes(capsys):
+    assert main(["--eval-every", "8", "--iterations", "16"]) == 0
+    out = capsys.readouterr().out
+    # the evaluation ran in GenPolicy (its observation resets the machine to WarmUp after it)
+    assert re.search(r"^iteration 8 \(evaluation\): loss [0-9.]+, stage GenPolicy$", out, re.M), out
+    assert_printed_stages_are_those_the_iterations_ran_in(out)
+
+
+def assert_printed_stages_are_those_the_iterations_ran_in(out: str) -> None:
+    """A progress line's stage is the one its iteration ran in: the last change of stage the
+    monitor made before it (an evaluation used to print the WarmUp its own observation had just
+    reset to, so every 100th line said WarmUp: issue 39)."""
+    changes = [(int(i), stage) for i, stage in
+               re.findall(r"(\d+):(\w+)", out.split("stages: ")[1].splitlines()[0])]
+    printed = re.findall(r"^iteration (\d+)( \(evaluation\))?: loss [-0-9.]+, stage (\w+)$", out, re.M)
+    assert printed and any(evaluation for _, evaluation, _ in printed)
+    for number, _, stage in printed:
+        ran_in = [s for i, s in changes if i < int(number) - 1]
+        assert stage == (ran_in[-1] if ran_in else "WarmUp"), (number, stage, changes)
 
 
 @pytest.mark.parametrize("argv, says", [
