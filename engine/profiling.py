@@ -40,11 +40,8 @@ def measure_link(backend: Backend, sizes=LINK_SIZES, repeats: int = 5) -> Link:
         backend.synchronize()
         backend.copy_d2h(SWAP_OUT, host[1][:n], dev[1][:n])
         backend.synchronize()
-    fits = []
-    for stream in (SWAP_IN, SWAP_OUT):
-        xs, ys = zip(*[(n, t1 - t0) for s, n, t0, t1 in backend.timings if s == stream])
-        slope, intercept = np.polyfit(np.array(xs, float), np.array(ys), 1)
-        fits.append((max(float(intercept), 0.0), 1.0 / float(slope)))
+    fits = [_fit_copies([(n, t1 - t0) for s, n, t0, t1 in backend.timings if s == stream])
+            for stream in (SWAP_IN, SWAP_OUT)]
     latency = float(np.mean([f[0] for f in fits]))
     both = []
     for _ in range(repeats):
@@ -56,6 +53,23 @@ def measure_link(backend: Backend, sizes=LINK_SIZES, repeats: int = 5) -> Link:
     backend.timings = None
     duplex = 2 * biggest / max(min(both) - latency, 1e-9)
     return Link(fits[0][1], fits[1][1], duplex, latency)
+
+
+def _fit_copies(timed: list[tuple[int, float]]) -> tuple[float, float]:
+    """(latency, bytes per second) of one direction from (bytes, seconds) copies. Load only
+    ever adds time, so each size's fastest repeat is fitted, not every repeat: on a busy
+    machine one stalled small copy tilted the line until its slope, the bandwidth, was
+    negative (issue 39). Where the fastest copies still do not grow with their size, the
+    biggest one's bytes over its time is the rate (latency counted in it: slower, not absurd)."""
+    fastest: dict[int, float] = {}
+    for n, seconds in timed:
+        fastest[n] = min(seconds, fastest.get(n, np.inf))
+    sizes = np.array(sorted(fastest), dtype=float)
+    times = np.array([fastest[n] for n in sorted(fastest)])
+    slope, intercept = np.polyfit(sizes, times, 1) if len(sizes) > 1 else (0.0, 0.0)
+    if not slope > 0:
+        return 0.0, float(sizes[-1] / max(times[-1], 1e-12))
+    return max(float(intercept), 0.0), 1.0 / float(slope)
 
 
 @dataclass

@@ -13,9 +13,11 @@ class ClockedCopies:
     together: latency + their bytes at the duplex rate), so the fit is checked without timing
     anything: a busy machine cannot move it (issue 39)."""
 
-    def __init__(self, h2d, d2h, duplex, latency):
+    def __init__(self, h2d, d2h, duplex, latency, stalls=None):
         self.h2d, self.d2h, self.duplex, self.latency = h2d, d2h, duplex, latency
         self.now, self.pending, self.timings = 0.0, [], None
+        self.stalls = dict(stalls or {})       # copy number -> seconds a busy machine adds to it
+        self.copies = 0
 
     def allocate_arena(self, nbytes):
         self.arena = np.zeros(nbytes, dtype=np.uint8)
@@ -37,7 +39,9 @@ class ClockedCopies:
             span = self.latency + sum(n for _, n, _ in self.pending) / self.duplex
             ends = [self.now + span] * len(self.pending)
         else:
-            ends = [self.now + self.latency + n / rate for _, n, rate in self.pending]
+            ends = [self.now + self.latency + n / rate + self.stalls.get(self.copies, 0.0)
+                    for _, n, rate in self.pending]
+        self.copies += len(self.pending)
         if self.timings is not None:
             self.timings += [(s, n, self.now, end) for (s, n, _), end in zip(self.pending, ends)]
         self.now, self.pending = max(ends, default=self.now), []
@@ -47,6 +51,27 @@ def test_link_fit_recovers_the_rates_of_its_timings():
     m = measure_link(ClockedCopies(1e9, 0.5e9, 1.2e9, 1e-4), sizes=(2**14, 2**18, 2**20), repeats=2)
     assert np.allclose([m.h2d_bytes_per_s, m.d2h_bytes_per_s, m.duplex_bytes_per_s, m.latency_s],
                        [1e9, 0.5e9, 1.2e9, 1e-4], rtol=1e-6)
+
+
+def test_link_fit_is_not_tilted_by_a_stalled_copy():
+    """A busy machine stalls some copies; the fastest repeat of each size is what the link
+    does. Fitting every repeat, one 50 ms stall of the first small copy made the H2D rate
+    negative (issue 39: test_link_measurement_on_the_cpu_backend_gives_a_usable_link failed
+    under load)."""
+    m = measure_link(ClockedCopies(1e9, 0.5e9, 1.2e9, 1e-4, stalls={0: 0.05}), sizes=(2**14, 2**18, 2**20),
+                     repeats=2)
+    assert np.allclose([m.h2d_bytes_per_s, m.d2h_bytes_per_s, m.duplex_bytes_per_s, m.latency_s],
+                       [1e9, 0.5e9, 1.2e9, 1e-4], rtol=1e-6)
+
+
+def test_link_fit_of_copies_that_do_not_grow_with_size_is_still_a_rate():
+    """Every repeat of the small copies stalled: no line through them has a positive slope, so
+    the biggest copy's bytes over its time is the rate (never a negative or infinite one)."""
+    stalled = {k: 0.05 for k in (0, 6)}               # the 2**14-byte H2D copy of both repeats
+    m = measure_link(ClockedCopies(1e9, 0.5e9, 1.2e9, 1e-4, stalls=stalled), sizes=(2**14, 2**18, 2**20),
+                     repeats=2)
+    assert np.isclose(m.h2d_bytes_per_s, 2**20 / (1e-4 + 2**20 / 1e9)) and m.latency_s >= 0
+    assert np.isclose(m.d2h_bytes_per_s, 0.5e9)
 
 
 def test_link_measurement_on_the_cpu_backend_gives_a_usable_link():
