@@ -48,8 +48,11 @@ def make_run_folder(cfg: RunConfig, model_name: str) -> str:
     so none is mistaken for this run's), or a new runs/<model>/<UTC time>/."""
     if cfg.out:
         os.makedirs(cfg.out, exist_ok=True)
-        for name in held_run_files(cfg.out):
-            os.remove(os.path.join(cfg.out, name))
+        read = {os.path.abspath(p) for p in (cfg.load_plan, cfg.resume, cfg.profile, cfg.data) if p}
+        for name in held_run_files(cfg.out):       # but not a file this run reads (--load-plan DIR/plan.json)
+            path = os.path.join(cfg.out, name)
+            if os.path.abspath(path) not in read:
+                os.remove(path)
         return cfg.out
     parent = os.path.join("runs", model_name)
     os.makedirs(parent, exist_ok=True)
