@@ -138,7 +138,8 @@ def _backend_help() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=f"python -m {PROG}", description="Train a model on synthetic data and report throughput.",
+    p = _Parser(prog=f"python -m {PROG}",
+                description="Train a model on synthetic data (or your own: --data) and report throughput.",
                 allow_abbrev=False, formatter_class=_DefaultsShown)
     p.add_argument("--version", action="version", version=f"swapengine {tool_version()}")
     p.add_argument("--config", metavar="FILE",

@@ -148,6 +148,18 @@ def test_data_from_an_npz_trains_as_the_same_arrays_through_the_api(tmp_path):
     assert cli_losses != se.train(g, None, iterations=6).losses             # not the synthetic data
 
 
+def test_data_trains_under_a_plan_bit_identically_to_the_unlimited_run(tmp_path, capsys):
+    arrays = small_lstm_arrays()
+    np.savez(tmp_path / "d.npz", **arrays)
+    argv = REF[:-1] + ["ideal", "--backend", "cpu", "--profile", "v100", "--search-seconds", "0", "--iterations",
+                       "3", "--data", str(tmp_path / "d.npz"), "--out", str(tmp_path / "run")]
+    assert main(argv) == 0
+    assert "parameters identical to the unlimited run: yes" in capsys.readouterr().out
+    g = se.model("small-lstm", batch=4, size=3)
+    steps = read_steps(str(tmp_path / "run" / "steps.jsonl"))
+    assert [s["loss"] for s in steps] == se.train(g, None, iterations=3, data=arrays).losses
+
+
 def test_the_api_takes_an_iterator_of_batches():
     g = se.model("small-lstm", batch=4, size=3)
     arrays = small_lstm_arrays(samples=12)
