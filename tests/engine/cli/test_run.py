@@ -158,7 +158,7 @@ def test_the_default_budget_grows_until_every_policy_runs_and_memory_is_kept_as_
     # small-cnn at 0.3 of its peak: bestfit fragments too much for window and lms to place
     # every tensor; without --memory the budget grows until both plan, and they train.
     argv = ["--model", "small-cnn", "--quiet", "--backend", "cpu", "--profile", "v100", "--iterations", "2",
-            "--measure-iterations", "1", "--policy", "window,lms", "--out", str(tmp_path)]
+            "--measure-iterations", "1", "--policy", "window,lms", "--out", str(tmp_path), "--overwrite"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "budget raised to" in out and "parameters identical to the unlimited run: yes" in out

@@ -91,6 +91,15 @@ def test_a_resumed_run_numbers_its_steps_from_the_checkpoint(tmp_path):
     assert [s["iteration"] for s in read_steps(str(tmp_path / "b" / "steps.jsonl"))] == [4, 5]
 
 
+def test_a_loss_that_is_not_finite_is_recorded_as_null(tmp_path):
+    from engine.cli.run_folder import StepRecords
+    with StepRecords(str(tmp_path)) as steps:
+        steps.add(1, float("nan"), 0.5)
+        steps.add(2, 1.25, 0.25)
+    assert read_steps(str(tmp_path / "steps.jsonl")) == [{"iteration": 1, "loss": None, "seconds": 0.5},
+                                                          {"iteration": 2, "loss": 1.25, "seconds": 0.25}]
+
+
 # ---------------------------------------------------------------------- --config
 def test_config_replays_the_settings_a_report_recorded(tmp_path):
     first, again = tmp_path / "first.json", tmp_path / "again.json"
