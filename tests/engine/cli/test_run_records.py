@@ -232,8 +232,14 @@ def test_the_api_writes_float64_safetensors_that_torch_reads_bit_identically(tmp
     trained = se.train(g, None, iterations=2)
     se.save_weights(g, trained, str(tmp_path / "w.safetensors"))
     got = torch_reader.load_file(str(tmp_path / "w.safetensors"))
+    assert set(got) == {g.tensors[t].name for t in g.leaves(Kind.PARAMETER)}
     for name, t in got.items():
-        assert t.numpy().dtype == np.float64 and t.numpy().tobytes() == trained.state[name].tobytes()
+        a = t.numpy()
+        assert a.dtype == np.float64 and a.shape == trained.state[name].shape
+        assert a.tobytes() == trained.state[name].tobytes()
+    from safetensors import safe_open
+    with safe_open(str(tmp_path / "w.safetensors"), framework="pt") as f:   # Hugging Face checks the format
+        assert f.metadata() == {"format": "pt", "model": g.name}
 
 
 @pytest.mark.parametrize("argv,message", [
