@@ -52,7 +52,7 @@ def timing_runs(n: int, extra: list[str], work: str) -> tuple[list[str], bool]:
     for i in range(n):
         path = os.path.join(work, f"run{i}.json")
         t0 = time.perf_counter()
-        done = _engine(["--json", path, "--out", os.path.join(work, "runs"), *extra])
+        done = _engine(["--json", path, "--out", os.path.join(work, "runs", f"run{i}"), *extra])
         walls.append(time.perf_counter() - t0)
         if done.returncode != 0:
             lines.append(f"run {i + 1}: exit {done.returncode}: {done.stderr.strip()[-300:]}")
@@ -106,7 +106,8 @@ def _reference(iterations: list[int]) -> dict[int, dict[str, np.ndarray]]:
 def _interrupted(ck: str, delay_s: float, resume: bool) -> tuple[int, int | None]:
     """Start a run and SIGINT it ``delay_s`` after its plan line (training starts right
     after); (exit status, the checkpoint's iteration or None)."""
-    args = CTRL_C + ["--checkpoint", ck, "--checkpoint-every", "100000", "--out", os.path.dirname(ck)]
+    args = CTRL_C + ["--checkpoint", ck, "--checkpoint-every", "100000", "--out", os.path.dirname(ck),
+                     "--overwrite"]        # one folder for the whole series of interrupted runs
     if resume:
         args += ["--resume", ck]
     proc = subprocess.Popen([sys.executable, "-m", "engine.train", *args], stdout=subprocess.PIPE,
@@ -153,7 +154,7 @@ def ctrl_c_trials(n: int, work: str, seed: int = 15) -> tuple[list[str], bool]:
     for k in range(3):
         code, it = _interrupted(ck, rng.uniform(0.5, 3.0), k > 0)
         chain.append(it)
-    done = _engine(CTRL_C + ["--checkpoint", ck, "--resume", ck, "--out", work])
+    done = _engine(CTRL_C + ["--checkpoint", ck, "--resume", ck, "--out", work, "--overwrite"])
     final = _reference([390])[390]
     same = done.returncode == 0 and all(np.array_equal(a, final[k]) for k, a in _state(ck).items())
     lines.append(f"chain: interrupted at {chain}, resumed to 390: bit-identical to an uninterrupted run: "

@@ -1,5 +1,5 @@
 """The Python API: build a model, plan it under a memory budget, verify, simulate,
-train it bit-identically. What ``python -m engine.train`` does, as five functions.
+train it bit-identically. What ``python -m engine.train`` does, as a few functions.
 
     from engine import api as se
 
@@ -8,6 +8,8 @@ train it bit-identically. What ``python -m engine.train`` does, as five function
     run = se.train(g, p, iterations=10)                  # on the CPU backend, three stream threads
     ref = se.train(g, None, iterations=10)               # the unlimited numpy reference
     assert se.identical(run, ref)                        # bit for bit, whatever the budget
+    own = se.train(g, p, data="data.npz")                # your arrays (or a dict of them, or batches)
+    se.save_weights(g, own, "weights.safetensors")       # for PyTorch / Hugging Face (or .npz)
 
 Units: sizes are bytes (an int) or a string with a binary unit ("64MiB"); times are seconds.
 Every bad input raises ``se.EngineError`` whose message is one line (the command line prints
@@ -28,16 +30,18 @@ from allocator import registry as _allocators
 from engine.backend_registry import choose as _choose_backend
 from engine.errors import EngineError  # noqa: F401  (se.EngineError)
 from engine.executor import ProgramExecutor
-from engine.ir import Graph
+from engine.ir import Graph, Kind
 from engine.library import planning as _planning
 from engine.library.models import model_graph
 from engine.library.planning import Plan
 from engine.profile import Profile
 from engine.training import ReferenceRunner, Trainer
+from engine.user_data import user_data as _user_data
+from engine.weights import write_weights as _write_weights
 from planner import policy as _registry
 
 __all__ = ["EngineError", "Plan", "Trained", "allocators", "identical", "model", "plan", "policies", "profile",
-           "train"]
+           "save_weights", "train"]
 
 
 def model(name: str = "small-cnn", *, batch: int | None = None, size: int | None = None, dtype: str = "float32",
@@ -86,16 +90,22 @@ class Trained:
 
 
 def train(graph: Graph, plan: Plan | None = None, *, iterations: int = 10, seed: int = 0, backend: str = "cpu",
-          sanitize: bool = False, link_gbps: float | None = None) -> Trained:
-    """Train ``graph`` for ``iterations`` on synthetic data: ``plan``'s Program on ``backend``
-    (cpu: numpy kernels on three stream threads and an emulated link; cuda; auto), or, with
-    ``plan`` None, the unlimited-memory numpy reference."""
+          sanitize: bool = False, link_gbps: float | None = None, data=None) -> Trained:
+    """Train ``graph`` for ``iterations``: ``plan``'s Program on ``backend`` (cpu: numpy kernels
+    on three stream threads and an emulated link; cuda; auto), or, with ``plan`` None, the
+    unlimited-memory numpy reference. ``data``: None for synthetic data; a path to an npz or a
+    mapping of the graph's input and label names to whole data sets ([samples, ...], visited
+    in a fresh order each epoch from ``seed``, as ``--data`` is); or an iterable of batches (each
+    such a mapping of one batch), one per iteration. Arrays that do not fit the graph's inputs
+    raise EngineError naming the array and what the graph wants."""
+    data = _user_data(graph, data, seed)
     if plan is None:
-        return _train(Trainer(graph, seed=seed, runner=ReferenceRunner(graph)), iterations)
+        return _train(Trainer(graph, seed=seed, runner=ReferenceRunner(graph), data=data), iterations)
     placement = _choose_backend(backend, 0, link_gbps)
     device = placement.kind.create(placement, sanitize, seed)
     try:
-        return _train(Trainer(graph, seed=seed, runner=ProgramExecutor(plan.program, graph, device)), iterations)
+        return _train(Trainer(graph, seed=seed, runner=ProgramExecutor(plan.program, graph, device), data=data),
+                      iterations)
     finally:
         device.close()
 
@@ -112,3 +122,10 @@ def identical(a: Trained, b: Trained) -> bool:
     """Bit for bit the same state (NaNs included: a diverged run can still be identical)."""
     return a.state.keys() == b.state.keys() and all(
         np.array_equal(a.state[k], b.state[k], equal_nan=True) for k in a.state)
+
+
+def save_weights(graph: Graph, trained: Trained, path: str) -> None:
+    """Write ``trained``'s parameters (not the optimizer's state) by name to ``path``: a
+    ``.safetensors`` file (torch: ``safetensors.torch.load_file``) or an ``.npz``."""
+    names = [graph.tensors[t].name for t in graph.leaves(Kind.PARAMETER)]
+    _write_weights(path, {n: trained.state[n] for n in names}, {"format": "pt", "model": graph.name})

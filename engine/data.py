@@ -95,8 +95,16 @@ class TeacherData:
 
     def batch(self, iteration: int) -> dict[int, np.ndarray]:
         """Arrays for every input and label leaf of iteration ``iteration``."""
-        b = self.batch_size
-        epoch, start = divmod(iteration * b, self.samples)
-        order = np.random.default_rng([self.seed, epoch]).permutation(self.samples)
-        idx = np.sort(order[start:start + b])
+        idx = batch_indices(self.seed, iteration, self.batch_size, self.samples)
         return {t: np.ascontiguousarray(a[idx]) for t, a in self.data.items()}
+
+
+def batch_indices(seed: int, iteration: int, batch: int, samples: int) -> np.ndarray:
+    """The samples of iteration ``iteration``: each epoch a fresh permutation of the data set
+    (from ``seed`` and the epoch alone, so a resumed run draws what an uninterrupted one
+    would), cut into ``samples // batch`` whole batches; a remainder short of a batch is
+    skipped that epoch (a user's data set need not be a multiple of the batch)."""
+    per_epoch = samples // batch
+    epoch, k = divmod(iteration, per_epoch)
+    order = np.random.default_rng([seed, epoch]).permutation(samples)
+    return np.sort(order[k * batch:(k + 1) * batch])

@@ -67,6 +67,9 @@ class RunConfig:
     chunk_bytes: int | None = None     # --chunk-mib in bytes (the va allocator's chunk)
     window: int | None = None          # --window in bytes; None: searched (the window policy's knob)
     swap_only: bool = False            # --swap-only: no recomputation
+    data: str | None = None            # --data FILE.npz: the user's arrays instead of synthetic data
+    save_weights: str | None = None    # --save-weights: the trained parameters, safetensors or npz
+    overwrite: bool = False            # --overwrite: --out may hold an earlier run
 
     @classmethod
     def from_args(cls, a: argparse.Namespace) -> RunConfig:
@@ -82,7 +85,7 @@ class RunConfig:
             check=not a.no_check, checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
             out=a.out, json=a.json, quiet=a.quiet, allocator=a.allocator,
             chunk_bytes=None if a.chunk_mib is None else int(round(a.chunk_mib * 2**20)), window=a.window,
-            swap_only=a.swap_only)
+            swap_only=a.swap_only, data=a.data, save_weights=a.save_weights, overwrite=a.overwrite)
 
     def allocator_of(self, policy: Policy) -> tuple[str, dict]:
         """The allocator ``policy`` places tensors with (--allocator, or its own default; a policy

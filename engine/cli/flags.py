@@ -138,9 +138,13 @@ def _backend_help() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=f"python -m {PROG}", description="Train a model on synthetic data and report throughput.",
+    p = _Parser(prog=f"python -m {PROG}",
+                description="Train a model on synthetic data (or your own: --data) and report throughput.",
                 allow_abbrev=False, formatter_class=_DefaultsShown)
     p.add_argument("--version", action="version", version=f"swapengine {tool_version()}")
+    p.add_argument("--config", metavar="FILE",
+                   help="take the settings from this JSON file: a report --json wrote (its \"settings\"), or an "
+                        "object of those keys; flags given beside it win")
     model = p.add_argument_group("model and data")
     training = p.add_argument_group("training")
     memory = p.add_argument_group("memory and policies")
@@ -156,6 +160,10 @@ def parser() -> argparse.ArgumentParser:
     model.add_argument("--size", type=positive_int, default=None,
                    help="image side for CNNs, sequence length for RNNs and GPTs (default: the model's own)")
     model.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="tensor dtype")
+    model.add_argument("--data", metavar="FILE.npz",
+                   help="train on these arrays instead of synthetic data: an npz whose members are named as "
+                        "the model's inputs and labels, each [samples, ...the input's shape after the batch], "
+                        "in its dtype (a mismatch is refused and names what the model wants)")
     training.add_argument("--iterations", type=positive_int, default=150, help="training iterations (default 150)")
     training.add_argument("--seed", type=seed, default=0, help="seed of the initial weights and the data (default 0)")
     training.add_argument("--optimizer", choices=OPTIMIZERS, default=None,
@@ -169,6 +177,8 @@ def parser() -> argparse.ArgumentParser:
     training.add_argument("--checkpoint-every", type=positive_int, default=50, metavar="N",
                    help="with --checkpoint: save every N iterations, and always at exit (default 50)")
     training.add_argument("--resume", metavar="FILE", help="continue from this checkpoint, bit-identically")
+    training.add_argument("--save-weights", metavar="FILE",
+                   help="write the trained parameters here: FILE.safetensors (PyTorch, Hugging Face) or FILE.npz")
     memory.add_argument("--memory", metavar="SIZE", type=size, default=None,
                    help="device memory budget, for the tensor pool and operator scratch in one arena, in "
                         "binary units (e.g. 64MiB, 16GiB); default: 0.3 of the unlimited-memory peak, or "
@@ -236,7 +246,10 @@ def parser() -> argparse.ArgumentParser:
     training.add_argument("--no-check", action="store_true",
                    help="skip comparing the trained parameters with an unlimited-memory run on the same "
                         "backend")
-    output.add_argument("--out", metavar="DIR", help="where plan.json and trace.json go (default runs/<model>)")
+    output.add_argument("--out", metavar="DIR",
+                   help="the run's folder: plan.json, trace.json, steps.jsonl (default: a new runs/<model>/<UTC "
+                        "time>/ for each run); a folder that holds a run is refused without --overwrite")
+    output.add_argument("--overwrite", action="store_true", help="replace the run that --out DIR holds")
     output.add_argument("--json", metavar="FILE", help="also write the report's figures to this JSON file")
     output.add_argument("--quiet", action="store_true", help="no progress bar")
     return p

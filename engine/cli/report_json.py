@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from importlib import metadata, resources
 
 from ..checkpoint import write_atomically
+from .settings import settings_of
 
 FORMAT = "swapengine.report/1"
 STDOUT = "-"
@@ -65,12 +66,7 @@ class JsonReport:
 
     def settings(self, cfg) -> None:
         self.path = cfg.json
-        self.doc["settings"] = {
-            "model": cfg.model, "batch": cfg.batch, "size": cfg.size, "dtype": cfg.dtype,
-            "iterations": cfg.iterations, "seed": cfg.seed, "optimizer": cfg.optimizer, "lr": cfg.lr,
-            "momentum": cfg.momentum, "weight_decay": cfg.weight_decay, "memory_bytes": cfg.memory,
-            "policies": [p.name for p in cfg.policies], "sanitize": cfg.sanitize,
-            "simulate_only": cfg.simulate_only, "allocator": cfg.allocator, "chunk_bytes": cfg.chunk_bytes}
+        self.doc["settings"] = settings_of(cfg)     # what --config reads back (engine/cli/settings.py)
 
     def update(self, **figures) -> None:
         self.doc.update(figures)

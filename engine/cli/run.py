@@ -40,6 +40,9 @@ from .config import RunConfig
 from .flags import PROG, UsageError, parser
 from .report_json import JsonReport, json_path_in
 from .preflight import check_flags, check_host_memory, check_inputs, check_outputs, check_resume_fits
+from .config_file import with_config
+from .run_folder import STEPS_FILE, StepRecords, check_out, make_run_folder
+from .user_files import check_user_files, data_for, save_weights
 from .plans import (assess_plans, batch_of, build_model, choose_budget, choose_profile, grow_default_budget,
                     plan_policies)
 from ..library.runners import device_name, make_runner, unlimited_runner
@@ -53,10 +56,11 @@ class Run:
     cfg: RunConfig
     facts: GraphFacts
     placement: Placement | None        # None with --simulate-only: nothing runs
-    data: TeacherData | None
+    data: TeacherData | None           # or the user's (engine/user_data.ArrayData, --data)
     programs: dict = field(default_factory=dict)
     quality: dict = field(default_factory=dict)     # policy name -> plans.PlanQuality
     device_name: str = ""              # known once a backend has been made
+    folder: str = ""                   # the run's own folder (engine/cli/run_folder.py)
 
     @property
     def graph(self) -> Graph:
@@ -112,11 +116,12 @@ def train_policy(run: Run, policy: Policy):
             print(f"resumed from {cfg.resume} at iteration {start}; {todo} to go")
         losses, times = [], []
         bar = progress_bar(cfg, todo)
-        with StopAtBoundary() as stop:
+        with StopAtBoundary() as stop, StepRecords(run.folder) as steps:
             try:
                 while trainer.iteration < cfg.iterations and not stop.requested:
                     losses.append(trainer.step())
                     times.append(trainer.step_seconds)
+                    steps.add(trainer.iteration, losses[-1], times[-1])
                     bar.update(1)
                     bar.set_postfix_str(f"loss {losses[-1]:.3f}", refresh=False)
                     if cfg.checkpoint and trainer.iteration % cfg.checkpoint_every == 0:
@@ -193,7 +198,9 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
     report = report or JsonReport([], None)
     check_flags(cfg)
     check_outputs(cfg)
+    check_out(cfg)
     inputs = check_inputs(cfg)
+    own_arrays = check_user_files(cfg)
     placement = None
     if not cfg.simulate_only:          # nothing runs when simulating
         try:
@@ -215,13 +222,19 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
                   peak_bytes=facts.peak_bytes if budget else None, profile=None, search=None)
     if not cfg.simulate_only:
         check_host_memory(cfg, g, facts.peak_bytes)
-    data = None if cfg.simulate_only else TeacherData(g, cfg.seed)   # made once, shared by every run
+    if cfg.simulate_only:
+        data = None
+    else:                              # made once, shared by every run
+        data = data_for(cfg, g, own_arrays) if own_arrays is not None else TeacherData(g, cfg.seed)
     run = Run(cfg, facts, placement, data)
     s = g.summary()
     typed = (g.leaves(Kind.PARAMETER) or g.leaves(Kind.INPUT))[0]      # a GPT's first input is its token ids
     print(f"model {g.name}, batch {batch_of(g)}, {g.tensors[typed].dtype}: {s.operators} "
           f"operators, {s.distinct_sizes} distinct tensor sizes, "
           f"{format_bytes(s.bytes_by_kind['parameter'] // 2)} parameters")
+    if cfg.data and data is not None:
+        print(f"data   {cfg.data}: {data.samples} samples, each epoch {data.samples // data.batch_size} batches "
+              "in a fresh order")
     if budget:
         peak = facts.peak_bytes
         print(f"unlimited-memory peak {format_bytes(peak)}; budget {format_bytes(budget.device_bytes)} "
@@ -241,7 +254,10 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
     if budget:
         budget, made = grow_default_budget(cfg, facts, budget, profile)
         report.update(budget=budget.device_bytes, budget_bytes=budget.device_bytes)
-    out_dir = cfg.out or os.path.join("runs", g.name)
+    out_dir = run.folder = make_run_folder(cfg, g.name)
+    steps_path = None if cfg.simulate_only else os.path.join(out_dir, STEPS_FILE)    # written as it trains
+    report.update(run_dir=out_dir, steps_path=steps_path)
+    print(f"run folder {out_dir}")
     search: dict = {}
     run.programs = plan_policies(cfg, facts, budget, profile, out_dir, inputs.plan, search, made) if budget else {}
     run.quality = assess_plans(cfg, facts, budget, profile, run.programs) if budget else {}
@@ -288,7 +304,11 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
         print(f"parameters identical to the unlimited run: {'yes (bit for bit)' if same else 'NO'}")
     if cfg.checkpoint:
         print(f"checkpoint saved to {cfg.checkpoint} (iteration {trainer.iteration})")
+    print(f"steps  per-iteration loss and seconds in {steps_path}")
+    if cfg.save_weights:
+        print(f"weights saved to {cfg.save_weights} ({save_weights(cfg, g, final_state)})")
     save_artifacts(run, out_dir)
+    report.update(weights_path=cfg.save_weights)
     report.update(**placement.kind.to_json(placement, run.device_name), iterations=len(losses),
                   loss_first=first, loss_last=final, loss_finite=diverged is None, identical=same)
     return 1 if same is False else 0
@@ -338,7 +358,7 @@ def main(argv=None) -> int:
     report = JsonReport(argv, json_path_in(argv))
     status, error, code = "ok", None, 0
     try:
-        cfg = RunConfig.from_args(parser().parse_args(argv))
+        cfg = RunConfig.from_args(parser().parse_args(with_config(argv)))
         report.settings(cfg)
         with contextlib.redirect_stdout(sys.stderr) if report.to_stdout else contextlib.nullcontext():
             code = train(cfg, report)

@@ -211,7 +211,7 @@ def test_engine_train_window_va_is_bit_identical(tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "parameters identical to the unlimited run: yes" in out
-    assert main(argv + ["--window", "64KiB"]) == 0      # a window of the user's, not searched
+    assert main(argv + ["--window", "64KiB", "--overwrite"]) == 0      # a window of the user's, not searched
     assert "parameters identical to the unlimited run: yes" in capsys.readouterr().out
 
 

@@ -63,7 +63,7 @@ def test_every_interrupted_checkpoint_is_one_iteration_and_a_chain_of_resumes_is
         resume = ["--resume", ck] if os.path.exists(ck) else []
         with monkeypatch.context() as m:
             _interrupt_during_training(m, rng.randint(2, 7), rng.uniform(0.0, 0.05))
-            status = main(ARGS + ["--checkpoint", ck, "--out", str(tmp_path)] + resume)
+            status = main(ARGS + ["--checkpoint", ck, "--out", str(tmp_path), "--overwrite"] + resume)
         if status == 0:             # the signal came after the last iteration had run
             finished = True
             break
@@ -79,7 +79,7 @@ def test_every_interrupted_checkpoint_is_one_iteration_and_a_chain_of_resumes_is
             finished = True
             break
     if not finished:                # then resume once more, uninterrupted, to the end
-        assert main(ARGS + ["--checkpoint", ck, "--out", str(tmp_path), "--resume", ck]) == 0
+        assert main(ARGS + ["--checkpoint", ck, "--out", str(tmp_path), "--overwrite", "--resume", ck]) == 0
     assert stops, "no run was interrupted"
     iteration, saved = _checkpoint(ck)
     want = _reference_state(ITERATIONS)

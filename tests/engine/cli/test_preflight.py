@@ -97,7 +97,7 @@ def test_a_plan_naming_tensors_that_do_not_exist_is_one_line(tmp_path, capsys):
     d = json.loads(plan.read_text())
     d["instructions"][0]["target"] = 10**6
     plan.write_text(json.dumps(d))
-    assert main(FAST + ["--simulate-only", "--load-plan", str(plan), "--out", str(tmp_path)]) == 2
+    assert main(FAST + ["--simulate-only", "--load-plan", str(plan), "--out", str(tmp_path), "--overwrite"]) == 2
     assert re.search(r"names (node|tensor) 1000000", capsys.readouterr().err)
 
 
@@ -137,13 +137,14 @@ def test_a_checkpoint_refuses_other_settings_and_nothing_to_do_before_any_work(t
     older = str(tmp_path / "older.npz")       # no settings recorded: the tensors decide
     Trainer(small.lstm(batch=4, steps=3, hidden=5), seed=0).save(older)
     refused(FAST + ["--resume", older, "--iterations", "5"], capsys, "does not fit this model: it was saved for model .lstm-2x5., this is .lstm-2x16.")
-    assert main(again + ["--seed", "3", "--lr", "0.01", "--out", str(tmp_path)]) == 0
+    assert main(again + ["--seed", "3", "--lr", "0.01", "--out", str(tmp_path), "--overwrite"]) == 0
 
 
 def test_the_smallest_budget_printed_is_one_that_runs(tmp_path, capsys):
     err = refused(FAST + ["--simulate-only", "--memory", "1KiB"], capsys, "the smallest budget that runs")
     smallest = re.search(r"the smallest budget that runs this model is ([0-9.]+) (\w+)", err)
-    assert main(FAST + ["--simulate-only", "--memory", "".join(smallest.groups()), "--out", str(tmp_path)]) == 0
+    assert main(FAST + ["--simulate-only", "--memory", "".join(smallest.groups()), "--out", str(tmp_path),
+                        "--overwrite"]) == 0
 
 
 @pytest.mark.parametrize("argv,pattern", [

@@ -67,7 +67,7 @@ def test_policies_run_and_match_the_unlimited_run(tmp_path, capsys):
 
 
 def test_checkpoint_then_resume_equals_an_uninterrupted_run(tmp_path):
-    common = TINY_LSTM + ["--policy", "swapadvisor", "--no-check", "--out", str(tmp_path)]
+    common = TINY_LSTM + ["--policy", "swapadvisor", "--no-check", "--out", str(tmp_path), "--overwrite"]
     straight, part = str(tmp_path / "straight.npz"), str(tmp_path / "part.npz")
     assert main(common + ["--iterations", "4", "--checkpoint", straight]) == 0
     assert main(common + ["--iterations", "2", "--checkpoint", part]) == 0
@@ -120,7 +120,7 @@ def test_profile_saved_and_reloaded(tmp_path, capsys):
     prof = str(tmp_path / "p.json")
     assert main(TINY_LSTM + ["--policy", "ideal", "--iterations", "1", "--save-profile", prof,
                              "--out", str(tmp_path)]) == 0
-    assert main(TINY_LSTM + ["--simulate-only", "--profile", prof, "--out", str(tmp_path)]) == 0
+    assert main(TINY_LSTM + ["--simulate-only", "--profile", prof, "--out", str(tmp_path), "--overwrite"]) == 0
     assert "swapadvisor" in capsys.readouterr().out
 
 
@@ -132,10 +132,10 @@ def test_search_then_save_and_load_the_plan(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "search 2 generations" in out and (tmp_path / "search.csv").exists()
     assert main(TINY_LSTM + ["--policy", "swapadvisor", "--iterations", "2", "--load-plan", plan,
-                             "--out", str(tmp_path)]) == 0
+                             "--out", str(tmp_path), "--overwrite"]) == 0
     assert "identical to the unlimited run: yes" in capsys.readouterr().out
     other = TINY_LSTM[:3] + ["5"] + TINY_LSTM[4:]          # a different batch: a different graph
-    assert main(other + ["--policy", "swapadvisor", "--load-plan", plan, "--out", str(tmp_path)]) == 2
+    assert main(other + ["--policy", "swapadvisor", "--load-plan", plan, "--out", str(tmp_path), "--overwrite"]) == 2
     assert "was made for another graph" in capsys.readouterr().err
 
 
@@ -160,7 +160,7 @@ def test_the_default_budget_grows_until_every_policy_runs_and_memory_is_kept_as_
     # small-cnn at 0.3 of its peak: bestfit fragments too much for window and lms to place
     # every tensor; without --memory the budget grows until both plan, and they train.
     argv = ["--model", "small-cnn", "--quiet", "--backend", "cpu", "--profile", "v100", "--iterations", "2",
-            "--measure-iterations", "1", "--policy", "window,lms", "--out", str(tmp_path)]
+            "--measure-iterations", "1", "--policy", "window,lms", "--out", str(tmp_path), "--overwrite"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "budget raised to" in out and "parameters identical to the unlimited run: yes" in out
