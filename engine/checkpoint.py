@@ -32,7 +32,9 @@ class CheckpointError(EngineError, ValueError):
 
 
 def _tmp_prefix(path: str) -> str:
-    return f"{path}.tmp-"
+    """Temporaries sit beside the file a symlink names, so the rename replaces that file and
+    keeps the link (renaming over the link would leave the linked file stale)."""
+    return f"{os.path.realpath(path)}.tmp-"
 
 
 def remove_stale_temporaries(path: str) -> None:
@@ -76,7 +78,8 @@ def write_atomically(path: str, write_to: Callable[[BinaryIO], object]) -> None:
         with open(path, "wb") as f:
             write_to(f)
         return
-    directory = os.path.dirname(os.path.abspath(path))
+    path = os.path.realpath(path)       # a symlink stays one: the file it names is replaced
+    directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     remove_stale_temporaries(path)
     tmp = f"{_tmp_prefix(path)}{os.getpid()}"
