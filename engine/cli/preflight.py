@@ -146,6 +146,10 @@ def check_writable_file(path: str, flag: str) -> None:
     _check_name(path, flag)
     if os.path.isdir(path):
         raise UsageError(f"{flag} {path}: is a directory; give a file name")
+    if os.path.exists(path) and checkpoint.written_through(path):   # /dev/null, a pipe: no file is made
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"{flag} {path}: cannot be written; choose another path")
+        return
     _check_directory(os.path.dirname(os.path.abspath(path)), flag, path)
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise UsageError(f"{flag} {path}: the file is not writable; choose another path")
