@@ -4,8 +4,8 @@ Writing is atomic and durable: a temporary file beside the target, flushed and f
 renamed over it (and the directory fsynced), so a checkpoint is either the old one or the
 new one, whatever kills the process. A temporary file left by a process that was killed
 mid-write (SIGKILL cannot be caught) is removed when the next run that writes the same path
-starts, and by every save. A target that is not a regular file (a device, a pipe), or a name
-under /dev or /proc (/dev/stdout), is written through instead of replaced; a symlink's file is
+starts, and by every save. A target that is not a regular file (a device, a pipe), or names a
+descriptor (/dev/stdout), is written through instead of replaced; a symlink's file is
 replaced and the link kept.
 
 Reading validates everything before anything is trusted: the file is a zip archive (npz),
@@ -63,11 +63,24 @@ def write(path: str, header: dict, arrays: dict[str, np.ndarray]) -> None:
                                               **{f"t/{name}": a for name, a in arrays.items()}))
 
 
+def _names_a_descriptor(path: str) -> bool:
+    """Whether ``path`` is, or links to, an open descriptor (/dev/stdout, /dev/fd/3,
+    /proc/self/fd/1): perhaps a regular file the shell opened, whose replacement would leave
+    the run's other output in an unlinked file. (/dev/shm/r.json is an ordinary file.)"""
+    p = os.path.abspath(path)
+    for _ in range(40):                 # the kernel's own limit on a chain of links
+        if p.startswith(("/proc/", "/dev/fd/")):
+            return True
+        if not os.path.islink(p):
+            return False
+        p = os.path.normpath(os.path.join(os.path.dirname(p), os.readlink(p)))
+    return False
+
+
 def written_through(path: str) -> bool:
-    """Whether ``path`` is written through rather than replaced: a device or pipe, or any name
-    under /dev or /proc (/dev/stdout, /dev/fd/3: a descriptor, perhaps of a regular file the
-    shell opened; replacing that file would leave the run's other output in an unlinked one)."""
-    if os.path.abspath(path).startswith(("/dev/", "/proc/")):
+    """Whether ``path`` is written through rather than replaced: a device or pipe, or a name of
+    an open descriptor (_names_a_descriptor)."""
+    if _names_a_descriptor(path):
         return True
     try:
         return not stat.S_ISREG(os.stat(path).st_mode)
@@ -97,7 +110,7 @@ def write_atomically(path: str, write_to: Callable[[BinaryIO], object]) -> None:
     """Call ``write_to`` on a temporary file beside ``path``, flush it to disk, rename it over
     ``path``: a reader sees the old file or the new one, never part of one, even after a kill
     or a power cut. Temporaries left by killed writers are removed. A ``path`` that exists and
-    is not a regular file (a device such as /dev/null, a pipe), or is named under /dev or /proc
+    is not a regular file (a device such as /dev/null, a pipe), or names a descriptor
     (/dev/stdout), is written through, not replaced: a rename would put a regular file in its
     place. A symlink stays one: the file it names is replaced."""
     if written_through(path):

@@ -145,4 +145,7 @@ def test_a_regular_file_named_by_descriptor_is_written_through_from_its_end(tmp_
         f.flush()
         inode = os.fstat(f.fileno()).st_ino
         checkpoint.write_atomically(f"/proc/self/fd/{f.fileno()}", lambda g: g.write(b"{}\n"))
-    assert out.read_bytes() == b"the run's lines\n{}\n" and out.stat().st_ino == inode
+        stdout = tmp_path / "stdout"            # as /dev/stdout links to /proc/self/fd/1
+        stdout.symlink_to(f"/proc/self/fd/{f.fileno()}")
+        checkpoint.write_atomically(str(stdout), lambda g: g.write(b"[]\n"))
+    assert out.read_bytes() == b"the run's lines\n{}\n[]\n" and out.stat().st_ino == inode
