@@ -12,6 +12,7 @@ allocated or decompressed. What the contents mean is the caller's to check.
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -34,7 +35,15 @@ def physical_memory() -> int | None:
         return None
 
 
+def shown_path(path: str) -> str:
+    """``path`` short enough for a one-line message: a hostile name may run to thousands of characters."""
+    return path if len(path) <= 100 else f"{path[:50]}...{path[-40:]}"
+
+
 def _refusal(e: OSError, path: str, what: str, wants: str) -> str:
+    if e.errno == errno.ENAMETOOLONG:
+        return (f"{what} '{shown_path(path)}': the name is too long for the file system "
+                f"({len(path)} characters); give a shorter path")
     if isinstance(e, FileNotFoundError):
         return f"{what} '{path}' does not exist"
     if isinstance(e, IsADirectoryError):

@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 
 UNITS = {"B": 1, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+# No device, host or pool holds more; sizes stay far inside the planner's int64 arithmetic
+# (offset + bytes, budget + scratch), and a 400-digit number is refused, not an OverflowError.
+MAX_BYTES = 2**50
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
@@ -13,7 +17,7 @@ def parse_bytes(text: str) -> int:
     m = _SIZE.match(str(text))
     if not m:
         raise ValueError(f"'{text}' is not a size; write a number and a binary unit, e.g. 64MiB or 16GiB")
-    number, unit = float(m.group(1)), (m.group(2) or "B").upper()
+    number, unit = Fraction(m.group(1)), (m.group(2) or "B").upper()      # exact: no float overflow
     if unit not in UNITS:
         hint = f"{m.group(1)}{unit[0]}iB" if unit in ("KB", "MB", "GB", "TB") else "64MiB or 16GiB"
         raise ValueError(f"'{text}' has unit '{m.group(2)}'; use binary units (B, KiB, MiB, GiB, TiB), "
@@ -21,6 +25,14 @@ def parse_bytes(text: str) -> int:
     value = int(round(number * UNITS[unit]))
     if value <= 0:
         raise ValueError(f"'{text}' must be a positive size")
+    return checked_size(value, text)
+
+
+def checked_size(value: int, text: str) -> int:
+    """``value`` (bytes, written ``text``) if at most MAX_BYTES; ValueError saying so otherwise."""
+    if value > MAX_BYTES:
+        shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
+        raise ValueError(f"'{shown}' is more than any device holds; give at most {MAX_BYTES // UNITS['TIB']}TiB")
     return value
 
 

@@ -15,7 +15,7 @@ from planner import policy as policies_registry
 from .. import backend_registry
 from ..autodiff import OPTIMIZERS
 from ..errors import UsageError  # noqa: F401  (defined in engine.errors; the command line raises it)
-from ..units import parse_bytes
+from ..units import checked_size, parse_bytes
 from .report_json import tool_version
 
 PROG = "engine.train"
@@ -64,6 +64,17 @@ def positive_float(text: str) -> float:
     v = _number(float, text, "a number")
     if not 0 < v < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite positive number, got '{text}'")
+    return v
+
+
+def mebibytes(text: str) -> float:
+    """A finite positive number of MiB within what a device holds (--chunk-mib 1e300 was refused
+    only after profiling, with a 300-digit size in the message)."""
+    v = positive_float(text)
+    try:
+        checked_size(int(round(v * 2**20)), f"{text}MiB")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     return v
 
 
@@ -188,7 +199,7 @@ def parser() -> argparse.ArgumentParser:
                    help=_policy_help())
     memory.add_argument("--allocator", choices=allocator_names(), default=None,
                    help=_allocator_help())
-    memory.add_argument("--chunk-mib", type=positive_float, default=None, metavar="MIB",
+    memory.add_argument("--chunk-mib", type=mebibytes, default=None, metavar="MIB",
                    help="with --allocator va (or auto): the physical chunk size in MiB (default for the online "
                         "policies: the largest power of two at most a sixteenth of the pool, at most 20 as "
                         "nnabla and PyTorch, paper 001 used 40 MB; 2 for swapadvisor; on CUDA a multiple of "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from fractions import Fraction
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from ..library.inference import (PlannedInference, executor_run, forward_graph, 
 from ..library.imported import is_model_folder
 from ..library.models import batch_of
 from ..library.planning import plan_bounds
-from ..units import format_bytes, parse_bytes
+from ..units import checked_size, format_bytes, parse_bytes
 from .flags import UsageError, _DefaultsShown, _Parser, nonnegative_float, positive_float, positive_int, seed
 
 PROG = "engine.infer"
@@ -40,13 +41,17 @@ def budget_bytes(spec: str, peak: int) -> int:
     """A budget given as a size (64MiB) or as a percentage of the unlimited peak (50%)."""
     text = spec.strip()
     if text.endswith("%"):
-        try:
-            fraction = float(text[:-1]) / 100
-        except ValueError:
-            raise UsageError(f"--memory {spec}: '{text[:-1]}' is not a number") from None
+        try:                    # exact: 'inf%' and '1e400%' are refused, not an OverflowError
+            fraction = Fraction(text[:-1].strip()) / 100
+        except (ValueError, ZeroDivisionError):
+            raise UsageError(f"--memory {spec}: '{text[:-1]}' is not a number; give a finite percentage "
+                             "such as 50%") from None
         if not fraction > 0:
             raise UsageError(f"--memory {spec}: a percentage must be above 0")
-        return int(fraction * peak)
+        try:
+            return checked_size(int(fraction * peak), text)
+        except ValueError as e:
+            raise UsageError(f"--memory {spec}: {e}") from None
     if text.replace(".", "", 1).isdigit():
         raise UsageError(f"--memory {spec}: no unit; write e.g. {text}MiB, or {text}% of the unlimited peak")
     try:

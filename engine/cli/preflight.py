@@ -20,7 +20,7 @@ from allocator.registry import check_options, takes_option
 from planner import policy as policies_registry
 
 from .. import checkpoint
-from ..files import physical_memory
+from ..files import physical_memory, shown_path
 from ..ir import PERSISTENT_KINDS, Graph, Kind
 from ..profile import DEVICES, Profile
 from ..program import Program
@@ -126,10 +126,6 @@ def _check_directory(directory: str, flag: str, path: str) -> None:
                          "path") from None
 
 
-def _shown(path: str) -> str:
-    return path if len(path) <= 100 else f"{path[:50]}...{path[-40:]}"
-
-
 def _check_name(path: str, flag: str) -> None:
     """A name the file system refuses (a part over NAME_MAX, the whole over PATH_MAX) refused now,
     not when the work's result is written."""
@@ -137,7 +133,7 @@ def _check_name(path: str, flag: str) -> None:
         os.stat(path)
     except OSError as e:
         if e.errno == errno.ENAMETOOLONG:
-            raise UsageError(f"{flag} {_shown(path)}: the name is too long for the file system "
+            raise UsageError(f"{flag} {shown_path(path)}: the name is too long for the file system "
                              f"({len(os.path.basename(path))} characters in its last part, {len(path)} in all); "
                              "choose a shorter path") from None
 
@@ -146,6 +142,10 @@ def check_writable_file(path: str, flag: str) -> None:
     _check_name(path, flag)
     if os.path.isdir(path):
         raise UsageError(f"{flag} {path}: is a directory; give a file name")
+    if os.path.exists(path) and checkpoint.written_through(path):   # /dev/null, a pipe: no file is made
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"{flag} {path}: cannot be written; choose another path")
+        return
     _check_directory(os.path.dirname(os.path.abspath(path)), flag, path)
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise UsageError(f"{flag} {path}: the file is not writable; choose another path")
@@ -174,6 +174,8 @@ def check_outputs(cfg: RunConfig) -> None:
 def check_inputs(cfg: RunConfig) -> Inputs:
     """Read and validate every input file: the checkpoint (and the settings it was saved
     with), the profile, the plan, the search checkpoint."""
+    if cfg.profile and cfg.profile.lower() not in DEVICES:
+        _check_name(cfg.profile, "--profile")       # not "neither a device nor a file": say why
     if cfg.profile and cfg.profile.lower() not in DEVICES and not os.path.isfile(cfg.profile):
         raise UsageError(f"--profile {cfg.profile}: neither a device with an analytic profile "
                          f"({', '.join(DEVICES)}) nor a profile file")

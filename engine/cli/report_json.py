@@ -71,17 +71,19 @@ class JsonReport:
     def update(self, **figures) -> None:
         self.doc.update(figures)
 
-    def finish(self, status: str, error: str | None = None) -> None:
-        """Write the document (once). A report that cannot be written is not a second error:
-        the run's own message has been printed already."""
+    def finish(self, status: str, error: str | None = None) -> str | None:
+        """Write the document (once); why it could not be written (one line), or None. Preflight
+        checked the path, so this is a disk filled or a folder removed during the run: the
+        caller says so rather than losing the report silently."""
         if not self.path:
-            return
+            return None
         self.doc.update(status=status, error=error, created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         text = json.dumps(_finite(self.doc), indent=2, allow_nan=False)
         if self.to_stdout:        # the run's own lines went to stderr (engine/cli/run.main)
             print(text, flush=True)
-            return
+            return None
         try:                    # atomic for a file; through a device or pipe (/dev/null) as is
             write_atomically(self.path, lambda f: f.write((text + "\n").encode()))
-        except OSError:
-            pass
+        except OSError as e:
+            return f"the --json report could not be written to {self.path} ({e.strerror or e})"
+        return None

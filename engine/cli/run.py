@@ -353,28 +353,35 @@ def describe_profile(source: dict) -> str:
 
 def main(argv=None) -> int:
     """Run ``python -m engine.train ARGS``; returns the exit status. With --json the report is
-    written whatever the end; with --json - it goes to stdout and the run's lines to stderr."""
+    written whatever the end; with --json - it goes to stdout and the run's lines to stderr.
+    A run that succeeded but whose report could not be written exits 1: its output is lost."""
     argv = sys.argv[1:] if argv is None else list(argv)
     report = JsonReport(argv, json_path_in(argv))
-    status, error, code = "ok", None, 0
+    try:
+        status, error, code = _outcome(argv, report)
+    except BaseException as e:      # a bug: its traceback follows; the report still says so
+        report.finish("error", f"{type(e).__name__}: {e}")
+        raise
+    lost = report.finish(status, error)
+    if lost and status != "error":  # a refused run's own line says what was wrong already
+        print(f"{PROG}: {lost}; the run itself ended {status}", file=sys.stderr)
+        code = code or 1
+    return code
+
+
+def _outcome(argv: list[str], report: JsonReport) -> tuple[str, str | None, int]:
+    """(status, error, exit status) of the run; the one-line refusals printed here."""
     try:
         cfg = RunConfig.from_args(parser().parse_args(with_config(argv)))
         report.settings(cfg)
         with contextlib.redirect_stdout(sys.stderr) if report.to_stdout else contextlib.nullcontext():
             code = train(cfg, report)
         if code >= 128:
-            status, error = "interrupted", f"stopped by signal {code - 128}"
-        return code
+            return "interrupted", f"stopped by signal {code - 128}", code
+        return "ok", None, code
     except EngineError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
-        status, error, code = "error", str(e), 2
-        return code
+        return "error", str(e), 2
     except KeyboardInterrupt:       # before training started: nothing to save
         print(f"{PROG}: interrupted", file=sys.stderr)
-        status, error, code = "interrupted", "interrupted before training", 130
-        return code
-    except BaseException as e:      # a bug: its traceback follows; the report still says so
-        status, error = "error", f"{type(e).__name__}: {e}"
-        raise
-    finally:
-        report.finish(status, error)
+        return "interrupted", "interrupted before training", 130

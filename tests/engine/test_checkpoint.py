@@ -100,7 +100,7 @@ def test_a_dtype_mismatch_names_the_flag_that_fixes_it(tmp_path):
 def test_a_header_nested_too_deeply_is_one_line(tmp_path):
     path = tmp_path / "bomb.npz"
     np.savez(path, __header__=np.array("[" * 200_000 + "]" * 200_000))
-    with pytest.raises(CheckpointError, match="its header is JSON nested too deeply") as e:
+    with pytest.raises(CheckpointError, match="checkpoint header of .* is nested too deeply") as e:
         checkpoint.read(str(path))
     assert "\n" not in str(e.value)
 

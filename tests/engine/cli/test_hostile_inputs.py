@@ -1,0 +1,151 @@
+"""Issue 39 ("nothing a hostile file or a busy machine can do"), defects 2-4: what was left
+after the first round of fixes (tests/engine/cli/test_preflight.py holds those). Each test
+failed before its fix: bad input is one line and exit status 2, before the work; output that
+cannot be written is said, never lost silently."""
+import errno
+import json
+import os
+
+import pytest
+
+from engine import checkpoint
+from engine.cli import infer, report_json
+from engine.cli.flags import UsageError
+from engine.train import main
+from engine.units import parse_bytes
+
+from .test_preflight import FAST, TINY, refused
+
+HUGE = "9" * 400      # float() makes it inf: int(round(inf)) was an OverflowError
+
+
+# ---------------------------------------------------------------------- defect 2: tracebacks
+@pytest.mark.parametrize("text", [HUGE + "B", HUGE + "TiB", "1025TiB"])
+def test_a_size_beyond_any_device_is_refused_in_exact_arithmetic(text):
+    with pytest.raises(ValueError, match=r"is more than any device holds; give at most 1024TiB"):
+        parse_bytes(text)
+    assert parse_bytes("1024TiB") == 2**50 and parse_bytes("1.5KiB") == 1536
+
+
+@pytest.mark.parametrize("flag", ["--memory", "--window"])
+def test_a_size_flag_of_400_digits_is_one_line(capsys, flag):
+    argv = TINY + [flag, HUGE + "B"] + (["--policy", "window"] if flag == "--window" else [])
+    refused(argv, capsys, rf"argument {flag}: '9{{20}}\.\.\.9{{9}}B' is more than any device holds")
+
+
+def test_a_chunk_beyond_any_device_is_refused_before_the_work(capsys):
+    refused(TINY + ["--allocator", "va", "--policy", "window", "--chunk-mib", "1e300"], capsys,
+            r"argument --chunk-mib: '1e300MiB' is more than any device holds")
+
+
+@pytest.mark.parametrize("spec,match", [("inf%", "'inf' is not a number; give a finite percentage"),
+                                        ("nan%", "'nan' is not a number"),
+                                        ("1e400%", "more than any device holds"),
+                                        (HUGE + "%", "more than any device holds")])
+def test_infer_budgets_that_are_not_finite_are_one_line(spec, match):
+    """'--memory inf%' was int(inf * peak): an OverflowError traceback."""
+    with pytest.raises(UsageError, match=match) as e:
+        infer.budget_bytes(spec, 1000)
+    assert "\n" not in str(e.value)
+
+
+def test_infer_main_refuses_an_infinite_percentage(capsys):
+    argv = ["--model", "resnet-14", "--size", "64", "--simulate-only", "--memory", "inf%"]
+    assert infer.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("engine.infer: --memory inf%: 'inf' is not a number"), err
+
+
+@pytest.mark.parametrize("flag,what", [("--resume", "checkpoint '"), ("--profile", "--profile "),
+                                       ("--load-plan", "plan file '")])
+def test_an_input_name_too_long_says_so_in_a_short_line(tmp_path, capsys, flag, what):
+    """A 300-character name was echoed whole, as 'cannot be read (File name too long)' or, for
+    --profile, 'neither a device ... nor a profile file'."""
+    argv = [a for a in FAST if a not in ("--profile", "v100")] + ["--out", str(tmp_path)]
+    err = refused(argv + [flag, str(tmp_path / ("x" * 300 + ".json"))], capsys,
+                  rf"^engine.train: {what}.*\.\.\.x{{20}}.*: the name is too long for the file system")
+    assert len(err) < 300, err
+
+
+# ---------------------------------------------------------------------- defect 3: silent loss
+def test_a_report_that_cannot_be_written_is_said_and_the_run_exits_1(tmp_path, capsys, monkeypatch):
+    """report_json swallowed the OSError: a disk filled (or the folder removed) during the run
+    left no report, said nothing and exited 0."""
+    def disk_full(path, write_to):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+    monkeypatch.setattr(report_json, "write_atomically", disk_full)
+    target = tmp_path / "r.json"
+    assert main(FAST + ["--simulate-only", "--out", str(tmp_path), "--json", str(target)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"engine.train: the --json report could not be written to {target} "
+                       f"({os.strerror(errno.ENOSPC)}); the run itself ended ok"), err
+    assert not target.exists()
+
+
+def test_a_refused_run_whose_report_cannot_be_written_says_only_why_it_was_refused(tmp_path, capsys):
+    """The refusal names the --json path's problem already: one line, not two."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    err = refused(FAST + ["--json", str(blocker / "r.json")], capsys, "is a file, not a directory")
+    assert "could not be written" not in err
+
+
+# ---------------------------------------------------------------------- defect 4: atomic writes
+def test_a_symlinked_output_keeps_its_link_and_the_file_it_names_is_replaced(tmp_path):
+    """os.replace onto the link put a regular file in its place: the linked file stayed stale."""
+    real = tmp_path / "store" / "ck.npz"
+    real.parent.mkdir()
+    real.write_bytes(b"old")
+    link = tmp_path / "ck.npz"
+    link.symlink_to(real)
+    checkpoint.write(str(link), {"iteration": 3}, {})
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert checkpoint.read_header(str(real))["iteration"] == 3
+    assert sorted(os.listdir(real.parent)) == ["ck.npz"] and sorted(os.listdir(tmp_path)) == ["ck.npz", "store"]
+
+
+def test_a_stale_temporary_of_a_symlinked_output_is_swept_beside_the_file_it_names(tmp_path):
+    import subprocess
+    import sys
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    real = tmp_path / "store" / "r.json"
+    real.parent.mkdir()
+    real.write_text("{}")
+    link = tmp_path / "r.json"
+    link.symlink_to(real)
+    stale = real.parent / f"r.json.tmp-{dead.pid}"
+    stale.write_text("half")
+    checkpoint.remove_stale_temporaries(str(link))
+    assert not stale.exists() and json.loads(real.read_text()) == {}
+
+
+def test_a_pipe_that_no_process_reads_is_an_error_at_once_not_a_hang(tmp_path):
+    """open(fifo, "wb") waits for a reader forever: --json FIFO hung at the end of the run."""
+    import subprocess
+    import sys
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    code = ("import sys\nfrom engine.checkpoint import write_atomically\n"
+            "try:\n    write_atomically(sys.argv[1], lambda f: f.write(b'{}'))\n"
+            "except OSError as e:\n    print(e.strerror)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert done.stdout.strip() == "a pipe that no process reads", done
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="Linux's /proc")
+def test_a_regular_file_named_by_descriptor_is_written_through_from_its_end(tmp_path):
+    """--json /dev/stdout with stdout a file: the file was replaced (the run's earlier lines left
+    in an unlinked inode), or the temporary refused in /proc."""
+    out = tmp_path / "stdout.txt"
+    with open(out, "wb") as f:
+        f.write(b"the run's lines\n")
+        f.flush()
+        inode = os.fstat(f.fileno()).st_ino
+        checkpoint.write_atomically(f"/proc/self/fd/{f.fileno()}", lambda g: g.write(b"{}\n"))
+        stdout = tmp_path / "stdout"            # as /dev/stdout links to /proc/self/fd/1
+        stdout.symlink_to(f"/proc/self/fd/{f.fileno()}")
+        checkpoint.write_atomically(str(stdout), lambda g: g.write(b"[]\n"))
+    assert out.read_bytes() == b"the run's lines\n{}\n[]\n" and out.stat().st_ino == inode
