@@ -57,7 +57,7 @@ def test_knob_values_are_part_of_the_genome():
 def test_a_search_with_knobs_returns_the_best_s_values_and_its_request_reproduces_it():
     g, facts, budget = cnn(), cnn_facts(), cnn_budget()
     r = search(facts, budget, PROFILE, quick(max_generations=5))
-    grids = {"headroom": swapadvisor.HEADROOM, "recompute": swapadvisor.RECOMPUTE}
+    grids = {"headroom": swapadvisor.HEADROOM, "recompute": swapadvisor.RECOMPUTE, "max_chain": swapadvisor.MAX_CHAIN}
     assert set(r.best_options) == set(grids)
     assert all(dict(i.options)[name] in knob.values for i in r.population for name, knob in grids.items())
     first = search(facts, budget, PROFILE, quick(max_generations=0, ideal=False)).population
