@@ -130,7 +130,10 @@ def build(model: str, batch: int | None = None, size: int | None = None, dtype: 
         kwargs["batch"] = batch
     if size is not None:
         kwargs[family.size_option] = size
-    return _call(_builder(family), model, kwargs)
+    g = _call(_builder(family), model, kwargs)
+    if family is FAMILIES["gpt"]:
+        g.name = str(model).strip().lower()     # the name typed, in reports and runs/ (not gpt-2x32)
+    return g
 
 
 def tiny(family: str, dtype: str = "float32", **options) -> Graph:

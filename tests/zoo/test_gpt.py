@@ -103,3 +103,9 @@ def test_engine_train_simulates_gpt2_at_scale(tmp_path, capsys):
                  "--memory", "2GiB", "--search-seconds", "0", "--quiet", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "swapadvisor" in out and "x bound" in out
+
+
+@pytest.mark.parametrize("typed, kept", [("gpt-tiny", "gpt-tiny"), ("GPT2-Small", "gpt2-small"), ("gpt-2-32-4", "gpt-2-32-4")])
+def test_a_gpt_keeps_the_name_it_was_asked_by(typed, kept):
+    """Reports and runs/ folders say the name the user typed, not the builder's gpt-LxW."""
+    assert zoo.build(typed, batch=1, size=8).name == kept
