@@ -158,6 +158,10 @@ def check_outputs(cfg: RunConfig) -> None:
                        ("--json", None if cfg.json == STDOUT else cfg.json)):
         if path:
             check_writable_file(path, flag)
+    for flag, path in (("--checkpoint", cfg.checkpoint), ("--search-checkpoint", cfg.search.checkpoint)):
+        if path and os.path.exists(path) and checkpoint.written_through(path) and os.path.realpath(path) != os.devnull:
+            raise UsageError(f"{flag} {path}: is a pipe or device; a checkpoint is read back to resume, so give "
+                             "a regular file (or /dev/null to keep none)")
     for path in (cfg.checkpoint, cfg.search.checkpoint, cfg.save_plan, cfg.save_profile,
                  None if cfg.json == STDOUT else cfg.json):
         if path:                        # written atomically: a killed run's temporaries go now

@@ -147,7 +147,15 @@ def train_policy(run: Run, policy: Policy):
 
 
 def save_checkpoint(cfg: RunConfig, trainer: Trainer) -> None:
-    trainer.save(cfg.checkpoint, cfg.checkpoint_settings)
+    """Save, or stop the run in one line: a run asked to checkpoint that no longer can (the
+    disk filled, a pipe's reader went away) must not train on as if its work were kept. The
+    checkpoint on disk before this save stays whole (written to a temporary, then renamed)."""
+    try:
+        trainer.save(cfg.checkpoint, cfg.checkpoint_settings)
+    except OSError as e:
+        raise EngineError(f"--checkpoint {cfg.checkpoint}: could not be written at iteration {trainer.iteration} "
+                          f"({e.strerror or e}); training stopped there, the last checkpoint written stays; "
+                          "choose a writable file with room") from None
 
 
 def progress_bar(cfg: RunConfig, total: int) -> tqdm:

@@ -149,3 +149,24 @@ def test_a_regular_file_named_by_descriptor_is_written_through_from_its_end(tmp_
         stdout.symlink_to(f"/proc/self/fd/{f.fileno()}")
         checkpoint.write_atomically(str(stdout), lambda g: g.write(b"[]\n"))
     assert out.read_bytes() == b"the run's lines\n{}\n[]\n" and out.stat().st_ino == inode
+
+
+@pytest.mark.parametrize("flag", ["--checkpoint", "--search-checkpoint"])
+def test_a_checkpoint_that_is_a_pipe_is_refused_before_the_work(tmp_path, capsys, flag):
+    """A checkpoint is read back to resume; a pipe with no reader ended the run in a traceback."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    refused(FAST + [flag, str(fifo), "--out", str(tmp_path / "run")], capsys, "is a pipe or device")
+
+
+def test_a_checkpoint_that_cannot_be_written_mid_run_stops_it_in_one_line(tmp_path, capsys, monkeypatch):
+    from engine.training import Trainer
+
+    def full_disk(self, path, settings=None):
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+    monkeypatch.setattr(Trainer, "save", full_disk)
+    code = main(FAST + ["--checkpoint", str(tmp_path / "k.npz"), "--checkpoint-every", "1",
+                        "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "Traceback" not in "\n".join(err), err
+    assert "could not be written at iteration 1" in err[-1] and "No space left" in err[-1], err
