@@ -30,14 +30,14 @@ from allocator import registry as _allocators
 from engine.backend_registry import choose as _choose_backend
 from engine.errors import EngineError  # noqa: F401  (se.EngineError)
 from engine.executor import ProgramExecutor
-from engine.ir import Graph, Kind
+from engine.ir import Graph
 from engine.library import planning as _planning
 from engine.library.models import model_graph
 from engine.library.planning import Plan
 from engine.profile import Profile
 from engine.training import ReferenceRunner, Trainer
 from engine.user_data import user_data as _user_data
-from engine.weights import write_weights as _write_weights
+from engine.weights import write_parameters as _write_parameters
 from planner import policy as _registry
 
 __all__ = ["EngineError", "Plan", "Trained", "allocators", "identical", "model", "plan", "policies", "profile",
@@ -127,5 +127,4 @@ def identical(a: Trained, b: Trained) -> bool:
 def save_weights(graph: Graph, trained: Trained, path: str) -> None:
     """Write ``trained``'s parameters (not the optimizer's state) by name to ``path``: a
     ``.safetensors`` file (torch: ``safetensors.torch.load_file``) or an ``.npz``."""
-    names = [graph.tensors[t].name for t in graph.leaves(Kind.PARAMETER)]
-    _write_weights(path, {n: trained.state[n] for n in names}, {"format": "pt", "model": graph.name})
+    _write_parameters(path, graph, trained.state)

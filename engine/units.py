@@ -39,15 +39,8 @@ def checked_size(value: int, text: str) -> int:
 def format_bytes(n: float) -> str:
     """Human-readable binary size, rounded up to the digit shown (3.1 MiB, 180.2 GiB): a size
     printed as a budget that works is one that works when typed back as --memory."""
-    n = math.ceil(n)
-    if abs(n) < 1024:
-        return f"{n} B"
-    sign, n = ("-", -n) if n < 0 else ("", n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        tenths = -(-n * 10 // UNITS[unit.upper()])         # integer ceiling: no float rounding down
-        if tenths < 10240 or unit == "TiB":
-            return f"{sign}{tenths // 10}.{tenths % 10} {unit}"
-    raise AssertionError
+    unit = unit_that_fits(n)
+    return f"{format_in(n, unit)} {unit[0]}"
 
 
 def unit_that_fits(n: float) -> tuple[str, int]:
@@ -65,9 +58,10 @@ def unit_that_fits(n: float) -> tuple[str, int]:
 def format_in(n: float, unit: tuple[str, int]) -> str:
     """``n`` bytes as a number of ``unit`` (from unit_that_fits), without the unit's name and
     rounded up to the tenth as format_bytes rounds: the same figure as the text beside it."""
-    name, size = unit
+    size = unit[1]
     n = math.ceil(n)
     if size == 1:
         return str(n)
-    tenths = -(-n * 10 // size)
-    return f"{'-' if tenths < 0 else ''}{abs(tenths) // 10}.{abs(tenths) % 10}"
+    sign, n = ("-", -n) if n < 0 else ("", n)
+    tenths = -(-n * 10 // size)                 # integer ceiling: no float rounding down
+    return f"{sign}{tenths // 10}.{tenths % 10}"

@@ -21,6 +21,7 @@ import numpy as np
 
 from .checkpoint import write_atomically
 from .errors import EngineError
+from .ir import Kind
 
 FORMATS = (".safetensors", ".npz")
 # numpy dtype name -> safetensors dtype (the spec's names)
@@ -63,6 +64,14 @@ def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     buffer = io.BytesIO()
     np.savez(buffer, **{name: np.asarray(a) for name, a in arrays.items()})
     return buffer.getvalue()
+
+
+def write_parameters(path: str, graph, named: Mapping[str, np.ndarray]) -> tuple[str, int]:
+    """Write ``graph``'s parameters, taken by name from ``named`` (a trained state; the
+    optimizer's tensors are left out), to ``path`` with the model's name in the metadata;
+    returns (the extension, how many tensors)."""
+    params = {graph.tensors[t].name: named[graph.tensors[t].name] for t in graph.leaves(Kind.PARAMETER)}
+    return write_weights(path, params, {"format": "pt", "model": graph.name}), len(params)
 
 
 def write_weights(path: str, arrays: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None) -> str:

@@ -138,11 +138,16 @@ def _check_name(path: str, flag: str) -> None:
                              "choose a shorter path") from None
 
 
-def check_writable_file(path: str, flag: str) -> None:
+def check_writable_file(path: str, flag: str, read_back: bool = False) -> None:
+    """``path`` can take the file ``flag`` writes; ``read_back``: a checkpoint, which a resume
+    reads again, so a pipe or device other than /dev/null is refused."""
     _check_name(path, flag)
     if os.path.isdir(path):
         raise UsageError(f"{flag} {path}: is a directory; give a file name")
     if os.path.exists(path) and checkpoint.written_through(path):   # /dev/null, a pipe: no file is made
+        if read_back and os.path.realpath(path) != os.devnull:
+            raise UsageError(f"{flag} {path}: is a pipe or device; a checkpoint is read back to resume, so give "
+                             "a regular file (or /dev/null to keep none)")
         if not os.access(path, os.W_OK):
             raise UsageError(f"{flag} {path}: cannot be written; choose another path")
         return
@@ -157,11 +162,7 @@ def check_outputs(cfg: RunConfig) -> None:
                        ("--save-profile", cfg.save_profile), ("--search-checkpoint", cfg.search.checkpoint),
                        ("--json", None if cfg.json == STDOUT else cfg.json)):
         if path:
-            check_writable_file(path, flag)
-    for flag, path in (("--checkpoint", cfg.checkpoint), ("--search-checkpoint", cfg.search.checkpoint)):
-        if path and os.path.exists(path) and checkpoint.written_through(path) and os.path.realpath(path) != os.devnull:
-            raise UsageError(f"{flag} {path}: is a pipe or device; a checkpoint is read back to resume, so give "
-                             "a regular file (or /dev/null to keep none)")
+            check_writable_file(path, flag, read_back=flag in ("--checkpoint", "--search-checkpoint"))
     for path in (cfg.checkpoint, cfg.search.checkpoint, cfg.save_plan, cfg.save_profile,
                  None if cfg.json == STDOUT else cfg.json):
         if path:                        # written atomically: a killed run's temporaries go now
@@ -180,9 +181,9 @@ def check_inputs(cfg: RunConfig) -> Inputs:
     with), the profile, the plan, the search checkpoint."""
     if cfg.profile and cfg.profile.lower() not in DEVICES:
         _check_name(cfg.profile, "--profile")       # not "neither a device nor a file": say why
-    if cfg.profile and cfg.profile.lower() not in DEVICES and not os.path.isfile(cfg.profile):
-        raise UsageError(f"--profile {cfg.profile}: neither a device with an analytic profile "
-                         f"({', '.join(DEVICES)}) nor a profile file")
+        if not os.path.isfile(cfg.profile):
+            raise UsageError(f"--profile {cfg.profile}: neither a device with an analytic profile "
+                             f"({', '.join(DEVICES)}) nor a profile file")
     resume = None
     if cfg.resume:
         resume = checkpoint.read(cfg.resume)

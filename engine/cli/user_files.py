@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import checkpoint
-from ..ir import Graph, Kind
+from ..ir import Graph
 from ..user_data import ArrayData, read_data_file
-from ..weights import weights_format, write_weights
+from ..weights import weights_format, write_parameters
 from .config import RunConfig
 from .flags import UsageError
 from .preflight import check_names, check_writable_file
@@ -34,6 +34,5 @@ def data_for(cfg: RunConfig, g: Graph, arrays: dict[str, np.ndarray]) -> ArrayDa
 
 def save_weights(cfg: RunConfig, g: Graph, state: dict[int, np.ndarray]) -> str:
     """Write the parameters of ``state`` (tensor id -> array) by name; returns the format."""
-    params = {g.tensors[t].name: state[t] for t in g.leaves(Kind.PARAMETER)}
-    ext = write_weights(cfg.save_weights, params, {"format": "pt", "model": g.name})
-    return f"{ext[1:]}, {len(params)} tensors"
+    ext, count = write_parameters(cfg.save_weights, g, {g.tensors[t].name: a for t, a in state.items()})
+    return f"{ext[1:]}, {count} tensors"
