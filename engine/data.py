@@ -45,14 +45,31 @@ def _loss_reader(g: Graph, label: int):
     return None
 
 
-class TeacherData:
-    def __init__(self, g: Graph, seed: int = 0, samples: int = 256, teacher_seed: int | None = None):
+class DataSet:
+    """Whole arrays for a graph's input and label leaves (``data``: tensor id -> [samples,
+    ...]) drawn a batch at a time in batch_indices' order; the synthetic teacher's data and a
+    user's (engine/user_data.ArrayData) alike."""
+
+    data: dict[int, np.ndarray]
+    samples: int
+
+    def __init__(self, g: Graph, seed: int):
         self.g = g
         self.seed = seed
         self.inputs = g.leaves(Kind.INPUT)
         self.labels = g.leaves(Kind.LABEL)
         leaves = self.inputs + self.labels
         self.batch_size = g.tensors[leaves[0]].shape[0] if leaves else 1
+
+    def batch(self, iteration: int) -> dict[int, np.ndarray]:
+        """Arrays for every input and label leaf of iteration ``iteration``."""
+        idx = batch_indices(self.seed, iteration, self.batch_size, self.samples)
+        return {t: np.ascontiguousarray(a[idx]) for t, a in self.data.items()}
+
+
+class TeacherData(DataSet):
+    def __init__(self, g: Graph, seed: int = 0, samples: int = 256, teacher_seed: int | None = None):
+        super().__init__(g, seed)
         chunks = max(1, -(-samples // self.batch_size))
         self.samples = chunks * self.batch_size
         rng = np.random.default_rng([seed, 0x5EED])
@@ -92,12 +109,6 @@ class TeacherData:
             z = np.concatenate(parts)
             z = (z - z.mean(axis=0)) / (z.std(axis=0) + 1e-6)
             self.data[label][...] = np.argmax(z, axis=-1).reshape(self.data[label].shape)
-
-    def batch(self, iteration: int) -> dict[int, np.ndarray]:
-        """Arrays for every input and label leaf of iteration ``iteration``."""
-        idx = batch_indices(self.seed, iteration, self.batch_size, self.samples)
-        return {t: np.ascontiguousarray(a[idx]) for t, a in self.data.items()}
-
 
 def batch_indices(seed: int, iteration: int, batch: int, samples: int) -> np.ndarray:
     """The samples of iteration ``iteration``: each epoch a fresh permutation of the data set

@@ -16,7 +16,7 @@ from typing import Iterable, Iterator, Mapping
 
 import numpy as np
 
-from .data import _loss_reader, batch_indices
+from .data import DataSet, _loss_reader
 from .errors import EngineError
 from .files import read_npz
 from .ir import Graph, Kind
@@ -104,21 +104,13 @@ def read_data_file(path: str) -> dict[str, np.ndarray]:
                     "(np.savez(FILE, name=array, ...))")
 
 
-class ArrayData:
-    """A whole data set of the user's arrays, with the synthetic data's interface
-    (``batch(iteration)``) and visiting order."""
+class ArrayData(DataSet):
+    """A whole data set of the user's arrays, drawn as the synthetic data is."""
 
     def __init__(self, g: Graph, arrays: Mapping[str, object], seed: int = 0, source: str = "data"):
-        self.g, self.seed = g, seed
+        super().__init__(g, seed)
         self.data = check_arrays(g, arrays, source)
-        self.inputs, self.labels = g.leaves(Kind.INPUT), g.leaves(Kind.LABEL)
-        leaves = self.inputs + self.labels
-        self.batch_size = g.tensors[leaves[0]].shape[0] if leaves else 1
         self.samples = next(iter(self.data.values())).shape[0] if self.data else 1
-
-    def batch(self, iteration: int) -> dict[int, np.ndarray]:
-        idx = batch_indices(self.seed, iteration, self.batch_size, self.samples)
-        return {t: np.ascontiguousarray(a[idx]) for t, a in self.data.items()}
 
 
 class IteratorData:
