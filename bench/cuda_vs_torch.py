@@ -16,7 +16,8 @@ For one WResNet, one Inception and one RNN configuration it prints
    copies reach while compute runs (each copy timed with CUDA events on its stream during
    one eagerly issued iteration of the budgeted program).
 
-    python -m bench.cuda_vs_torch [--iterations 10] [--budget 0.5] [--models wresnet,inception,rnn] [--quick]
+    python -m bench.cuda_vs_torch [--iterations 10] [--budget 0.5,0.25] [--models wresnet,inception,rnn]
+                                  [--quick] [--save-profiles DIR]
 
 PyTorch is imported here only, never by the engine.
 """
@@ -25,9 +26,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import gc
+import os
 import statistics
 import sys
 import time
+import traceback
 
 import numpy as np
 from tabulate import tabulate
@@ -47,6 +50,8 @@ from planner.verify import verify
 
 # (model name, batch, size): size is the image side, or the sequence length for RNNs.
 CONFIGS = {"wresnet": ("wresnet-50-2", 32, 224), "inception": ("inception-1", 32, 299), "rnn": ("rnn-4-2k", 64, 32)}
+# PyTorch's device: "cuda"; a dry run on the fake CUDA (tests) sets "cpu".
+TORCH_DEVICE = "cuda"
 QUICK = {"wresnet": ("wresnet-50-1", 16, 112), "inception": ("inception-0.5", 8, 149), "rnn": ("rnn-2-1k", 32, 16)}
 
 
@@ -165,16 +170,17 @@ class TorchTwin:
         return loss.detach()
 
 
-def time_torch(g, data, iterations, torch) -> tuple[float, float]:
-    """(median seconds per iteration, first iteration's loss)."""
-    twin = TorchTwin(g, torch, torch.device("cuda"))
+def time_torch(g, data, iterations, torch, device) -> tuple[float, float]:
+    """(median seconds per iteration, first iteration's loss) of PyTorch on ``device``."""
+    twin = TorchTwin(g, torch, device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     first = float(twin.step(data.batch(0)))
     times = []
     for i in range(1, iterations + 3):
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         twin.step(data.batch(i))
-        torch.cuda.synchronize()
+        sync()
         if i >= 3:
             times.append(time.perf_counter() - t0)
     return statistics.median(times), first
@@ -206,13 +212,61 @@ def time_ours(g, program, data, iterations, copy_rates=False):
         backend.close()
 
 
+def measure_model(family, configs, args, torch, speed, swap, link_rows) -> None:
+    """One model's three rows (speed, swapping, link), appended as each is measured."""
+    from engine.cuda_profiling import measure_cuda_profile
+    model, batch, size = configs[family]
+    g = zoo.build(model, batch=batch, size=size)
+    data = RandomData(g)
+    facts = GraphFacts(g)
+    ideal = policy.unlimited_program(g, facts)
+    ours, our_loss, _ = time_ours(g, ideal, data, args.iterations)
+    theirs, torch_loss = time_torch(g, data, args.iterations, torch, torch.device(TORCH_DEVICE))
+    gc.collect()
+    if TORCH_DEVICE == "cuda":
+        torch.cuda.empty_cache()           # give PyTorch's cached blocks back before our arenas
+    same = abs(our_loss - torch_loss) <= 1e-3 * max(1.0, abs(torch_loss))
+    speed.append([model, batch, size, f"{ours * 1e3:.1f}", f"{theirs * 1e3:.1f}", f"{ours / theirs:.2f}",
+                  f"{our_loss:.5f} / {torch_loss:.5f} {'ok' if same else 'DIFFER'}"])
+    print(tabulate([speed[-1]]), file=sys.stderr, flush=True)
+
+    profile = measure_cuda_profile(g, ideal, data=data)
+    if args.save_profiles:
+        path = os.path.join(args.save_profiles, f"profile_{model}_b{batch}_s{size}.json")
+        profile.save(path)
+        print(f"profile saved to {path}", file=sys.stderr, flush=True)
+    secs = profile.node_seconds(g)
+    peak = peak_bytes(g)
+    for fraction in args.budget:
+        budget = max(facts.smallest_budget, int(fraction * peak))
+        program = policy.plan_with("swapadvisor", g, budget, profile, facts=facts, allocator="pool")
+        verify(program, g, budget)
+        sim = simulate(program, g, profile, secs).total
+        real, _, rates = time_ours(g, program, data, args.iterations, copy_rates=True)
+        swap.append([model, f"{budget / 2**20:.0f}", f"{budget / peak:.2f}",
+                     f"{program.bytes_moved(g, SWAP_IN) / 2**20:.0f} / {program.bytes_moved(g, SWAP_OUT) / 2**20:.0f}",
+                     f"{sim * 1e3:.1f}", f"{real * 1e3:.1f}", f"{(sim - real) / real:+.1%}", f"{ours / real:.2f}"])
+        link = profile.link
+        link_rows.append([model, f"{budget / peak:.2f}", f"{link.h2d_bytes_per_s / 1e9:.1f}",
+                          f"{rates[0] / 1e9:.1f}", f"{rates[0] / link.h2d_bytes_per_s:.0%}",
+                          f"{link.d2h_bytes_per_s / 1e9:.1f}", f"{rates[1] / 1e9:.1f}",
+                          f"{rates[1] / link.d2h_bytes_per_s:.0%}", f"{link.duplex_bytes_per_s / 1e9:.1f}"])
+        print(tabulate([swap[-1]]), file=sys.stderr, flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iterations", type=int, default=10)
-    ap.add_argument("--budget", type=float, default=0.5, help="budget as a fraction of the unlimited peak")
+    ap.add_argument("--budget", default="0.5",
+                    help="budgets as fractions of the unlimited peak, comma-separated (e.g. 0.5,0.25)")
     ap.add_argument("--models", default=",".join(CONFIGS))
     ap.add_argument("--quick", action="store_true", help="smaller configurations")
+    ap.add_argument("--save-profiles", metavar="DIR", help="save each profile measured on the GPU here")
     args = ap.parse_args(argv)
+    try:
+        args.budget = [float(f) for f in args.budget.split(",")]
+    except ValueError:
+        ap.error(f"--budget takes fractions such as 0.5,0.25, not {args.budget!r}")
     count, reason = detect_gpu()
     if count == 0:
         print(f"cuda_vs_torch: no GPU ({reason}); this benchmark runs on a GPU only", file=sys.stderr)
@@ -226,54 +280,29 @@ def main(argv=None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
-    from engine.cuda_profiling import measure_cuda_profile
-
+    name = torch.cuda.get_device_name() if TORCH_DEVICE == "cuda" else TORCH_DEVICE
     print(f"# python -m bench.cuda_vs_torch {' '.join(argv or sys.argv[1:])}  ({datetime.date.today()}, "
-          f"{torch.cuda.get_device_name()}, PyTorch {torch.__version__}, fp32, TF32 off)")
-    speed, swap, link_rows = [], [], []
+          f"{name}, PyTorch {torch.__version__}, fp32, TF32 off)")
+    speed, swap, link_rows, failed = [], [], [], []
     configs = QUICK if args.quick else CONFIGS
     for family in args.models.split(","):
-        model, batch, size = configs[family]
-        g = zoo.build(model, batch=batch, size=size)
-        data = RandomData(g)
-        facts = GraphFacts(g)
-        ideal = policy.unlimited_program(g, facts)
-        ours, our_loss, _ = time_ours(g, ideal, data, args.iterations)
-        theirs, torch_loss = time_torch(g, data, args.iterations, torch)
-        gc.collect()
-        torch.cuda.empty_cache()           # give PyTorch's cached blocks back before our arenas
-        same = abs(our_loss - torch_loss) <= 1e-3 * max(1.0, abs(torch_loss))
-        speed.append([model, batch, size, f"{ours * 1e3:.1f}", f"{theirs * 1e3:.1f}", f"{ours / theirs:.2f}",
-                      f"{our_loss:.5f} / {torch_loss:.5f} {'ok' if same else 'DIFFER'}"])
-        print(tabulate([speed[-1]]), file=sys.stderr, flush=True)
-
-        profile = measure_cuda_profile(g, ideal, data=data)
-        secs = profile.node_seconds(g)
-        peak = peak_bytes(g)
-        budget = max(facts.smallest_budget, int(args.budget * peak))
-        program = policy.plan_with("swapadvisor", g, budget, profile, facts=facts, allocator="pool")
-        verify(program, g, budget)
-        sim = simulate(program, g, profile, secs).total
-        real, _, rates = time_ours(g, program, data, args.iterations, copy_rates=True)
-        swap.append([model, f"{budget / 2**30:.2f}", f"{budget / peak:.2f}",
-                     f"{program.bytes_moved(g, SWAP_IN) / 2**20:.0f} / {program.bytes_moved(g, SWAP_OUT) / 2**20:.0f}",
-                     f"{sim * 1e3:.1f}", f"{real * 1e3:.1f}", f"{(sim - real) / real:+.1%}"])
-        link = profile.link
-        link_rows.append([model, f"{link.h2d_bytes_per_s / 1e9:.1f}", f"{rates[0] / 1e9:.1f}",
-                          f"{rates[0] / link.h2d_bytes_per_s:.0%}", f"{link.d2h_bytes_per_s / 1e9:.1f}",
-                          f"{rates[1] / 1e9:.1f}", f"{rates[1] / link.d2h_bytes_per_s:.0%}",
-                          f"{link.duplex_bytes_per_s / 1e9:.1f}"])
-        print(tabulate([swap[-1]]), file=sys.stderr, flush=True)
+        try:
+            measure_model(family, configs, args, torch, speed, swap, link_rows)
+        except Exception:                  # one model's failure must not lose the others' figures
+            failed.append(family)
+            print(f"{family}: FAILED\n{traceback.format_exc()}", file=sys.stderr, flush=True)
     print("\nTime per iteration, unlimited memory (ms)")
     print(tabulate(speed, headers=["model", "batch", "size", "ours", "PyTorch", "ours/PyTorch",
                                    "first loss ours / PyTorch"], disable_numparse=True))
-    print(f"\nUnder a budget of {args.budget:g} x the unlimited peak (SwapAdvisor planner, profile measured here)")
-    print(tabulate(swap, headers=["model", "budget GiB", "of peak", "MiB in / out", "simulated ms", "measured ms",
-                                  "sim error"], disable_numparse=True))
+    print("\nUnder budgets that force swapping (SwapAdvisor planner, unsearched, profile measured here)")
+    print(tabulate(swap, headers=["model", "budget MiB", "of peak", "MiB in / out", "simulated ms", "measured ms",
+                                  "sim error", "unlimited/measured"], disable_numparse=True))
     print("\nLink (pinned memory, GB/s) beside the executor's swap copies while compute runs (>= 1 MiB copies)")
-    print(tabulate(link_rows, headers=["model", "h2d link", "h2d swaps", "of link", "d2h link", "d2h swaps",
-                                       "of link", "duplex link"], disable_numparse=True))
-    return 0
+    print(tabulate(link_rows, headers=["model", "of peak", "h2d link", "h2d swaps", "of link", "d2h link",
+                                       "d2h swaps", "of link", "duplex link"], disable_numparse=True))
+    if failed:
+        print(f"\nfailed: {', '.join(failed)} (tracebacks above)")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

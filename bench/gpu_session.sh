@@ -4,13 +4,14 @@
 #   bash bench/gpu_session.sh PART [OUT_DIR]
 #
 # PART:
-#   tests     every gpu- and torch-marked test: each kernel against numpy, streams and pinned copies,
-#             graph capture and replay, the link, bit-identical training at 1/4 of the peak
-#             (plain and sanitized), the sanitizer catching a removed edge; and our float64
-#             training beside PyTorch's on every zoo family (the benchmark's twin models)
+#   tests     every gpu-marked test (8 pytest workers where pytest-xdist is there): each kernel
+#             against numpy, streams and pinned copies, graph capture and replay, the link,
+#             bit-identical training at 1/4 of the peak (plain and sanitized), the sanitizer
+#             catching a removed edge, the command line on the GPU. (The torch-marked tests,
+#             float64 training beside PyTorch, need no GPU: CI runs them.)
 #   bench     python -m bench.cuda_vs_torch: our time per iteration beside PyTorch's; under
-#             a budget that forces swapping, simulated beside measured; the pinned link
-#             beside the swap copies' rate while compute runs
+#             budgets of 0.5 and 0.25 of the peak, simulated beside measured; the pinned link
+#             beside the swap copies' rate while compute runs; each GPU profile saved in OUT_DIR
 #   quick     the same benchmark on smaller configurations (a first look, ~2 min)
 #   memcheck  the bit-identity tests of one family under compute-sanitizer's memcheck
 #             (out-of-bounds and misaligned accesses in our kernels)
@@ -18,7 +19,12 @@
 # Each part writes <part>_<device>_<date>.txt into OUT_DIR (default bench/results; on the
 # device machine pass "$OUT" so the file comes back), and exits with the test/benchmark's
 # status. The kernel cache lives in /tmp, so the first part of a fresh machine compiles
-# every kernel (NVRTC, in parallel: well under a minute on 16 cores).
+# every kernel first (NVRTC, in parallel: well under a minute on 16 cores).
+#
+# NUMBA_DISABLE_JIT=1 unless the caller sets it: a fresh machine would spend minutes of device
+# time compiling the planner's swap pass (numba) for graphs that plan in about a second as
+# plain Python (measured: the benchmark's quick configurations, 0.3-1.0 CPU-s each). What is
+# checked here is the CUDA path; the compiled pass is checked against the same code in CI.
 #
 # The backend is written for cuda.core 1.x (cuda-bindings 13). The part stops at once, with
 # status 3, if the machine's cuda.core is another major version. Wheels carried in .whl/
@@ -32,6 +38,7 @@ out=${2:-bench/results}
 case $part in tests|bench|quick|memcheck) ;; *) echo "unknown part '$part' (tests, bench, quick, memcheck)" >&2; exit 2 ;; esac
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 SWAPENGINE_KERNEL_CACHE=${SWAPENGINE_KERNEL_CACHE:-/tmp/swapengine-kernels}
+export NUMBA_DISABLE_JIT=${NUMBA_DISABLE_JIT:-1}
 py=$(command -v python3 || command -v python)
 if compgen -G ".whl/*.whl" >/dev/null; then
   $py -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -59,12 +66,15 @@ if ! $py -c "import sys, cuda.core; sys.exit(int(cuda.core.__version__.split('.'
        "cuda-pathfinder as wheels in .whl/ (status 3)" | tee -a "$file" >&2
   exit 3
 fi
+# Every kernel compiled once, in parallel, before the parts' processes ask for them.
+$py -c "from engine.backends import nvrtc; nvrtc.compile_all('sm_90')" 2>&1 | tail -3 | tee -a "$file"
 # One hung test must not take the whole device call with it (pytest-timeout is in the image).
 timeout_flag=$($py -c "import pytest_timeout" 2>/dev/null && echo "--timeout=240")
+workers=$($py -c "import xdist" 2>/dev/null && echo "-n 8")
 case $part in
-  tests)    $py -m pytest -q -m "gpu or torch" -p no:cacheprovider -rfE --durations=15 $timeout_flag tests 2>&1 | tee -a "$file" ;;
-  bench)    $py -m bench.cuda_vs_torch 2>&1 | tee -a "$file" ;;
-  quick)    $py -m bench.cuda_vs_torch --quick --iterations 5 2>&1 | tee -a "$file" ;;
+  tests)    $py -m pytest -q -m gpu -p no:cacheprovider -rfE --durations=15 $timeout_flag $workers tests 2>&1 | tee -a "$file" ;;
+  bench)    $py -m bench.cuda_vs_torch --budget 0.5,0.25 --save-profiles "$out" 2>&1 | tee -a "$file" ;;
+  quick)    $py -m bench.cuda_vs_torch --quick --iterations 5 --budget 0.5,0.25 --save-profiles "$out" 2>&1 | tee -a "$file" ;;
   memcheck) compute-sanitizer --tool memcheck --error-exitcode 9 \
               $py -m pytest -q -p no:cacheprovider tests/engine/backends/test_cuda.py \
               -k "quarter_budget and rnn" 2>&1 | tee -a "$file" ;;
