@@ -27,11 +27,23 @@ def _gemm(base, dtype, c, a, b, m, n, k, bias=None, splits=1, k_chunk=None):
     return gemm_launch(base, dtype, tiles, m, n, splits, args, c)
 
 
+def _split_scratch(splits: int, out) -> tuple[int, ...]:
+    """Scratch for ``splits`` partial products of ``out`` (none unsplit)."""
+    return (splits * numel(out.shape) * out.dtype.itemsize,) if splits > 1 else ()
+
+
+def _splitk_reduce(dtype, total: int, splits: int, bias=None, bias_period: int = 1):
+    """OUT(0)[i] = the splits' partial products in WS(0) added in split order (+ bias[i % period])."""
+    return grid_stride(kernel_name("gemm_splitk_reduce", dtype), total,
+                       (OUT(0), WS(0), bias if bias is not None else WS(0), i64(total), i32(splits),
+                        i32(bias_period), i32(bias is not None)), OUT(0))
+
+
 @register
 class FullyConnected(Op):
     """(x[N,K], w[M,K]) or (x, w, b[M]) -> y[N,M]; w is stored [out, in] as in MXNet."""
     name, arity = "fully_connected", None
-    cuda_kernels = ("gemm_nt", "gemm_nt_s")
+    cuda_kernels = ("gemm_nt", "gemm_nt_s", "gemm_splitk_reduce")
 
     def infer(self, attrs, ins):
         if len(ins) not in (2, 3):
@@ -67,10 +79,24 @@ class FullyConnected(Op):
                 grads[2] = dparams[1]
         return grads
 
-    def cuda_launches(self, attrs, ins, outs):
-        """y[N,M] = x[N,K] @ w[M,K]^T (+ b), the bias added after the full sum as in numpy."""
+    @staticmethod
+    def _split(ins):
         (n, k), m = ins[0].shape, ins[1].shape[0]
-        return [_gemm("gemm_nt", outs[0].dtype, OUT(0), IN(0), IN(1), n, m, k, IN(2) if len(ins) == 3 else None)]
+        return split_k(gemm_tiles(n, m), n, m, k)
+
+    def cuda_workspaces(self, attrs, ins, outs):
+        return _split_scratch(self._split(ins)[0], outs[0])
+
+    def cuda_launches(self, attrs, ins, outs):
+        """y[N,M] = x[N,K] @ w[M,K]^T (+ b), the bias added after the full sum as in numpy; split
+        over K into scratch when y has too few tiles to fill the GPU and K is long."""
+        (n, k), m = ins[0].shape, ins[1].shape[0]
+        bias = IN(2) if len(ins) == 3 else None
+        splits, chunk = self._split(ins)
+        if splits == 1:
+            return [_gemm("gemm_nt", outs[0].dtype, OUT(0), IN(0), IN(1), n, m, k, bias)]
+        return [_gemm("gemm_nt", outs[0].dtype, WS(0), IN(0), IN(1), n, m, k, splits=splits, k_chunk=chunk),
+                _splitk_reduce(outs[0].dtype, n * m, splits, bias, m)]
 
     def compute(self, attrs, xs, ys):
         y = ys[0]
@@ -83,7 +109,7 @@ class FullyConnected(Op):
 class FullyConnectedGradData(Op):
     """(w[M,K], dy[N,M]) -> dx[N,K] = dy @ w."""
     name, arity, differentiable = "fully_connected_grad_data", 2, False
-    cuda_kernels = ("gemm_nn", "gemm_nn_s")
+    cuda_kernels = ("gemm_nn", "gemm_nn_s", "gemm_splitk_reduce")
 
     def infer(self, attrs, ins):
         m, k = _matrix(ins[0], "w")
@@ -96,10 +122,23 @@ class FullyConnectedGradData(Op):
         (m, k), n = ins[0].shape, ins[1].shape[0]
         return _gemm_cost(2 * n * m * k, ins, outs)
 
-    def cuda_launches(self, attrs, ins, outs):
-        """dx[N,K] = dy[N,M] @ w[M,K]."""
+    @staticmethod
+    def _split(ins):
         (m, k), n = ins[0].shape, ins[1].shape[0]
-        return [_gemm("gemm_nn", outs[0].dtype, OUT(0), IN(1), IN(0), n, k, m)]
+        return split_k(gemm_tiles(n, k), n, k, m)
+
+    def cuda_workspaces(self, attrs, ins, outs):
+        return _split_scratch(self._split(ins)[0], outs[0])
+
+    def cuda_launches(self, attrs, ins, outs):
+        """dx[N,K] = dy[N,M] @ w[M,K], split over M into scratch when dx has too few tiles to fill
+        the GPU and M is long (an LSTM's input gradient: a few rows, thousands of gates)."""
+        (m, k), n = ins[0].shape, ins[1].shape[0]
+        splits, chunk = self._split(ins)
+        if splits == 1:
+            return [_gemm("gemm_nn", outs[0].dtype, OUT(0), IN(1), IN(0), n, k, m)]
+        return [_gemm("gemm_nn", outs[0].dtype, WS(0), IN(1), IN(0), n, k, m, splits=splits, k_chunk=chunk),
+                _splitk_reduce(outs[0].dtype, n * k, splits)]
 
     def compute(self, attrs, xs, ys):
         w, dy = xs
@@ -136,8 +175,7 @@ class FullyConnectedGradWeight(Op):
         return split_k(gemm_tiles(m, k), m, k, n)
 
     def cuda_workspaces(self, attrs, ins, outs):
-        splits, _ = self._split(ins)
-        return (splits * numel(outs[0].shape) * outs[0].dtype.itemsize,) if splits > 1 else ()
+        return _split_scratch(self._split(ins)[0], outs[0])
 
     def cuda_launches(self, attrs, ins, outs):
         """dw[M,K] = dy[N,M]^T @ x[N,K], split over N into scratch when dw has few tiles and N
@@ -148,9 +186,7 @@ class FullyConnectedGradWeight(Op):
         dst = WS(0) if splits > 1 else OUT(0)
         launches = [_gemm("gemm_tn", dtype, dst, IN(1), IN(0), m, k, n, splits=splits, k_chunk=chunk)]
         if splits > 1:
-            total = m * k
-            launches.append(grid_stride(kernel_name("gemm_splitk_reduce", dtype), total,
-                                        (OUT(0), WS(0), WS(0), i64(total), i32(splits), i32(1), i32(0)), OUT(0)))
+            launches.append(_splitk_reduce(dtype, m * k, splits))
         if attrs["has_bias"]:
             launches.append(grid_stride(kernel_name("sum_rows", dtype), m, (OUT(1), IN(1), i32(n), i32(m)), OUT(1),
                                         per_thread=1))
