@@ -3,7 +3,11 @@
 // Implicit GEMM on the tiled GEMM of gemm.cuh, one GEMM per group (blockIdx.z), no
 // im2col buffer: tile loads gather straight from the tensors.
 //   forward      y[g]  (Og x N*OH*OW)     = w[g] (Og x Cg*KH*KW) . cols(x)[g]
-//   data grad    dx[g] (Cg x N*H*W)       = w[g]^T (Cg x Og*KH*KW) . gathered dy
+//   data grad    dx[g] (Cg x N*H*W)       = w[g]^T (Cg x Og*KH*KW) . gathered dy, one GEMM per
+//                stride phase: the input pixels with (h + ph) % sh == ah and (w + pw) % sw == aw
+//                receive gradient only from the taps r = ah (mod sh), s = aw (mod sw), so each
+//                phase multiplies only those (a stride-2 layer does a quarter of the
+//                multiply-adds of one GEMM over every pixel and tap, whose other terms are zero)
 //   weight grad  dw[g] (Og x Cg*KH*KW)    = dy[g] (Og x N*OH*OW) . cols(x)[g]^T
 // The weight gradient's k (N*OH*OW) can be long and its output small, so it may be split:
 // blockIdx.z = split * G + g, partial products go to scratch and conv2d_splitk_reduce adds
@@ -45,25 +49,42 @@ struct ConvFwd {
     }
 };
 
+// One stride phase (ah, aw) of the data gradient: columns are the phase's pixels (n, i, j) at
+// h = h0 + i*sh, w = w0 + j*sw; k runs over (o, rr, ss) for the taps r = ah + rr*sh, s = aw + ss*sw.
+struct ConvPhase {
+    int h0, w0, Hp, Wp;      // the phase's first pixel row/column and its pixel counts
+    int KHp, KWp;            // the phase's tap counts
+    int p0, q0;              // dy's row/column reached by (i, rr) = (0, 0): p = p0 + i - rr
+    __device__ ConvPhase(const ConvDims& d, int ah, int aw) {
+        h0 = ((ah - d.ph) % d.sh + d.sh) % d.sh;
+        w0 = ((aw - d.pw) % d.sw + d.sw) % d.sw;
+        Hp = h0 < d.H ? (d.H - h0 + d.sh - 1) / d.sh : 0;
+        Wp = w0 < d.W ? (d.W - w0 + d.sw - 1) / d.sw : 0;
+        KHp = ah < d.KH ? (d.KH - ah + d.sh - 1) / d.sh : 0;
+        KWp = aw < d.KW ? (d.KW - aw + d.sw - 1) / d.sw : 0;
+        p0 = (h0 + d.ph - ah) / d.sh;      // h0 + ph - ah is a non-negative multiple of sh
+        q0 = (w0 + d.pw - aw) / d.sw;
+    }
+};
+
 template <typename T>
 struct ConvGradData {
-    T* dx; const T* w; const T* dy; ConvDims d; int g;
-    __device__ T a(int c, int k) const {                       // w[g*Og + o, c, r, s], k = (o, r, s)
-        const int o = k / d.KK(), rs = k - o * d.KK();
-        return w[((i64)(g * d.Og() + o) * d.Cg() + c) * d.KK() + rs];
+    T* dx; const T* w; const T* dy; ConvDims d; int g, ah, aw; ConvPhase f;
+    __device__ T a(int c, int k) const {                       // w[g*Og + o, c, r, s], k = (o, rr, ss)
+        const int taps = f.KHp * f.KWp, o = k / taps, t = k - o * taps, rr = t / f.KWp, ss = t - rr * f.KWp;
+        const int r = ah + rr * d.sh, s = aw + ss * d.sw;
+        return w[((i64)(g * d.Og() + o) * d.Cg() + c) * d.KK() + r * d.KW + s];
     }
     __device__ T b(int k, int col) const {                     // dy at the output that (r, s) maps to (h, w)
-        const int o = k / d.KK(), rs = k - o * d.KK(), r = rs / d.KW, s = rs - r * d.KW;
-        const int HW = d.H * d.W, n = col / HW, hw = col - n * HW, h = hw / d.W, wc = hw - h * d.W;
-        const int hp = h + d.ph - r, wp = wc + d.pw - s;
-        if (hp < 0 || wp < 0 || hp % d.sh || wp % d.sw) return T(0);
-        const int p = hp / d.sh, q = wp / d.sw;
-        if (p >= d.OH || q >= d.OW) return T(0);
+        const int taps = f.KHp * f.KWp, o = k / taps, t = k - o * taps, rr = t / f.KWp, ss = t - rr * f.KWp;
+        const int P = f.Hp * f.Wp, n = col / P, ij = col - n * P, i = ij / f.Wp, j = ij - i * f.Wp;
+        const int p = f.p0 + i - rr, q = f.q0 + j - ss;
+        if ((unsigned)p >= (unsigned)d.OH || (unsigned)q >= (unsigned)d.OW) return T(0);
         return dy[(((i64)n * d.O + g * d.Og() + o) * d.OH + p) * d.OW + q];
     }
     __device__ void store(int c, int col, T v) const {
-        const int HW = d.H * d.W, n = col / HW, hw = col - n * HW;
-        dx[((i64)n * d.C + g * d.Cg() + c) * HW + hw] = v;
+        const int P = f.Hp * f.Wp, n = col / P, ij = col - n * P, i = ij / f.Wp, j = ij - i * f.Wp;
+        dx[(((i64)n * d.C + g * d.Cg() + c) * d.H + f.h0 + i * d.sh) * d.W + f.w0 + j * d.sw] = v;
     }
 };
 
@@ -94,10 +115,11 @@ __device__ __forceinline__ void conv_fwd_gemm(T* y, const T* x, const T* w, Conv
 }
 
 template <typename T, class Tile>
-__device__ __forceinline__ void conv_grad_data_gemm(T* dx, const T* w, const T* dy, ConvDims d) {
+__device__ __forceinline__ void conv_grad_data_gemm(T* dx, const T* w, const T* dy, ConvDims d, int ah, int aw) {
     const int g = blockIdx.z;
-    ConvGradData<T> p{dx, w, dy, d, g};
-    gemm_tile<T, Tile, true, false>(p, d.Cg(), d.N * d.H * d.W, 0, d.Og() * d.KK());
+    const ConvPhase f(d, ah, aw);
+    ConvGradData<T> p{dx, w, dy, d, g, ah, aw, f};
+    gemm_tile<T, Tile, true, false>(p, d.Cg(), d.N * f.Hp * f.Wp, 0, d.Og() * f.KHp * f.KWp);
 }
 
 // dst is dw (one split) or scratch of splits x O*Cg*KH*KW partial products.
@@ -121,8 +143,18 @@ __device__ __forceinline__ void conv_grad_weight_gemm(T* dst, const T* x, const 
 
 CONV_GEMM(conv2d_fwd_gemm, conv_fwd_gemm, TileLarge, y, x, w)
 CONV_GEMM(conv2d_fwd_gemm_s, conv_fwd_gemm, TileSmall, y, x, w)
-CONV_GEMM(conv2d_grad_data_gemm, conv_grad_data_gemm, TileLarge, dx, w, dy)
-CONV_GEMM(conv2d_grad_data_gemm_s, conv_grad_data_gemm, TileSmall, dx, w, dy)
+
+#define CONV_GRAD_DATA_GEMM(NAME, TILE)                                                                   \
+    KERNEL void __launch_bounds__(GEMM_THREADS, 2) NAME(float* dx, const float* w, const float* dy,      \
+                                                        CONV_PARAMS, int ah, int aw) {                   \
+        conv_grad_data_gemm<float, TILE>(dx, w, dy, CONV_ARGS, ah, aw);                                  \
+    }                                                                                                    \
+    KERNEL void __launch_bounds__(GEMM_THREADS) NAME##_f64(double* dx, const double* w, const double* dy, \
+                                                           CONV_PARAMS, int ah, int aw) {                \
+        conv_grad_data_gemm<double, TILE>(dx, w, dy, CONV_ARGS, ah, aw);                                 \
+    }
+CONV_GRAD_DATA_GEMM(conv2d_grad_data_gemm, TileLarge)
+CONV_GRAD_DATA_GEMM(conv2d_grad_data_gemm_s, TileSmall)
 
 #define CONV_GRAD_WEIGHT_GEMM(NAME, TILE)                                                                 \
     KERNEL void __launch_bounds__(GEMM_THREADS, 2) NAME(float* dst, const float* x, const float* dy,     \

@@ -100,6 +100,20 @@ def _conv_dims(x_shape, w_shape, y_shape, attrs) -> tuple:
                                   attrs["groups"]))
 
 
+def _stride_phases(x_shape, attrs) -> list[tuple[int, int, int]]:
+    """(ah, aw, pixels) per stride phase of the data gradient (conv.cu's ConvPhase): the input
+    pixels with (h + ph) % sh == ah and (w + pw) % sw == aw, phases without pixels left out."""
+    n, _, h, w = x_shape
+    (sh, sw), (ph, pw) = attrs["stride"], attrs["padding"]
+
+    def count(size, stride, pad, a):
+        first = (a - pad) % stride
+        return -(-(size - first) // stride) if first < size else 0
+
+    phases = [(ah, aw, n * count(h, sh, ph, ah) * count(w, sw, pw, aw)) for ah in range(sh) for aw in range(sw)]
+    return [p for p in phases if p[2]]
+
+
 def _grad_weight_split(x_shape, w_shape, y_shape, g):
     """(tiles, splits, k_chunk) of the weight gradient's per-group product Og x Cg*KH*KW over N*OH*OW."""
     o, cg, kh, kw = w_shape
@@ -181,12 +195,14 @@ class Conv2dGradData(Op):
     def cuda_launches(self, attrs, ins, outs):
         w, dy, x = ins[0].shape, ins[1].shape, outs[0].shape
         g, dtype, dims = attrs["groups"], outs[0].dtype, _conv_dims(x, w, dy, attrs)
-        cg, cols = w[1], x[0] * x[2] * x[3]
+        cg = w[1]
         if cg < THIN:
             return [grid_stride(kernel_name("conv2d_grad_data_direct", dtype), numel(x),
                                 (OUT(0), IN(0), IN(1), *dims), OUT(0))]
+        phases = _stride_phases(x, attrs)
         return [gemm_launch("conv2d_grad_data_gemm", dtype, gemm_tiles(cg, cols, g), cg, cols, g,
-                            (OUT(0), IN(0), IN(1), *dims), OUT(0))]
+                            (OUT(0), IN(0), IN(1), *dims, i32(ah), i32(aw)), OUT(0), piece=len(phases) > 1)
+                for ah, aw, cols in phases]
 
     def compute(self, attrs, xs, ys):
         w, dy = xs

@@ -152,9 +152,11 @@ def split_k(tiles: GemmTiles, m: int, n: int, k: int, batch: int = 1) -> tuple[i
     return cdiv(k, chunk), chunk
 
 
-def gemm_launch(base: str, dtype, tiles: GemmTiles, m: int, n: int, z: int, args, target) -> Launch:
+def gemm_launch(base: str, dtype, tiles: GemmTiles, m: int, n: int, z: int, args, target,
+                piece: bool = False) -> Launch:
     """A tiled GEMM kernel (``base`` + tile suffix + dtype suffix): grid (n tiles, m tiles,
-    z slices), each block one bm x bn tile of an m x n product."""
+    z slices), each block one bm x bn tile of an m x n product (``piece``: of one part of
+    ``target``, the other launches of the operator filling the rest)."""
     grid = gemm_grid(tiles, m, n, z)
     return Launch(kernel_name(base + tiles.suffix, dtype), grid, (THREADS, 1, 1), 0, tuple(args),
-                  Coverage(target, (n, m, z), (tiles.bn, tiles.bm, 1)))
+                  Coverage(target, (n, m, z), (tiles.bn, tiles.bm, 1), piece=piece))

@@ -132,6 +132,8 @@ def _synthetic_cases() -> list[Case]:
         case("conv2d_grad_weight", [(1, 1, 64, 64), (1, 16, 64, 64)], kernel_hw=(1, 1)),
         case("fully_connected_grad_weight", [(4096, 4), (4096, 16)], has_bias=True),
         case("fully_connected_grad_data", [(3, 7), (5, 3)]),
+        case("conv2d_grad_data", [(32, 16, 1, 1), (2, 32, 4, 4)], stride=2, input_hw=(8, 8)),   # 3 phases get no tap
+        case("conv2d_grad_data", [(16, 16, 3, 3), (1, 16, 3, 2)], stride=(3, 2), padding=(1, 0), input_hw=(7, 5)),
         case("fully_connected", [(2, 4096), (16, 4096), (16,)]),          # split over K, bias in the reduce
         case("fully_connected", [(3, 6000), (5, 6000)]),                  # split, K not a multiple of the chunk
         case("fully_connected_grad_data", [(4096, 16), (2, 4096)]),      # split over M (the LSTM's dx)
