@@ -67,7 +67,7 @@ def test_swap_copy_rates_are_the_copies_bytes_over_their_time(monkeypatch):
     assert rates == pytest.approx([1e9, 1e9], rel=0.01)     # the fake link: 1 GB/s after 5 us
 
 
-def test_the_benchmark_prints_its_three_tables(monkeypatch, capsys):
+def test_the_benchmark_prints_its_three_tables(monkeypatch, capsys, tmp_path):
     """main() end to end on the fake CUDA, PyTorch's side stood in by a fixed time: the
     tables' plumbing, including the swap copies beside the link (both 1 GB/s here)."""
     fake_cuda.install(monkeypatch)
@@ -76,15 +76,38 @@ def test_the_benchmark_prints_its_three_tables(monkeypatch, capsys):
     fake_torch = SimpleNamespace(
         __version__="0.0-fake",
         backends=SimpleNamespace(cuda=SimpleNamespace(matmul=flags), cudnn=SimpleNamespace(allow_tf32=True)),
-        cuda=SimpleNamespace(get_device_name=lambda: "Fake GPU", empty_cache=lambda: None))
+        cuda=SimpleNamespace(get_device_name=lambda: "Fake GPU", empty_cache=lambda: None),
+        device=lambda name: SimpleNamespace(type=name))
     monkeypatch.setitem(sys.modules, "torch", fake_torch)
-    monkeypatch.setattr(bench, "time_torch", lambda g, data, iterations, torch: (0.5, 1.0))
+    monkeypatch.setattr(bench, "time_torch", lambda g, data, iterations, torch, device: (0.5, 1.0))
     monkeypatch.setattr(bench, "CONFIGS", {"rnn": ("rnn-1-1k", 8, 3)})
-    assert bench.main(["--models", "rnn", "--iterations", "1"]) == 0
+    saved = tmp_path / "profiles"
+    saved.mkdir()
+    assert bench.main(["--models", "rnn", "--iterations", "1", "--budget", "0.5,0.25",
+                       "--save-profiles", str(saved)]) == 0
     out = capsys.readouterr().out
     assert not flags.allow_tf32 and not fake_torch.backends.cudnn.allow_tf32      # fp32 on PyTorch's side
     speed, swap, link = out.split("\n\n")[1:4]
     assert "rnn-1-1k" in speed and "500.0" in speed                            # PyTorch's 0.5 s
-    assert "Under a budget of 0.5 x the unlimited peak" in swap and "rnn-1-1k" in swap
-    row = link.splitlines()[-1].split()
-    assert row[0] == "rnn-1-1k" and row[3] == "100%" and row[6] == "100%"    # swaps at the link's rate
+    of_peak = [float(l.split()[2]) for l in swap.splitlines()[3:]]      # 0.25 rises to the smallest budget
+    assert "Under budgets" in swap and of_peak[0] == 0.5 and 0.25 <= of_peak[1] < 0.5
+    for row in (l.split() for l in link.splitlines()[3:]):
+        assert row[0] == "rnn-1-1k" and row[4] == "100%" and row[7] == "100%"    # swaps at the link's rate
+    assert [p.name for p in saved.iterdir()] == ["profile_rnn-1-1k_b8_s3.json"]
+
+
+def test_one_models_failure_keeps_the_others_figures(monkeypatch, capsys):
+    fake_cuda.install(monkeypatch)
+    monkeypatch.setattr(bench, "detect_gpu", lambda: (1, ""))
+    fake_torch = SimpleNamespace(
+        __version__="0.0-fake", backends=SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace()),
+                                                         cudnn=SimpleNamespace()),
+        cuda=SimpleNamespace(get_device_name=lambda: "Fake GPU", empty_cache=lambda: None),
+        device=lambda name: SimpleNamespace(type=name))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setattr(bench, "time_torch", lambda g, data, iterations, torch, device: (0.5, 1.0))
+    monkeypatch.setattr(bench, "CONFIGS", {"rnn": ("rnn-1-1k", 8, 3), "wresnet": ("no-such-model", 8, 3)})
+    assert bench.main(["--models", "wresnet,rnn", "--iterations", "1"]) == 1
+    captured = capsys.readouterr()
+    assert "wresnet: FAILED" in captured.err and "failed: wresnet" in captured.out
+    assert "rnn-1-1k" in captured.out.split("\n\n")[1]
