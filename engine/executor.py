@@ -13,6 +13,7 @@ It follows the Trainer's runner protocol: load_state, step, state.
 """
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
@@ -57,6 +58,7 @@ class ProgramExecutor:
         self.traded = [(cur, nxt) for cur, nxt in g.state_pairs if cur not in program.initial_resident]
         self.trade_partner = {**{nxt: cur for cur, nxt in self.traded}, **dict(self.traded)}
         self.odd = False
+        self.issue_cpu_seconds = 0.0     # the last step's CPU time issuing or replaying its work
         # Backends that can capture an iteration (a CUDA graph; the CPU backend's work lists)
         # build it once and replay it; the host then does no per-instruction work. A captured
         # iteration holds the host buffers themselves: one capture per arrangement of them.
@@ -153,10 +155,12 @@ class ProgramExecutor:
         graph without one: read an inference graph's results with ``outputs``)."""
         for t, a in batch.items():
             np.copyto(self.host[t], a)
+        c0 = time.process_time()
         if self.graph is not None:
             self.backend.replay(self.graph)
         else:
             self.issue()
+        self.issue_cpu_seconds = time.process_time() - c0     # the host's cost of handing work over
         self.backend.synchronize()
         # Resident state's next value already sits in its home object; the rest's host buffer
         # becomes the current value's.
