@@ -14,12 +14,14 @@ simulation's p99 (plans simulated on a profile measured on this machine) beside 
 measured p99, repeated.
 
     python -m bench.serving [--batch 16] [--memory-gib 1,2,3] [--search-seconds 20] [--check-runs 3] [--save]
+    python -m bench.serving --replot bench/results/serving_<date>.txt [--plot PATH]    # the plot again, from the data
 """
 from __future__ import annotations
 
 import argparse
 import datetime
 import os
+import re
 import sys
 
 import numpy as np
@@ -37,6 +39,21 @@ from planner.facts import GraphFacts
 RATES = (50, 100, 150, 200, 250, 300, 350, 400, 450)
 CONFIGS = (("not_shared", 1), ("partitioned", 4), ("partitioned-no-prefetch", 4), ("time_shared", 4),
            ("partitioned", 16), ("partitioned-no-prefetch", 16), ("time_shared", 16))
+# One look per strategy, the same in every panel: the colour says how memory is shared, the line
+# style and marker how many models share it.
+KIND_COLOURS = {"not_shared": "black", "partitioned": "tab:blue", "partitioned-no-prefetch": "tab:orange",
+                "time_shared": "tab:red"}
+COUNT_LINES = {1: ("-", "o"), 4: ("--", "s"), 16: ("-.", "^")}
+
+
+def curve_name(strategy: str, n: int) -> str:
+    return f"{strategy} {n}" if strategy != "not_shared" else "not_shared"
+
+
+STYLES = {curve_name(strategy, n): dict(color=KIND_COLOURS[strategy], linestyle=COUNT_LINES[n][0],
+                                        marker=COUNT_LINES[n][1])
+          for strategy, n in CONFIGS}
+SATURATED_S = 5.0                  # p99 past this runs off the chart: such points are left off
 PAPER = ("Paper (Figure 8, V100): partitioned (SwapAdvisor) p99 at most 2x not_shared below 400 req/s for 4 "
          "and 16 models; time_shared 8x not_shared at 300 req/s with 16 models; above 400 req/s latency "
          "rises steeply for both.")
@@ -53,13 +70,14 @@ def figure8(batch: int, device_bytes: int, search_seconds: float, batches: int, 
             except ServingError as e:     # a share too small for one model: its rows say so
                 refused[n] = str(e)
                 costs[n] = serving_costs(g, n, device_bytes, profile, partitioned=False)
-    rows, curves = [], {}
+    rows, curves, left_out = [], {}, {}
     for strategy, n in CONFIGS:
+        name = curve_name(strategy, n)
         if n in refused and strategy.startswith("partitioned"):
-            rows.append([f"{strategy} {n}", "-", "-", "-", "-", "N/A", refused[n]])
+            rows.append([name, "-", "-", "-", "-", "N/A", refused[n]])
+            left_out[name] = refused[n]
             continue
         c = costs[n]
-        name = f"{strategy} {n}" if strategy != "not_shared" else "not_shared"
         curves[name] = []
         for rate in RATES:
             arrivals = poisson_arrivals(rate, batch, n, batches, seed)
@@ -73,30 +91,105 @@ def figure8(batch: int, device_bytes: int, search_seconds: float, batches: int, 
                          f"{p99 / base[rate]:.2f}x"])
     cost_rows = [[n, f"{c.full_s * 1e3:.2f}", f"{c.partitioned_s * 1e3:.2f}", f"{c.stream_s * 1e3:.2f}",
                   f"{c.load_s * 1e3:.2f}", c.resident_models] for n, c in sorted(costs.items())]
-    return rows, cost_rows, curves
+    return rows, cost_rows, curves, left_out
 
 
-def plot(panels: dict, path: str, batch: int) -> str | None:
-    """p99 latency against throughput, one panel per memory size (GiB -> curves)."""
+def identical_groups(curves: dict) -> list[list[str]]:
+    """The curves' names, those whose points are all equal grouped together (in CONFIGS order)."""
+    groups: list[list[str]] = []
+    for name, points in curves.items():
+        same = next((g for g in groups if np.array_equal(np.asarray(curves[g[0]], float), np.asarray(points, float))),
+                    None)
+        if same is None:
+            groups.append([name])
+        else:
+            same.append(name)
+    return groups
+
+
+def setting_line(batch: int, search_seconds: float, batches: int) -> str:
+    return (f"ResNet-152 224x224, batch {batch}, analytic V100 profile, partition plans after {search_seconds:g} s "
+            f"of search, {batches} Poisson batches per point")
+
+
+def figure(panels: dict, setting: str, source: str | None = None):
+    """p99 latency against served throughput, one panel per memory size ({GiB: (curves, left
+    out)}: curves {name: [(served req/s, p50 s, p99 s, busy)] per rate}, left out {name: why}).
+    Each strategy has its STYLES look in every panel; strategies with identical numbers are
+    drawn once, one legend entry naming them all. Raises ImportError without matplotlib."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6 * len(panels), 6.2), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
+    merged = False
+    for ax, (gib, (curves, left_out)) in zip(axes, panels.items()):
+        for group in identical_groups(curves):
+            shown = [p for p in curves[group[0]] if p[2] < SATURATED_S]
+            label = group[0] if len(group) == 1 else " = ".join(group) + " (identical numbers)"
+            merged |= len(group) > 1
+            ax.plot([p[0] for p in shown], [p[2] * 1e3 for p in shown], label=label, markersize=5,
+                    **STYLES[group[0]])
+        for name, why in left_out.items():          # no curve: say so where it would be
+            ax.plot([], [], label=f"{name}: not plotted ({why.split(':')[0]}: a share is too small)",
+                    **STYLES[name], alpha=0.4)
+        ax.set_xlabel("served throughput (requests/s)")
+        ax.set_yscale("log")
+        ax.set_title(f"{gib:g} GiB shared", fontsize=11)
+        ax.grid(True, which="both", alpha=0.25)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1)   # below: hides no data
+    axes[0].set_ylabel("p99 latency (ms, log scale)")
+    fig.suptitle(f"SwapAdvisor Figure 8, simulated: p99 latency against throughput, N models sharing one device\n"
+                 f"{setting}", fontsize=11)
+    notes = ["colour: how memory is shared; line style and marker: how many models (solid o: 1, dashed square: 4, "
+             f"dash-dot triangle: 16). Points with p99 above {SATURATED_S:g} s (saturated) are left off."]
+    if merged:
+        notes.append("Strategies with identical numbers are drawn once and named together: there every model fits "
+                     "its memory whole, so nothing is swapped or loaded and they serve exactly as not_shared.")
+    if source:
+        notes.append(f"Data: {source}.")
+    fig.supxlabel("\n".join(notes), fontsize=8)
+    return fig
+
+
+def plot(panels: dict, path: str, setting: str, source: str | None = None) -> str | None:
+    """``figure`` saved to ``path``; None without matplotlib."""
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        fig = figure(panels, setting, source)
     except ImportError:
         return None
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
-    for ax, (gib, curves) in zip(axes[0], panels.items()):
-        for name, points in curves.items():
-            shown = [p for p in points if p[2] < 5.0]        # saturated points run off the chart
-            ax.plot([p[0] for p in shown], [p[2] * 1e3 for p in shown], marker="o", label=name)
-        ax.set_xlabel("throughput (requests/s)")
-        ax.set_ylabel("p99 latency (ms)")
-        ax.set_yscale("log")
-        ax.set_title(f"ResNet-152, batch {batch}, {gib:g} GiB shared (simulated, v100)")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
     fig.savefig(path, dpi=120)
     return path
+
+
+def read_results(text: str) -> tuple[dict, str]:
+    """The panels ({GiB: (curves, left out)}, as ``figure`` takes them) and the setting line of a
+    saved results file, so that a plot is redrawn without simulating again. Throughput is read
+    back to the request/s, latencies to the tenth of a millisecond, as the tables print them."""
+    panels, setting, current = {}, "", None
+    for line in text.splitlines():
+        m = re.match(r"Ours, simulated: batch (\d+), .*?, ([\d.]+) GiB shared, .*? after ([\d.]+) s of search, "
+                     r"(\d+) Poisson", line)
+        if m:
+            current = panels.setdefault(float(m[2]), ({}, {}))
+            setting = setting_line(int(m[1]), float(m[3]), int(m[4]))
+            continue
+        fields = re.split(r"\s{2,}", line.strip())
+        if current is None or len(fields) < 7 or fields[0] == "strategy" or set(fields[0]) == {"-"}:
+            continue
+        if fields[0] == "Check against a real run on the CPU backend":
+            current = None
+            continue
+        name, _, served, busy, p50, p99 = fields[:6]
+        if name not in STYLES:
+            continue
+        if served == "-":
+            current[1][name] = fields[6]
+        else:
+            current[0].setdefault(name, []).append((float(served), float(p50) / 1e3, float(p99) / 1e3,
+                                                    float(busy.rstrip("%")) / 100))
+    if not panels:
+        raise ValueError("no 'Ours, simulated' tables: not a bench.serving results file")
+    return panels, setting
 
 
 def check(models: int, runs: int, batches: int, busy: float, seed: int, link_gbps: float):
@@ -150,7 +243,18 @@ def main(argv=None) -> None:
                     help="the check's emulated link, GB/s one way (slow: the weights streaming in dominate)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--save", action="store_true", help="write bench/results/serving_<date>.txt and the plot")
+    ap.add_argument("--replot", metavar="RESULTS.txt", help="only draw the plot again from a saved results file "
+                    "(no simulation); it goes to --plot")
+    ap.add_argument("--plot", metavar="PATH", help="where the plot goes (default: beside the results with --save; "
+                                                   "bench/results/serving_<today>.png with --replot)")
     args = ap.parse_args(argv)
+    if args.replot:
+        with open(args.replot) as f:
+            panels, setting = read_results(f.read())
+        path = args.plot or os.path.join("bench", "results", f"serving_{datetime.date.today().isoformat()}.png")
+        png = plot(panels, path, setting, source=args.replot)
+        print(f"saved {png}" if png else "plot skipped: matplotlib is not installed (pip install '.[plot]')")
+        return
     out = [f"SwapAdvisor Figure 8: serving N ResNet-152 on one device, {datetime.date.today().isoformat()}, "
            f"{cpu_name()}", PAPER, "",
            "The paper does not give the memory its models shared; ours is a parameter. partitioned: weights "
@@ -159,8 +263,9 @@ def main(argv=None) -> None:
            "without bound with the number of batches simulated.", ""]
     panels = {}
     for gib in (float(x) for x in str(args.memory_gib).split(",")):
-        rows, cost_rows, panels[gib] = figure8(args.batch, int(gib * 2**30), args.search_seconds, args.batches,
-                                               args.seed)
+        rows, cost_rows, curves, left_out = figure8(args.batch, int(gib * 2**30), args.search_seconds, args.batches,
+                                                    args.seed)
+        panels[gib] = (curves, left_out)
         out += [f"Ours, simulated: batch {args.batch}, 224x224, {gib:g} GiB shared, analytic V100 profile, "
                 f"partition plans after {args.search_seconds:g} s of search, {args.batches} Poisson batches per "
                 f"point (the first tenth not counted). Costs per batch (ms):",
@@ -183,7 +288,8 @@ def main(argv=None) -> None:
     print(text)
     if args.save:
         path = save_results("serving", text)
-        png = plot(panels, os.path.splitext(path)[0] + ".png", args.batch)
+        png = plot(panels, args.plot or os.path.splitext(path)[0] + ".png",
+                   setting_line(args.batch, args.search_seconds, args.batches), source=path)
         print(f"saved {path}" + (f" and {png}" if png else " (plot skipped: matplotlib is not installed)"),
               file=sys.stderr)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import io
-import os
 import time
 
 import numpy as np
@@ -26,9 +25,10 @@ from engine.autodiff import make_optimizer
 from engine.backend_registry import choose
 from engine.blas_threads import one_blas_thread
 from engine.library.stream_plans import StreamPlanner, WindowObserver
-from engine.op_monitor import STAGES, Monitor
+from engine.op_monitor import STAGES, Monitor, stages_figure
 from engine.profile import analytic_profile
 from engine.training import ReferenceRunner, StreamTrainer
+from engine.units import format_bytes
 from planner.facts import GraphFacts
 
 BUCKETS = (8, 12, 16)
@@ -77,30 +77,32 @@ def run(iterations: int = 1000, eval_every: int = 50, nonfinite_at: int = 333, f
     ours, ref = trainer.named_state(), reference.named_state()
     identical = set(ours) == set(ref) and all(np.array_equal(ours[k], ref[k]) for k in ref)
     late = np.array(rss[RSS_FROM:]) if len(rss) > RSS_FROM else np.array(rss)
-    return dict(iterations=iterations, device=device, peak=peak, identical=identical, wall=wall,
+    return dict(iterations=iterations, eval_every=eval_every, nonfinite_at=nonfinite_at, fraction=fraction,
+                device=device, peak=peak, identical=identical, wall=wall,
                 updates=trainer.updates, skipped=trainer.skipped, rss=np.array(rss),
                 rss_spread=int(late.max() - late.min()) if len(late) else 0, monitor=mon, planner=planner,
                 observer=observe, losses=trainer.losses, tensors=len(ref))
 
 
+def title(result: dict) -> str:
+    return (f"SmartSwap's monitor on gpt-tiny, changing graphs (lengths {'/'.join(map(str, BUCKETS))}, "
+            f"accumulation 2), cpu backend\nbudget {format_bytes(result['device'])} = {result['fraction']:g} of "
+            f"the largest graph's unlimited peak ({format_bytes(result['peak'])})")
+
+
+def figure(result: dict):
+    """The monitor's stage per observed iteration and the resident set size (``run``'s result)."""
+    plan = st.IterationPlan(st.StreamSettings(BUCKETS, result["eval_every"], 2, (result["nonfinite_at"],)))
+    evaluations = [i for i in range(result["iterations"]) if plan.step(i).kind == st.EVAL]
+    return stages_figure(result["monitor"].log, title(result), evaluations, [result["nonfinite_at"]], result["rss"])
+
+
 def plot(result: dict, path: str) -> bool:
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        fig = figure(result)
     except ImportError:
         return False
-    log = result["monitor"].log
-    fig, (ax, bx) = plt.subplots(2, 1, figsize=(10, 5), sharex=True)
-    ax.step([i for i, *_ in log], [STAGES.index(s) for _, s, _, _ in log], where="post")
-    ax.set_yticks(range(len(STAGES)), STAGES)
-    ax.set_title("SmartSwap monitor stage per observed iteration (gpt-tiny, changing graphs)")
-    bx.plot(np.arange(len(result["rss"])), result["rss"] / 2**20)
-    bx.set_ylabel("RSS MiB")
-    bx.set_xlabel("iteration")
-    fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return True
 
 

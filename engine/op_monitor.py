@@ -144,3 +144,34 @@ class Monitor:
                 out.append((i, stage))
                 prev = stage
         return out
+
+
+def stages_figure(log: list[tuple[int, str, str, float]], title: str, evaluations=(), nonfinite=(), rss=None):
+    """The monitor's stage against the iteration (``Monitor.log``), the evaluation iterations
+    (which change the operator sequence, so the stage goes back to WarmUp) and forced non-finite
+    steps marked; with ``rss`` (bytes per iteration) a second panel of the resident set size.
+    A matplotlib Figure; raises ImportError without matplotlib."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 5 if rss is not None else 3.2), layout="constrained")
+    axes = fig.subplots(2 if rss is not None else 1, 1, sharex=True, squeeze=False)[:, 0]
+    ax = axes[0]
+    ax.step([i for i, *_ in log], [STAGES.index(s) for _, s, _, _ in log], where="post", color="tab:blue",
+            zorder=3, label="monitor stage")
+    ax.set_yticks(range(len(STAGES)), STAGES)
+    ax.set_ylabel("monitor stage")
+    fig.suptitle(title, fontsize=10)
+    for i, marked in enumerate(evaluations):
+        for a in axes:
+            a.axvline(marked, color="tab:gray", linestyle=":", linewidth=0.8, zorder=1,
+                      label="evaluation iteration" if i == 0 and a is ax else None)
+    for i, marked in enumerate(nonfinite):
+        for a in axes:
+            a.axvline(marked, color="tab:red", linestyle="--", linewidth=1.2, zorder=2,
+                      label="forced non-finite loss" if i == 0 and a is ax else None)
+    if rss is not None:
+        axes[1].plot(np.arange(len(rss)), np.asarray(rss) / 2**20, color="tab:green", zorder=3)
+        axes[1].set_ylabel("resident set size (MiB)")
+    axes[-1].set_xlabel("iteration (from 0)")
+    ax.legend(loc="lower left", bbox_to_anchor=(1.01, 0), fontsize=8)      # beside the panel: hides no step
+    return fig

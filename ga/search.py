@@ -184,8 +184,8 @@ class SearchResult:
     def write_history(self, path: str) -> None:
         write_history(self.history, path)
 
-    def plot(self, path: str, title: str | None = None) -> bool:
-        return plot_history(self.history, path, title)
+    def plot(self, path: str, model: str, policy: str, budget_bytes: int, note: str | None = None) -> bool:
+        return plot_history(self.history, path, model, policy, budget_bytes, note)
 
 
 def make_breeder(ctx: GraphContext, facts: GraphFacts, profile: Profile, budget: Budget, policy: Policy,

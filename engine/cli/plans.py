@@ -134,7 +134,10 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
     best, result = planning.searched_request(policy, request, opts)
     os.makedirs(out_dir, exist_ok=True)
     result.write_history(os.path.join(out_dir, "search.csv"))
-    plotted = result.plot(os.path.join(out_dir, "search.png"), title=request.graph.name)
+    plotted = result.plot(os.path.join(out_dir, "search.png"), request.graph.name, policy.name,
+                          request.budget.device_bytes,
+                          note=f"population {s.population}, seed {cfg.seed}, profile {request.profile.device}"
+                          f"; allocator {result.allocator or 'the policy default'}")
     effort.update(generations=result.generations, evaluations=result.evaluations, elapsed_s=result.elapsed_s,
                   stopped=result.stopped, best_s=result.best_time, initial_s=result.initial_time)
     initial = f"{result.initial_time:.4f}" if result.initial_time is not None else "does not fit"

@@ -26,7 +26,7 @@ from .. import iteration_stream as st
 from ..autodiff import OPTIMIZERS, make_optimizer
 from ..blas_threads import one_blas_thread
 from ..errors import EngineError
-from ..op_monitor import Monitor
+from ..op_monitor import Monitor, stages_figure
 from ..profile import DEVICES, analytic_profile
 from ..training import ReferenceRunner, StreamTrainer
 from ..units import format_bytes
@@ -175,7 +175,10 @@ def run(args) -> int:
           f"({100 * np.median(mon_s / it_s):.2f}%); stages: "
           + (", ".join(f"{i}:{s}" for i, s in mon.transitions()) or "WarmUp throughout"))
     if args.stages_plot is not None:
-        _plot(mon, args.stages_plot)
+        _plot(mon, args.stages_plot, f"{args.model}: {pol.name} on changing graphs (lengths "
+              f"{'/'.join(map(str, buckets)) or 'fixed'}, accumulation {args.accumulate}), {placement.kind.name} "
+              f"backend\nbudget {format_bytes(device)} (largest unlimited peak {format_bytes(peak)})",
+              [i for i in range(args.iterations) if plan.step(i).kind == st.EVAL], settings.nonfinite_at)
     if args.check:
         runners: dict = {}
         ref = StreamTrainer(graphs(), plan, lambda g: runners.setdefault(g, ReferenceRunner(g)), args.seed)
@@ -198,23 +201,14 @@ def _nonfinite_line(step: st.Step, settings: st.StreamSettings) -> str:
     return f"iteration {i + 1}: loss {what}{then}"
 
 
-def _plot(mon: Monitor, path: str) -> None:
+def _plot(mon: Monitor, path: str, title: str, evaluations: list[int], nonfinite) -> None:
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        fig = stages_figure(mon.log, title, evaluations, nonfinite)
     except ImportError:
         print("stage plot skipped: matplotlib is not installed (pip install matplotlib)")
         return
-    from ..op_monitor import STAGES
-    fig, ax = plt.subplots(figsize=(9, 2.5))
-    ax.step([i for i, *_ in mon.log], [STAGES.index(s) for _, s, _, _ in mon.log], where="post")
-    ax.set_yticks(range(len(STAGES)), STAGES)
-    ax.set_xlabel("iteration")
-    fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)     # preflight allowed a new folder
     fig.savefig(path)
-    plt.close(fig)
     print(f"stage plot written to {path}")
 
 

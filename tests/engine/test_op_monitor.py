@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from engine.op_monitor import GENPOLICY, STABLE, WARMUP, StageMachine, Tokenizer, cosine, key_of, length_change
+from engine.op_monitor import (GENPOLICY, STABLE, STAGES, WARMUP, StageMachine, Tokenizer, cosine, key_of,
+                               length_change, stages_figure)
 
 
 def mix(ones: int, twos: int) -> np.ndarray:
@@ -58,3 +59,33 @@ def test_tokens_carry_kind_and_size_and_the_key_is_exact():
     assert len(sa) == len(a.nodes) and sa.dtype == np.int64
     assert key_of(tk.exact([a])) != key_of(tk.exact([b]))          # other sizes: another plan
     assert key_of(tk.exact([a])) == key_of(tk.exact([zoo.tiny("gpt", seq=6)]))
+
+
+LOG = [(0, WARMUP, "a", 0.0), (1, GENPOLICY, "a", 0.0), (2, STABLE, "a", 0.0), (3, WARMUP, "b", 0.0),
+       (4, WARMUP, "a", 0.0)]
+
+
+def test_stage_plot_says_what_and_under_which_setting_and_marks_what_moved_the_stage():
+    """Issue 39: every plot has a title naming its setting, labelled axes, a legend over no data."""
+    pytest.importorskip("matplotlib")
+    fig = stages_figure(LOG, "gpt-tiny: smartswap, budget 1.0 MiB", evaluations=[3], nonfinite=[2],
+                        rss=np.full(5, 2**20))
+    stages, rss = fig.axes
+    assert [t.get_text() for t in fig.texts] == ["gpt-tiny: smartswap, budget 1.0 MiB"]      # the suptitle
+    assert stages.get_ylabel() == "monitor stage" and [t.get_text() for t in stages.get_yticklabels()] == list(STAGES)
+    assert rss.get_ylabel() == "resident set size (MiB)" and list(rss.get_lines()[-1].get_ydata()) == [1.0] * 5
+    assert rss.get_xlabel().startswith("iteration")
+    marks = {line.get_label(): list(line.get_xdata()) for line in stages.get_lines()}
+    assert marks["evaluation iteration"] == [3, 3] and marks["forced non-finite loss"] == [2, 2]
+    legend = stages.get_legend()
+    assert {t.get_text() for t in legend.get_texts()} == {"monitor stage", "evaluation iteration",
+                                                          "forced non-finite loss"}
+    assert legend.get_bbox_to_anchor().x0 >= stages.get_window_extent().x1        # beside the panel
+
+
+def test_stage_plot_without_rss_is_one_panel():
+    pytest.importorskip("matplotlib")
+    fig = stages_figure(LOG, "t")
+    (ax,) = fig.axes
+    assert ax.get_xlabel().startswith("iteration") and {t.get_text() for t in ax.get_legend().get_texts()} == {
+        "monitor stage"}

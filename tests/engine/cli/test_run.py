@@ -131,6 +131,7 @@ def test_search_then_save_and_load_the_plan(tmp_path, capsys):
     assert main(argv + ["--save-plan", plan]) == 0
     out = capsys.readouterr().out
     assert "search 2 generations" in out and (tmp_path / "search.csv").exists()
+    assert (tmp_path / "search.png").exists() or "no plot: matplotlib is not installed" in out
     assert main(TINY_LSTM + ["--policy", "swapadvisor", "--iterations", "2", "--load-plan", plan,
                              "--out", str(tmp_path), "--overwrite"]) == 0
     assert "identical to the unlimited run: yes" in capsys.readouterr().out
