@@ -87,6 +87,14 @@ def gib(n: int) -> str:
     return f"{n / GIB:.2f}"
 
 
+def window_budget(facts: GraphFacts, device_bytes: int):
+    """The budget the window plans within, refused only below what its allocators need (the
+    heaviest operator's tensors and the scratch), not below the size-class pool's smallest
+    allocation: that gate said ResNet-50 batch 1440 could not run in 16 GiB (16.2 GiB) while
+    bench.table1_001 and the window itself planned it."""
+    return make_budget(facts, device_bytes, allocators=tuple(name for _, name, _ in CAPPED + REPLAYED))
+
+
 def run(batches, memory_gib: float, say) -> tuple[list, list, dict]:
     """(Figure 3 rows, capped rows, {label: history} at batch PLOT_BATCH for the plot)."""
     profile = analytic_profile(profile_name())
@@ -95,7 +103,7 @@ def run(batches, memory_gib: float, say) -> tuple[list, list, dict]:
         g = zoo.build(MODEL, batch=batch)
         facts = GraphFacts(g)
         try:
-            budget = make_budget(facts, int(memory_gib * GIB))
+            budget = window_budget(facts, int(memory_gib * GIB))
         except PlanError as e:          # one operator alone needs more than the device
             say(f"batch {batch}: {e}")
             fig3.append([batch, "x"] + ["x"] * len(REPLAYED))

@@ -1,7 +1,10 @@
 """bench/fragmentation.py's plot (issue 39: it lacked paper 001's budget line)."""
 import pytest
 
-from bench.fragmentation import GIB, PLOT_BATCH, figure
+from bench.fragmentation import GIB, PLOT_BATCH, figure, window_budget
+from planner.budget import make_budget
+from planner.errors import PlanError
+from planner.facts import GraphFacts
 
 HISTORIES = {"bestfit": [(0, 0), (3 * GIB, 2 * GIB), (20 * GIB, 15 * GIB), (20 * GIB, 1 * GIB)],
              "va 2 MiB": [(0, 0), (2 * GIB, 2 * GIB), (15 * GIB, 15 * GIB), (15 * GIB, 1 * GIB)]}
@@ -32,3 +35,16 @@ def test_another_budget_is_not_called_001_s():
     pytest.importorskip("matplotlib")
     fig = figure(HISTORIES, 12 * GIB)
     assert [line.get_label() for line in fig.axes[0].get_lines()][-1] == "budget: 12 GiB device"
+
+
+def test_the_window_is_refused_only_below_what_its_allocators_need():
+    """Not below the size-class pool's smallest allocation, which the window never uses."""
+    import zoo
+    facts = GraphFacts(zoo.tiny("wresnet"))
+    online = facts.demand.heaviest_bytes + facts.scratch.bytes
+    assert online < facts.smallest_budget                 # the pool's gate is the stricter one
+    assert window_budget(facts, online).device_bytes == online
+    with pytest.raises(PlanError):
+        make_budget(facts, online)
+    with pytest.raises(PlanError):
+        window_budget(facts, online - 1)
