@@ -10,29 +10,33 @@ with the unlimited-memory run's.
     python -m engine.infer --model resnet-152 --batch 1 --memory 64MiB,640MiB --simulate-only
     python -m engine.infer --model resnet-50 --batch 2 --size 64 --memory 50%,100% --backend cpu
 
+The flags it shares with the other commands are engine/cli/common_flags.py's.
+
 The pieces (``plan_inference``, ``InferenceRun``) live in engine/library/inference.py.
 """
 from __future__ import annotations
 
 import argparse
-import sys
 from fractions import Fraction
 
 import numpy as np
 
-from engine import api
 from planner.facts import GraphFacts
 
 from ..backend_registry import choose
-from ..errors import EngineError
+from ..data import TeacherData
+from ..errors import UsageError
 from ..ir import PERSISTENT_KINDS
 from ..library.inference import (PlannedInference, executor_run, forward_graph, plan_inference,  # noqa: F401
                                  same_outputs, unlimited_outputs)
-from ..library.imported import is_model_folder
 from ..library.models import batch_of
-from ..library.planning import plan_bounds
+from ..library.planning import plan_bounds, profile_of
 from ..units import checked_size, format_bytes, parse_bytes
-from .flags import UsageError, _DefaultsShown, _Parser, nonnegative_float, positive_float, positive_int, seed
+from . import common_flags as shared
+from .command import namespace_settings, run_command
+from .flag_types import positive_int
+from .plans import describe_profile, profile_source, resolve_profile
+from .report_json import JsonReport
 
 PROG = "engine.infer"
 
@@ -62,63 +66,70 @@ def budget_bytes(spec: str, peak: int) -> int:
 
 
 # ---------------------------------------------------------------------------- command line
+TABLE2_BUDGETS = "64MiB,128MiB,192MiB,512MiB,640MiB"     # SwapAdvisor's Table 2, for ResNet-152 at batch 1
+
+
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=f"python -m {PROG}", allow_abbrev=False, formatter_class=_DefaultsShown,
-                description="Plan a forward-only model under memory budgets with its weights as persistent "
-                            "state, simulate it, and run batches bit-identically to unlimited memory.")
-    p.add_argument("--model", default="resnet-152", help="a forward-only zoo model: resnet-D")
-    p.add_argument("--batch", type=positive_int, default=None,
-                   help="requests per batch (default 1; an imported model's: the export's)")
-    p.add_argument("--size", type=positive_int, default=None, help="image side (default: the model's own, 224)")
-    p.add_argument("--memory", default="64MiB,128MiB,192MiB,512MiB,640MiB", metavar="SIZE[,SIZE...]",
-                   help="device budgets: sizes with a binary unit, or percentages of the unlimited peak (50%%)")
-    p.add_argument("--policy", default="swapadvisor", help="the swap policy for the budgets")
-    p.add_argument("--search-seconds", type=nonnegative_float, default=0.0, metavar="S",
-                   help="genetic search per budget before planning (the policy that searches; 0: default order "
-                        "and the simple allocation)")
-    p.add_argument("--profile", default="v100", metavar="DEVICE|FILE",
-                   help="profile for planning and simulating: v100, h100, or a profile JSON file")
-    p.add_argument("--simulate-only", action="store_true", help="plan and simulate; run nothing")
-    p.add_argument("--backend", default="cpu", help="where batches run: cpu, cuda or auto")
-    p.add_argument("--link-gbps", type=positive_float, default=None, help="the cpu backend's emulated link, GB/s")
+    p = shared.command_parser(PROG, "Plan a forward-only model under memory budgets with its weights as persistent "
+                                    "state, simulate it, and run batches bit-identically to unlimited memory.")
+    shared.add_model(p, shared.inference_models(shared.INFERENCE_TABLE2))
+    shared.add_batch(p)
+    shared.add_size(p)
+    shared.add_memory(p, f"{TABLE2_BUDGETS}, SwapAdvisor's Table 2 budgets for ResNet-152", several=True,
+                      default=TABLE2_BUDGETS)
+    shared.add_policy(p, "swapadvisor", which="; it plans every budget")
+    shared.add_search_seconds(p, 0.0, ": engine.infer searches once per budget")
+    shared.add_profile(p)
+    shared.add_simulate_only(p)
     p.add_argument("--batches", type=positive_int, default=3, help="batches run per budget")
-    p.add_argument("--sanitize", action="store_true", help="poison freed memory and jitter streams (cpu backend)")
-    p.add_argument("--seed", type=seed, default=0, help="seed of the weights and the requests")
+    shared.add_backend(p)
+    shared.add_seed(p)
+    shared.add_json(p)
     return p
 
 
-def run(args) -> int:
-    if args.policy not in api.policies():
-        raise UsageError(f"--policy {args.policy}: unknown; choose from {', '.join(api.policies())}")
-    if args.batch is None and not is_model_folder(args.model):
-        args.batch = 1
-    g = forward_graph(args.model, args.batch, args.size)
-    if args.batch is None:
-        args.batch = batch_of(g)
+def run(args, report: JsonReport | None = None) -> int:
+    report = report or JsonReport([], None, PROG)
+    g = forward_graph(args.model, args.batch, args.size)      # the model's own batch: one request (zoo)
+    batch = batch_of(g)
     facts = GraphFacts(g)
     budgets = [budget_bytes(s, facts.peak_bytes) for s in args.memory.split(",") if s.strip()]
     if not budgets:
         raise UsageError("--memory names no budget; e.g. --memory 64MiB,50%")
-    profile = api.profile(args.profile)
-    placement = None if args.simulate_only else choose(args.backend, 0, args.link_gbps)
+    profile = profile_of(args.profile) if args.profile else None      # a bad file: refused before the run prints
+    placement = None if args.simulate_only else choose(args.backend, args.device, args.link_gbps)
     weights = sum(g.tensors[t].nbytes for t in g.leaves(*PERSISTENT_KINDS))
-    print(f"{g.name}, batch {args.batch}: unlimited peak {format_bytes(facts.peak_bytes)}, persistent "
+    report.update(model=g.name, batch=batch, peak_bytes=facts.peak_bytes, persistent_bytes=weights,
+                  smallest_budget_bytes=facts.smallest_budget,
+                  **(placement.kind.to_json(placement, "") if placement else {"backend": None}))
+    if placement:
+        print(placement.announcement())
+    print(f"{g.name}, batch {batch}: unlimited peak {format_bytes(facts.peak_bytes)}, persistent "
           f"{format_bytes(weights)}, smallest budget {format_bytes(facts.smallest_budget)}")
+    profile = profile or resolve_profile(None, placement, g, args.seed, TeacherData(g, args.seed, samples=4 * batch),
+                                         facts=facts)
+    source = profile_source(args.profile, profile)
+    print(f"profile {describe_profile(source, 's/batch')}")
     full = plan_inference(g, None, profile=profile)
-    print(f"  unlimited (ideal): {full.seconds:.4f} s/batch simulated on {args.profile}, "
-          f"{format_bytes(full.plan.h2d_bytes)} in per batch")
+    print(f"  unlimited (ideal): {full.seconds:.4f} s/batch simulated, {format_bytes(full.plan.h2d_bytes)} in per "
+          "batch")
+    rows: list[dict] = []
+    report.update(profile=source, unlimited={"sim_s": full.seconds, "h2d_bytes": full.plan.h2d_bytes}, budgets=rows)
     reference = unlimited_outputs(g, placement, args.batches, args.seed) if placement else None
     all_same = True
     for b in budgets:
         pi = plan_inference(g, b, args.policy, profile, args.search_seconds, args.seed)
         if pi.plan is None:
             print(f"  {format_bytes(b):>10}: N/A ({pi.why})")
+            rows.append({"budget_bytes": b, "sim_s": None, "why": pi.why})
             continue
         bounds = plan_bounds(pi.plan.program, facts, pi.plan.budget, profile)
-        line = (f"  {format_bytes(b):>10}: {pi.seconds:.4f} s/batch simulated ({pi.seconds / full.seconds:.2f}x "
-                f"unlimited, {pi.seconds / bounds.recompute_bound:.2f}x its lower bound, "
-                f"{pi.seconds / bounds.bound:.2f}x swapping only), {format_bytes(pi.plan.h2d_bytes)} in, "
-                f"{format_bytes(pi.plan.d2h_bytes)} out")
+        row = {"budget_bytes": b, "sim_s": pi.seconds, "x_unlimited": pi.seconds / full.seconds,
+               "x_bound": pi.seconds / bounds.recompute_bound, "x_swap_bound": pi.seconds / bounds.bound,
+               "h2d_bytes": pi.plan.h2d_bytes, "d2h_bytes": pi.plan.d2h_bytes}
+        line = (f"  {format_bytes(b):>10}: {pi.seconds:.4f} s/batch simulated ({row['x_unlimited']:.2f}x "
+                f"unlimited, {row['x_bound']:.2f}x its lower bound, {row['x_swap_bound']:.2f}x swapping only), "
+                f"{format_bytes(pi.plan.h2d_bytes)} in, {format_bytes(pi.plan.d2h_bytes)} out")
         if placement:
             runner, backend = executor_run(g, pi.plan.program, placement, args.sanitize, args.seed)
             try:
@@ -127,16 +138,14 @@ def run(args) -> int:
                 backend.close()
             same = same_outputs(outs, reference)
             all_same &= same
-            line += (f"; ran {args.batches} batches on {placement.kind.name}, {np.median(runner.seconds):.4f} s/batch, "
+            row.update(batches=args.batches, real_s=float(np.median(runner.seconds)), identical=same)
+            line += (f"; ran {args.batches} batches on {placement.kind.name}, {row['real_s']:.4f} s/batch, "
                      f"outputs identical to the unlimited run: {'yes' if same else 'NO'}")
+        rows.append(row)
         print(line)
+    report.update(identical=all_same if placement else None)
     return 0 if all_same else 1
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        return run(parser().parse_args(argv))
-    except EngineError as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return 2
+    return run_command(PROG, argv, lambda words: namespace_settings(parser().parse_args(words)), run)

@@ -34,18 +34,46 @@ def build_model(cfg: RunConfig) -> Graph:
                        cfg.weight_decay)
 
 
+ANALYTIC_DEFAULT = "v100"       # --profile's default where nothing runs before planning
+
+
+def resolve_profile(spec: str | None, placement: Placement | None, g: Graph, seed: int, data=None,
+                    loaded: Profile | None = None, facts: GraphFacts | None = None) -> Profile:
+    """--profile, the same rule in every command: a device name (an analytic profile) or a file
+    (``loaded`` when already read); by default measured on ``placement`` by the unlimited
+    program, or analytic v100 where nothing runs first (``placement`` None)."""
+    if spec:
+        if spec.lower() in DEVICES:
+            return analytic_profile(spec)
+        return loaded or Profile.load(spec)
+    if placement is None:
+        return analytic_profile(ANALYTIC_DEFAULT)
+    ideal = unlimited_program(g, facts)
+    return placement.kind.measure_profile(placement, g, ideal, seed, data)
+
+
 def choose_profile(cfg: RunConfig, facts: GraphFacts, placement: Placement | None, data,
                    loaded: Profile | None = None) -> Profile:
-    """--profile (a device name, or a file: ``loaded`` when already read), else analytic v100
-    with --simulate-only, else measured on the chosen backend with the unlimited program."""
-    if cfg.profile:
-        if cfg.profile.lower() in DEVICES:
-            return analytic_profile(cfg.profile)
-        return loaded or Profile.load(cfg.profile)
-    if cfg.simulate_only:
-        return analytic_profile("v100")
-    ideal = unlimited_program(facts.graph, facts)
-    return placement.kind.measure_profile(placement, facts.graph, ideal, cfg.seed, data)
+    """engine.train's profile (``resolve_profile``; with --simulate-only nothing runs first)."""
+    return resolve_profile(cfg.profile, None if cfg.simulate_only else placement, facts.graph, cfg.seed, data,
+                           loaded, facts)
+
+
+def profile_source(spec: str | None, profile: Profile) -> dict:
+    """What produced the simulated times (``spec``: --profile as given): the report names it."""
+    if spec and spec.lower() in DEVICES or (not spec and profile.analytic is not None):
+        return {"source": "analytic", "device": profile.device, "path": None}
+    if spec:
+        return {"source": "file", "device": profile.device, "path": spec}
+    return {"source": "measured", "device": profile.device, "path": None}
+
+
+def describe_profile(source: dict, unit: str = "s/iter") -> str:
+    if source["source"] == "analytic":
+        return f"analytic {source['device']} (peak rates, no measurement): sim {unit} is that device's"
+    if source["source"] == "file":
+        return f"from {source['path']} (device {source['device']}): sim {unit} is that device's"
+    return f"measured on this machine's {source['device']} backend: sim {unit} is this machine's"
 
 
 def budget_allocators(cfg: RunConfig) -> set[str]:

@@ -1,7 +1,9 @@
-"""The run's report for scripts (``--json FILE``, or ``--json -`` for standard output).
+"""The run's report for scripts (``--json FILE``, or ``--json -`` for standard output), in
+every command (engine/cli/command.py writes it).
 
 One document, format ``swapengine.report/1``, described by ``engine/report.schema.json``
-(validated in the tests). Keys are added, never renamed: scripts read ``policies[].sim_s``
+(validated in the tests): ``program`` names the command, ``settings`` its flags, and the
+figures are that command's. Keys are added, never renamed: scripts read ``policies[].sim_s``
 and friends. The document is filled as the run goes and written once at the end, whatever
 the end: a failed run's report says ``"status": "error"`` with the one-line message and
 holds what was known by then; an interrupted one says ``"interrupted"``.
@@ -14,7 +16,6 @@ from datetime import datetime, timezone
 from importlib import metadata, resources
 
 from ..checkpoint import write_atomically
-from .settings import settings_of
 
 FORMAT = "swapengine.report/1"
 STDOUT = "-"
@@ -34,13 +35,15 @@ def tool_version() -> str:
 
 def json_path_in(argv: list[str]) -> str | None:
     """--json's value read straight from the arguments: a run refused by the flag parser
-    still writes its error report where it was asked to."""
+    still writes its error report where it was asked to (the last one given, as argparse
+    takes it)."""
+    found = None
     for i, a in enumerate(argv):
         if a == "--json" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--json="):
-            return a[len("--json="):]
-    return None
+            found = argv[i + 1]
+        elif a.startswith("--json="):
+            found = a[len("--json="):]
+    return found
 
 
 def _finite(x):
@@ -55,18 +58,20 @@ def _finite(x):
 
 
 class JsonReport:
-    def __init__(self, argv: list[str], path: str | None):
+    def __init__(self, argv: list[str], path: str | None, program: str = "engine.train"):
         self.path = path
         self.doc: dict = {"format": FORMAT, "tool": {"name": "swapengine", "version": tool_version()},
-                          "created": None, "status": None, "error": None, "command": list(argv)}
+                          "program": program, "created": None, "status": None, "error": None,
+                          "command": list(argv)}
 
     @property
     def to_stdout(self) -> bool:
         return self.path == STDOUT
 
-    def settings(self, cfg) -> None:
-        self.path = cfg.json
-        self.doc["settings"] = settings_of(cfg)     # what --config reads back (engine/cli/settings.py)
+    def settings(self, values: dict, path: str | None) -> None:
+        """The run's settings as parsed, and where --json asked the report to go."""
+        self.path = path
+        self.doc["settings"] = values
 
     def update(self, **figures) -> None:
         self.doc.update(figures)

@@ -8,7 +8,6 @@ file, no GPU) becomes one line on stderr and exit status 2; Ctrl-C saves a check
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -28,7 +27,6 @@ from ..backend_registry import Placement
 from ..checkpoint import write_atomically
 from ..data import TeacherData
 from ..errors import EngineError
-from ..profile import DEVICES
 from ..interrupts import StopAtBoundary
 from ..ir import Graph, Kind
 from ..program import SWAP_IN, SWAP_OUT
@@ -38,13 +36,15 @@ from ..training import Trainer
 from ..units import format_bytes
 from .config import RunConfig
 from .flags import PROG, UsageError, parser
-from .report_json import JsonReport, json_path_in
+from .command import Parsed, run_command
+from .report_json import JsonReport
+from .settings import settings_of
 from .preflight import check_flags, check_host_memory, check_inputs, check_outputs, check_resume_fits
 from .config_file import with_config
 from .run_folder import STEPS_FILE, StepRecords, check_out, make_run_folder
 from .user_files import check_user_files, data_for, save_weights
-from .plans import (assess_plans, batch_of, build_model, choose_budget, choose_profile, grow_default_budget,
-                    plan_policies)
+from .plans import (assess_plans, batch_of, build_model, choose_budget, choose_profile, describe_profile,
+                    grow_default_budget, plan_policies, profile_source)
 from ..library.runners import device_name, make_runner, unlimited_runner
 
 __all__ = ["UsageError", "main", "parser"]
@@ -215,9 +215,9 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
             placement = backend_registry.choose(cfg.backend, cfg.device, cfg.link_gbps)
         except backend_registry.BackendUnavailable as e:
             raise UsageError(str(e)) from None
-        if cfg.planned:                # the numpy reference alone uses no backend and no link
-            print(placement.announcement())
-    g = build_model(cfg)
+    g = build_model(cfg)               # a model that cannot be built is refused before the run prints
+    if placement and cfg.planned:      # the numpy reference alone uses no backend and no link
+        print(placement.announcement())
     facts = GraphFacts(g)
     check_resume_fits(cfg, g, inputs)
     unplanned = [p.name for p in cfg.policies if not p.runs_program]
@@ -252,7 +252,7 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
                   f"{format_bytes(peak)} makes the policies differ")
     profile = choose_profile(cfg, facts, placement, data, inputs.profile) if budget else None
     if profile:
-        source = profile_source(cfg, profile)
+        source = profile_source(cfg.profile, profile)
         report.update(profile=source)
         print(f"profile {describe_profile(source)}")
     if profile and cfg.save_profile:
@@ -342,54 +342,12 @@ def save_artifacts(run: Run, out_dir: str) -> None:
         print(f"{searching.name} plan saved to {cfg.save_plan}")
 
 
-def profile_source(cfg: RunConfig, profile) -> dict:
-    """What produced the simulated times: the report names it."""
-    if cfg.profile and cfg.profile.lower() in DEVICES or (not cfg.profile and cfg.simulate_only):
-        return {"source": "analytic", "device": profile.device, "path": None}
-    if cfg.profile:
-        return {"source": "file", "device": profile.device, "path": cfg.profile}
-    return {"source": "measured", "device": profile.device, "path": None}
-
-
-def describe_profile(source: dict) -> str:
-    if source["source"] == "analytic":
-        return f"analytic {source['device']} (peak rates, no measurement): sim s/iter is that device's"
-    if source["source"] == "file":
-        return f"from {source['path']} (device {source['device']}): sim s/iter is that device's"
-    return f"measured on this machine's {source['device']} backend: sim s/iter is this machine's"
-
-
 def main(argv=None) -> int:
     """Run ``python -m engine.train ARGS``; returns the exit status. With --json the report is
-    written whatever the end; with --json - it goes to stdout and the run's lines to stderr.
-    A run that succeeded but whose report could not be written exits 1: its output is lost."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    report = JsonReport(argv, json_path_in(argv))
-    try:
-        status, error, code = _outcome(argv, report)
-    except BaseException as e:      # a bug: its traceback follows; the report still says so
-        report.finish("error", f"{type(e).__name__}: {e}")
-        raise
-    lost = report.finish(status, error)
-    if lost and status != "error":  # a refused run's own line says what was wrong already
-        print(f"{PROG}: {lost}; the run itself ended {status}", file=sys.stderr)
-        code = code or 1
-    return code
+    written whatever the end (engine/cli/command.py, as every command does)."""
+    return run_command(PROG, argv, _parse, train)
 
 
-def _outcome(argv: list[str], report: JsonReport) -> tuple[str, str | None, int]:
-    """(status, error, exit status) of the run; the one-line refusals printed here."""
-    try:
-        cfg = RunConfig.from_args(parser().parse_args(with_config(argv)))
-        report.settings(cfg)
-        with contextlib.redirect_stdout(sys.stderr) if report.to_stdout else contextlib.nullcontext():
-            code = train(cfg, report)
-        if code >= 128:
-            return "interrupted", f"stopped by signal {code - 128}", code
-        return "ok", None, code
-    except EngineError as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return "error", str(e), 2
-    except KeyboardInterrupt:       # before training started: nothing to save
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return "interrupted", "interrupted before training", 130
+def _parse(argv: list[str]) -> Parsed:
+    cfg = RunConfig.from_args(parser().parse_args(with_config(argv)))
+    return Parsed(cfg, settings_of(cfg), cfg.json)     # what --config reads back (engine/cli/settings.py)

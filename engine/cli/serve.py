@@ -3,62 +3,84 @@ latency percentiles at the end (the server: engine/library/server.py).
 
     python -m engine.serve --model resnet-50 --size 32 --batch 2 --models 4 --memory 400MiB \\
         --rate 20 --seconds 10
+
+The flags it shares with the other commands are engine/cli/common_flags.py's.
 """
 from __future__ import annotations
 
 import argparse
 import math
-import sys
 
 from planner.facts import GraphFacts
 
-from ..errors import EngineError
+from ..backend_registry import choose
+from ..data import TeacherData
 from ..library.inference import forward_graph
-from ..library.server import Server, serving_costs  # noqa: F401  (serving_costs: engine.serve's library)
+from ..library.models import batch_of
+from ..library.planning import profile_of
+from ..library.server import Server, check_share, serving_costs  # noqa: F401  (serving_costs: engine.serve's library)
 from ..serving import poisson_arrivals
 from ..units import format_bytes
-from .flags import _DefaultsShown, _Parser, positive_float, positive_int, seed, size
+from . import common_flags as shared
+from .command import namespace_settings, run_command
+from .flag_types import positive_float, positive_int
+from .plans import describe_profile, profile_source, resolve_profile
+from .report_json import JsonReport
 
 PROG = "engine.serve"
 
 
 # ---------------------------------------------------------------------------- command line
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=f"python -m {PROG}", allow_abbrev=False, formatter_class=_DefaultsShown,
-                description="Serve N copies of a forward-only model (own weights, partitioned memory) under a "
-                            "Poisson load and report latency percentiles.")
-    p.add_argument("--model", default="resnet-50", help="a forward-only zoo model: resnet-D")
-    p.add_argument("--batch", type=positive_int, default=1, help="requests per batch")
-    p.add_argument("--size", type=positive_int, default=32, help="image side")
+    p = shared.command_parser(PROG, "Serve N copies of a forward-only model (own weights, partitioned memory) "
+                                    "under a Poisson load and report latency percentiles.")
+    shared.add_model(p, shared.inference_models(shared.SERVING))
+    shared.add_batch(p)
+    shared.add_size(p)
     p.add_argument("--models", type=positive_int, default=4, help="copies served, each with its own weights")
-    p.add_argument("--memory", type=size, default=None, metavar="SIZE",
-                   help="device memory shared by the models (default: half of what all of them need unlimited)")
+    shared.add_memory(p, "half of what all the models need unlimited; each model plans in its share")
     p.add_argument("--rate", type=positive_float, default=10.0, help="requests per second, Poisson")
     p.add_argument("--seconds", type=positive_float, default=10.0, help="how long to send requests")
-    p.add_argument("--backend", default="cpu", help="cpu, cuda or auto")
-    p.add_argument("--seed", type=seed, default=0, help="seed of the arrivals")
+    shared.add_profile(p)
+    shared.add_backend(p)
+    shared.add_seed(p)
+    shared.add_json(p)
     return p
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+def run(args, report: JsonReport | None = None) -> int:
+    report = report or JsonReport([], None, PROG)
+    g = forward_graph(args.model, args.batch, args.size)
+    batch = batch_of(g)
+    facts = GraphFacts(g)
+    device = args.memory or facts.peak_bytes * args.models // 2
+    check_share(facts, device, args.models)             # before measuring or planning anything
+    profile = profile_of(args.profile) if args.profile else None      # a bad file: refused before the run prints
+    placement = choose(args.backend, args.device, args.link_gbps)
+    report.update(model=g.name, batch=batch, models=args.models, budget_bytes=device,
+                  share_bytes=device // args.models, **placement.kind.to_json(placement, ""))
+    print(placement.announcement())
+    profile = profile or resolve_profile(None, placement, g, args.seed, TeacherData(g, args.seed, samples=4 * batch))
+    source = profile_source(args.profile, profile)
+    report.update(profile=source)
+    print(f"profile {describe_profile(source, 's/batch')}")
+    batches = max(1, math.ceil(args.rate * args.seconds / batch))
+    arrivals = poisson_arrivals(args.rate, batch, args.models, batches, args.seed)
+    server = Server(args.model, args.models, device, batch, args.size, placement, profile, sanitize=args.sanitize)
     try:
-        args = parser().parse_args(argv)
-        g = forward_graph(args.model, args.batch, args.size)
-        device = args.memory or GraphFacts(g).peak_bytes * args.models // 2
-        batches = max(1, math.ceil(args.rate * args.seconds / args.batch))
-        arrivals = poisson_arrivals(args.rate, args.batch, args.models, batches, args.seed)
-        server = Server(args.model, args.models, device, args.batch, args.size, args.backend)
-        try:
-            wall = server.replay(arrivals)
-            p = server.percentiles((50, 90, 99))
-        finally:
-            server.close()
-        print(f"{args.models} x {g.name} (batch {args.batch}) on {format_bytes(device)}, "
-              f"{format_bytes(device // args.models)} each: {batches} batches in {wall:.1f} s, "
-              f"device busy {sum(server.service) / wall:.0%}; latency p50 {p[50] * 1e3:.1f} ms, "
-              f"p90 {p[90] * 1e3:.1f} ms, p99 {p[99] * 1e3:.1f} ms")
-        return 0
-    except EngineError as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return 2
+        wall = server.replay(arrivals)
+        p = server.percentiles((50, 90, 99))
+    finally:
+        server.close()
+    busy = sum(server.service) / wall
+    report.update(batches=batches, wall_s=wall, busy_fraction=busy, latency_p50_s=p[50], latency_p90_s=p[90],
+                  latency_p99_s=p[99])
+    print(f"{args.models} x {g.name} (batch {batch}) on {format_bytes(device)}, "
+          f"{format_bytes(device // args.models)} each: {batches} batches in {wall:.1f} s, "
+          f"device busy {busy:.0%}; latency p50 {p[50] * 1e3:.1f} ms, "
+          f"p90 {p[90] * 1e3:.1f} ms, p99 {p[99] * 1e3:.1f} ms")
+    return 0
+
+
+def main(argv=None) -> int:
+    return run_command(PROG, argv, lambda words: namespace_settings(parser().parse_args(words)), run)

@@ -5,14 +5,14 @@ every K iterations (``--eval-every``), gradient accumulation (``--accumulate``),
 non-finite steps (``--nonfinite-at``), under a memory budget, planned by a policy per new
 graph with SmartSwap's monitor and plan cache (engine/library/stream_plans.py). ``--check`` runs
 the unlimited-memory stream too and says whether every parameter and optimizer state is
-identical bit for bit. Bad input: one line, exit 2.
+identical bit for bit. Bad input: one line, exit 2. The flags it shares with the other
+commands are engine/cli/common_flags.py's.
 """
 from __future__ import annotations
 
 import argparse
 import inspect
 import os
-import sys
 import time
 
 import numpy as np
@@ -23,25 +23,29 @@ from planner.facts import GraphFacts
 
 from .. import backend_registry
 from .. import iteration_stream as st
-from ..autodiff import OPTIMIZERS, make_optimizer
+from ..autodiff import make_optimizer
 from ..blas_threads import one_blas_thread
-from ..errors import EngineError
+from ..errors import UsageError
 from ..op_monitor import Monitor, stages_figure
-from ..profile import DEVICES, analytic_profile
-from ..training import ReferenceRunner, StreamTrainer
+from ..training import StreamTrainer
 from ..units import format_bytes
-from .flags import UsageError, _Parser, nonnegative_int, positive_float, positive_int, seed, size
+from ..library.planning import profile_of
+from ..library.runners import unlimited_runner
 from ..library.stream_plans import StreamPlanner, WindowObserver
+from . import common_flags as shared
+from .command import namespace_settings, run_command
+from .flag_types import nonnegative_int, positive_int
+from .plans import ANALYTIC_DEFAULT, profile_source
+from .report_json import JsonReport
 
 PROG = "engine.stream_train"
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=f"python -m {PROG}", allow_abbrev=False,
-                description="Train on a stream of changing graphs (bucketed lengths, evaluations, gradient "
-                            "accumulation, skipped non-finite steps) under a memory budget, SmartSwap-style.")
-    p.add_argument("--model", default="gpt-tiny", help="a gpt or rnn zoo model (default gpt-tiny)")
-    p.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the model's own)")
+    p = shared.command_parser(PROG, "Train on a stream of changing graphs (bucketed lengths, evaluations, gradient "
+                                    "accumulation, skipped non-finite steps) under a memory budget, SmartSwap-style.")
+    shared.add_model(p, shared.STREAM)
+    shared.add_batch(p)
     p.add_argument("--varying-seq", metavar="L[,L...]", default=None,
                    help="sequence lengths drawn per micro-batch, e.g. 8,12,16 (default: the model's own length)")
     p.add_argument("--eval-every", type=nonnegative_int, default=0, metavar="K",
@@ -51,24 +55,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--nonfinite-at", default="", metavar="I[,I...]",
                    help="iterations whose loss is forced non-finite (loss scale inf): their window's update is "
                         "skipped (default: none)")
-    p.add_argument("--iterations", type=positive_int, default=200, help="iterations (default 200)")
-    p.add_argument("--seed", type=seed, default=0, help="seed of weights, data and buckets (default 0)")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="default: the model's own")
-    p.add_argument("--lr", type=positive_float, default=None, help="learning rate (default: the optimizer's)")
-    p.add_argument("--memory", type=size, default=None, metavar="SIZE",
-                   help="device budget (e.g. 450KiB, 22GiB); default: half of the largest graph's unlimited peak")
-    p.add_argument("--policy", default="smartswap",
-                   help=f"the policy that plans each new graph (default smartswap; any of "
-                        f"{', '.join(policies_registry.names())} that runs a Program)")
-    p.add_argument("--backend", choices=("auto", *backend_registry.names()), default="cpu",
-                   help="where it runs (default cpu)")
-    p.add_argument("--profile", choices=sorted(DEVICES), default="v100",
-                   help="the analytic profile plans are made and simulated with (default v100)")
-    p.add_argument("--sanitize", action="store_true", help="poison freed device bytes (cpu backend)")
+    shared.add_iterations(p)
+    shared.add_seed(p)
+    shared.add_optimizer(p)
+    shared.add_lr(p)
+    shared.add_memory(p, "half of the largest graph's unlimited peak")
+    shared.add_policy(p, "smartswap", which="; it plans each new graph, and must run a Program under a budget")
+    shared.add_profile(p)
+    shared.add_backend(p)
     p.add_argument("--check", action="store_true",
                    help="also run the unlimited-memory stream and compare every parameter bit for bit")
     p.add_argument("--stages-plot", metavar="PNG", default=None,
                    help="plot the monitor's stage against the iteration (needs matplotlib)")
+    shared.add_json(p)
     return p
 
 
@@ -121,7 +120,8 @@ def _check_plot(path: str | None) -> None:
                          f"{', '.join('.' + k for k in sorted(kinds))}")
 
 
-def run(args) -> int:
+def run(args, report: JsonReport | None = None) -> int:
+    report = report or JsonReport([], None, PROG)
     _check_plot(args.stages_plot)
     buckets = st.buckets_of(args.varying_seq) if args.varying_seq else ()
     settings = st.StreamSettings(buckets, args.eval_every, args.accumulate,
@@ -142,10 +142,14 @@ def run(args) -> int:
         raise UsageError(str(e)) from None
     peak = max(GraphFacts(g).peak_bytes for _, gs in stream for g in gs)
     device = args.memory if args.memory is not None else peak // 2
-    placement = backend_registry.choose(args.backend)
+    # the graphs change as the stream goes: none runs before planning, so the default is analytic
+    profile = profile_of(args.profile or ANALYTIC_DEFAULT)
+    placement = backend_registry.choose(args.backend, args.device, args.link_gbps)
+    report.update(model=args.model, budget_bytes=device, peak_bytes=peak, policy=pol.name,
+                  profile=profile_source(args.profile, profile), **placement.kind.to_json(placement, ""))
+    print(placement.announcement())
     mon = Monitor()
-    planner = StreamPlanner(pol.name, device, analytic_profile(args.profile), placement, args.sanitize, args.seed,
-                            mon)
+    planner = StreamPlanner(pol.name, device, profile, placement, args.sanitize, args.seed, mon)
     observe = WindowObserver(mon)
     trainer = StreamTrainer(graphs(), plan, planner.runner_for, args.seed, observe)
     print(f"{args.model}: {args.iterations} iterations, lengths {list(buckets) or 'fixed'}, evaluation every "
@@ -174,19 +178,35 @@ def run(args) -> int:
     print(f"monitor: median {1e3 * np.median(mon_s):.3f} ms per iteration beside {1e3 * np.median(it_s):.2f} ms "
           f"({100 * np.median(mon_s / it_s):.2f}%); stages: "
           + (", ".join(f"{i}:{s}" for i, s in mon.transitions()) or "WarmUp throughout"))
+    report.update(iterations=args.iterations, wall_s=wall, planning_s=plan_s, graphs_planned=planner.cache.misses,
+                  updates=trainer.updates, skipped=trainer.skipped, cache_hits=planner.cache.hits,
+                  cache_misses=planner.cache.misses, fallbacks=planner.fallbacks,
+                  iteration_median_s=float(np.median(it_s)), monitor_median_s=float(np.median(mon_s)),
+                  stages=[[i, stage] for i, stage in mon.transitions()], identical=None)
     if args.stages_plot is not None:
         _plot(mon, args.stages_plot, f"{args.model}: {pol.name} on changing graphs (lengths "
               f"{'/'.join(map(str, buckets)) or 'fixed'}, accumulation {args.accumulate}), {placement.kind.name} "
               f"backend\nbudget {format_bytes(device)} (largest unlimited peak {format_bytes(peak)})",
               [i for i in range(args.iterations) if plan.step(i).kind == st.EVAL], settings.nonfinite_at)
     if args.check:
-        runners: dict = {}
-        ref = StreamTrainer(graphs(), plan, lambda g: runners.setdefault(g, ReferenceRunner(g)), args.seed)
-        for _ in range(args.iterations):
-            ref.step()
+        made: dict = {}
+
+        def unlimited(g):       # numpy's reference, or the unlimited Program on a backend of other kernels
+            if g not in made:
+                made[g] = unlimited_runner(placement, GraphFacts(g), {})
+            return made[g].runner
+
+        try:
+            ref = StreamTrainer(graphs(), plan, unlimited, args.seed)
+            for _ in range(args.iterations):
+                ref.step()
+        finally:
+            for m in made.values():
+                m.__exit__(None, None, None)
         a, b = trainer.named_state(), ref.named_state()
         same = set(a) == set(b) and all(np.array_equal(a[k], b[k]) for k in b)
         print(f"parameters identical to the unlimited run: {'yes' if same else 'NO'}")
+        report.update(identical=same)
         return 0 if same else 1
     return 0
 
@@ -213,8 +233,4 @@ def _plot(mon: Monitor, path: str, title: str, evaluations: list[int], nonfinite
 
 
 def main(argv=None) -> int:
-    try:
-        return run(parser().parse_args(argv))
-    except EngineError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+    return run_command(PROG, argv, lambda words: namespace_settings(parser().parse_args(words)), run)

@@ -18,16 +18,22 @@ from ..executor import ProgramExecutor
 from ..ir import Graph, Kind
 from ..training import ReferenceRunner, Trainer
 from .imported import is_model_folder, read_model
-from .models import batch_of, model_graph
+from .models import SMALL_MODELS, batch_of, model_graph
 from .planning import Plan, plan_named
+
+
+ONE_REQUEST = 1      # a forward-only zoo model's own batch: inference serves requests one at a time
 
 
 def forward_graph(model: str, batch: int | None = None, size: int | None = None, dtype: str = "float32",
                   **options) -> Graph:
-    """The forward-only graph of ``model``; UsageError (one line) for a model that is not one."""
+    """The forward-only graph of ``model``; UsageError (one line) for a model that is not one.
+    ``batch`` None: the model's own, one request for a zoo model, the export's for an imported one."""
     if is_model_folder(model):
         return _imported_forward(model, batch, size)
-    g = model_graph(model, batch, size, dtype) if not options else _zoo_graph(model, batch, size, dtype, options)
+    batch = ONE_REQUEST if batch is None else batch
+    small = model.strip().lower() in SMALL_MODELS        # training models: refused below, as any other
+    g = model_graph(model, batch, size, dtype) if small else _zoo_graph(model, batch, size, dtype, options)
     if g.loss is not None or not g.outputs:
         raise UsageError(f"--model {model} is a training model; inference runs forward-only models "
                          "with outputs: resnet-D (e.g. resnet-152)")

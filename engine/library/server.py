@@ -24,13 +24,14 @@ import numpy as np
 
 from planner.facts import GraphFacts
 
-from ..backend_registry import choose
+from ..backend_registry import Placement, choose
 from ..ir import PERSISTENT_KINDS, Graph
 from ..profile import Profile
 from ..program import SWAP_IN
 from ..serving import Arrivals, Costs, ServingError
 from ..units import format_bytes
 from .inference import PlannedInference, executor_run, forward_graph, plan_inference
+from .models import batch_of
 from .planning import profile_of
 
 
@@ -44,16 +45,23 @@ def load_seconds(g: Graph, profile) -> float:
     return sum(link.seconds(g.tensors[t].nbytes, True) for t in g.leaves(*PERSISTENT_KINDS))
 
 
-def partition_plan(g: Graph, device_bytes: int, models: int, profile, search_seconds: float = 0.0
-                   ) -> PlannedInference:
-    """One model's plan under its share of the memory; ServingError if the share cannot run it."""
+def check_share(facts: GraphFacts, device_bytes: int, models: int, planned: bool = False) -> None:
+    """ServingError (one line) if each model's share of ``device_bytes`` is below the smallest
+    budget one model runs in (``planned``: its plan failed there, whatever the smallest)."""
     share = device_bytes // models
-    planned = plan_inference(g, share, profile=profile, search_seconds=search_seconds)
-    if planned.plan is None:
-        smallest = GraphFacts(g).smallest_budget
+    smallest = facts.smallest_budget
+    if planned or share < smallest:
         raise ServingError(f"{models} models on {format_bytes(device_bytes)}: each share of {format_bytes(share)} "
                            f"is below the {format_bytes(smallest)} one model needs; give at least "
                            f"{format_bytes(smallest * models)} or fewer models")
+
+
+def partition_plan(g: Graph, device_bytes: int, models: int, profile, search_seconds: float = 0.0
+                   ) -> PlannedInference:
+    """One model's plan under its share of the memory; ServingError if the share cannot run it."""
+    planned = plan_inference(g, device_bytes // models, profile=profile, search_seconds=search_seconds)
+    if planned.plan is None:
+        check_share(GraphFacts(g), device_bytes, models, planned=True)
     return planned
 
 
@@ -91,19 +99,21 @@ class Server:
     """``models`` copies of a forward-only model, each with its own weights and its own
     partition of ``device_bytes``, served first come, first served by one worker thread."""
 
-    def __init__(self, model: str, models: int, device_bytes: int, batch: int = 1, size: int | None = None,
-                 backend: str = "cpu", profile: Profile | str = "v100", search_seconds: float = 0.0,
-                 link_gbps: float | None = None):
+    def __init__(self, model: str, models: int, device_bytes: int, batch: int | None = 1, size: int | None = None,
+                 backend: str | Placement = "cpu", profile: Profile | str = "v100", search_seconds: float = 0.0,
+                 link_gbps: float | None = None, device: int = 0, sanitize: bool = False):
+        """``backend``: a --backend name (with ``device`` and ``link_gbps``) or a Placement
+        already chosen; ``batch`` None: the model's own (engine.library.inference.forward_graph)."""
         if models < 1:
             raise ServingError(f"serve at least one model, got {models}")
         self.graph = forward_graph(model, batch, size)
-        self.batch = batch
-        placement = choose(backend, 0, link_gbps)
+        self.batch = batch_of(self.graph)
+        placement = backend if isinstance(backend, Placement) else choose(backend, device, link_gbps)
         self.plan = partition_plan(self.graph, device_bytes, models, profile, search_seconds).plan
         self._runs, self._backends = [], []
         try:
             for m in range(models):
-                run, be = executor_run(self.graph, self.plan.program, placement, seed=m)
+                run, be = executor_run(self.graph, self.plan.program, placement, sanitize, seed=m)
                 self._runs.append(run)
                 self._backends.append(be)
         except BaseException:

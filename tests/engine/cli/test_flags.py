@@ -1,11 +1,13 @@
-"""The flag types of `python -m engine.train` (engine/cli/flags.py): each bad value is one
-argparse error that says what was wrong; good values come back converted."""
+"""The flag types of the commands (engine/cli/flag_types.py) and engine.train's parser
+(engine/cli/flags.py): each bad value is one argparse error that says what was wrong; good
+values come back converted."""
 import argparse
 
 import pytest
 
-from engine.cli.flags import (UsageError, nonnegative_float, nonnegative_int, parser, policies,
-                               positive_float, positive_int, size)
+from engine.cli.flag_types import (nonnegative_float, nonnegative_int, policies, positive_float, positive_int,
+                                    size)
+from engine.cli.flags import UsageError, parser
 
 
 @pytest.mark.parametrize("fn,text,message", [
