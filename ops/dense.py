@@ -27,9 +27,18 @@ def _gemm(base, dtype, c, a, b, m, n, k, bias=None, splits=1, k_chunk=None):
     return gemm_launch(base, dtype, tiles, m, n, splits, args, c)
 
 
-def _split_scratch(splits: int, out) -> tuple[int, ...]:
-    """Scratch for ``splits`` partial products of ``out`` (none unsplit)."""
-    return (splits * numel(out.shape) * out.dtype.itemsize,) if splits > 1 else ()
+class _SplitGemm:
+    """An operator whose product (``_product``: m x n over k) is split over k into scratch when
+    it has too few tiles to fill the GPU and k is long (then gemm_splitk_reduce adds the splits)."""
+
+    @classmethod
+    def _split(cls, ins) -> tuple[int, int]:
+        m, n, k = cls._product(ins)
+        return split_k(gemm_tiles(m, n), m, n, k)
+
+    def cuda_workspaces(self, attrs, ins, outs):
+        splits, out = self._split(ins)[0], outs[0]
+        return (splits * numel(out.shape) * out.dtype.itemsize,) if splits > 1 else ()
 
 
 def _splitk_reduce(dtype, total: int, splits: int, bias=None, bias_period: int = 1):
@@ -40,7 +49,7 @@ def _splitk_reduce(dtype, total: int, splits: int, bias=None, bias_period: int =
 
 
 @register
-class FullyConnected(Op):
+class FullyConnected(_SplitGemm, Op):
     """(x[N,K], w[M,K]) or (x, w, b[M]) -> y[N,M]; w is stored [out, in] as in MXNet."""
     name, arity = "fully_connected", None
     cuda_kernels = ("gemm_nt", "gemm_nt_s", "gemm_splitk_reduce")
@@ -80,12 +89,9 @@ class FullyConnected(Op):
         return grads
 
     @staticmethod
-    def _split(ins):
+    def _product(ins):
         (n, k), m = ins[0].shape, ins[1].shape[0]
-        return split_k(gemm_tiles(n, m), n, m, k)
-
-    def cuda_workspaces(self, attrs, ins, outs):
-        return _split_scratch(self._split(ins)[0], outs[0])
+        return n, m, k
 
     def cuda_launches(self, attrs, ins, outs):
         """y[N,M] = x[N,K] @ w[M,K]^T (+ b), the bias added after the full sum as in numpy; split
@@ -106,7 +112,7 @@ class FullyConnected(Op):
 
 
 @register
-class FullyConnectedGradData(Op):
+class FullyConnectedGradData(_SplitGemm, Op):
     """(w[M,K], dy[N,M]) -> dx[N,K] = dy @ w."""
     name, arity, differentiable = "fully_connected_grad_data", 2, False
     cuda_kernels = ("gemm_nn", "gemm_nn_s", "gemm_splitk_reduce")
@@ -123,12 +129,9 @@ class FullyConnectedGradData(Op):
         return _gemm_cost(2 * n * m * k, ins, outs)
 
     @staticmethod
-    def _split(ins):
+    def _product(ins):
         (m, k), n = ins[0].shape, ins[1].shape[0]
-        return split_k(gemm_tiles(n, k), n, k, m)
-
-    def cuda_workspaces(self, attrs, ins, outs):
-        return _split_scratch(self._split(ins)[0], outs[0])
+        return n, k, m
 
     def cuda_launches(self, attrs, ins, outs):
         """dx[N,K] = dy[N,M] @ w[M,K], split over M into scratch when dx has too few tiles to fill
@@ -146,7 +149,7 @@ class FullyConnectedGradData(Op):
 
 
 @register
-class FullyConnectedGradWeight(Op):
+class FullyConnectedGradWeight(_SplitGemm, Op):
     """(x[N,K], dy[N,M]) -> dw[M,K] = dy.T @ x, and db[M] = sum of dy's rows when has_bias."""
     name, arity, differentiable = "fully_connected_grad_weight", 2, False
     cuda_kernels = ("gemm_tn", "gemm_tn_s", "gemm_splitk_reduce", "sum_rows")
@@ -170,12 +173,9 @@ class FullyConnectedGradWeight(Op):
         return _gemm_cost(2 * n * m * k + (n * m if attrs["has_bias"] else 0), ins, outs)
 
     @staticmethod
-    def _split(ins):
+    def _product(ins):
         (n, k), m = ins[0].shape, ins[1].shape[1]
-        return split_k(gemm_tiles(m, k), m, k, n)
-
-    def cuda_workspaces(self, attrs, ins, outs):
-        return _split_scratch(self._split(ins)[0], outs[0])
+        return m, k, n
 
     def cuda_launches(self, attrs, ins, outs):
         """dw[M,K] = dy[N,M]^T @ x[N,K], split over N into scratch when dw has few tiles and N
