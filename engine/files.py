@@ -16,6 +16,7 @@ import errno
 import json
 import math
 import os
+import stat
 import zipfile
 
 import numpy as np
@@ -51,6 +52,26 @@ def _refusal(e: OSError, path: str, what: str, wants: str) -> str:
     return f"{what} '{path}' cannot be read ({e.strerror or e})"
 
 
+def _open_input(path: str, what: str, error: type[Exception], wants: str, pipes: bool) -> int:
+    """A descriptor of the file at ``path``, opened without waiting: open() of a named pipe
+    that no process writes waits forever, and a device such as /dev/zero never ends. A
+    directory or a device is refused; a pipe too unless ``pipes`` (then, with no writer, it
+    reads as empty at once)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise error(_refusal(e, path, what, wants)) from None
+    mode = os.fstat(fd).st_mode
+    kind = ("a directory" if stat.S_ISDIR(mode) else None if stat.S_ISREG(mode)
+            else None if pipes and (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode))
+            else "a pipe" if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else "a device, not a file")
+    if kind:
+        os.close(fd)
+        raise error(f"{what} '{path}' is {kind}; give {wants}")
+    os.set_blocking(fd, True)
+    return fd
+
+
 def parse_json(text: str, path: str, what: str, error: type[Exception], wants: str):
     """The JSON value of ``text`` (read from ``path``); ``error`` with one line if there is none."""
     try:
@@ -64,8 +85,9 @@ def parse_json(text: str, path: str, what: str, error: type[Exception], wants: s
 
 def read_json(path: str, what: str, error: type[Exception], wants: str):
     """The JSON value in the file at ``path``; ``error`` with one line if there is none."""
+    fd = _open_input(path, what, error, wants, pipes=True)
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(fd, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
         raise error(_refusal(e, path, what, wants)) from None
@@ -146,8 +168,9 @@ def read_npz(path: str, what: str, error: type[Exception], wants: str) -> dict[s
     """Every array of the npz file at ``path``, read now and never unpickled; ``error`` with
     one line if it is missing, not a zip, truncated, holds an object array or something that
     is not an array, or claims more bytes than it holds or than this machine has."""
+    fd = _open_input(path, what, error, wants, pipes=False)      # a zip is read by seeking: a file
     try:
-        with open(path, "rb") as f:
+        with open(fd, "rb") as f:
             magic = f.read(4)
             file_bytes = os.fstat(f.fileno()).st_size
     except OSError as e:

@@ -117,3 +117,58 @@ def test_npz_members_that_are_not_arrays_are_refused(tmp_path):
     with zipfile.ZipFile(path, "a") as z:
         z.writestr("notes.txt", b"x" * 100)
     _refused(read_npz, path, r"member 'notes.txt' is not an array")
+
+
+# ---------------------------------------------------------------------- issue 39's harness (bench/hostile_inputs.py)
+def _read_in_child(reader: str, path) -> str:
+    """``reader`` (read_json or read_npz) of ``path`` in a child process limited to 2 GiB and a
+    minute: what it raised, in one line, or 'read' (a hang or a memory blow-up fails the test)."""
+    import os
+    import subprocess
+    import sys
+    code = ("import resource, sys\nresource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+            "from engine.errors import EngineError\nfrom engine.files import read_json, read_npz\n"
+            f"try:\n    {reader}(sys.argv[1], 'input file', EngineError, 'a file --save wrote')\n"
+            "    print('read')\nexcept EngineError as e:\n    print(e)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert done.returncode == 0, done.stderr[-500:]
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize("reader", ["read_json", "read_npz"])
+def test_a_named_pipe_no_process_writes_is_not_waited_on(tmp_path, reader):
+    """open() of a FIFO without a writer waited forever: --load-plan, --resume, --config, --data,
+    --profile FIFO hung the run."""
+    import os
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    said = _read_in_child(reader, fifo)
+    wanted = "is not valid JSON" if reader == "read_json" else "is a pipe; give a file --save wrote"
+    assert said.startswith(f"input file '{fifo}'") and wanted in said, said
+
+
+def test_a_device_is_refused_without_reading_it():
+    """--load-plan /dev/zero or --config /dev/zero read until the memory ran out (MemoryError)."""
+    assert _read_in_child("read_json", "/dev/zero") == ("input file '/dev/zero' is a device, not a file; give a file "
+                                                   "--save wrote")
+
+
+def test_json_from_a_pipe_with_a_writer_is_read(tmp_path):
+    """A pipe is still an input (--config <(...)): read until its writer closes it."""
+    import os
+    import threading
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def write():
+        with open(fifo, "w") as f:
+            f.write('{"a": 1}')
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        import time
+        time.sleep(0.2)                 # the writer waits in open() for this reader
+        assert read_json(str(fifo), "input file", Refused, "x") == {"a": 1}
+    finally:
+        writer.join(timeout=10)
