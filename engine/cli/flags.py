@@ -8,6 +8,7 @@ from their registries (``planner.policy``, ``engine.backend_registry``).
 from __future__ import annotations
 
 import argparse
+import threading
 
 from allocator.registry import names as allocator_names
 from planner import policy as policies_registry
@@ -44,18 +45,25 @@ def _number(kind, text: str, what: str):
         raise argparse.ArgumentTypeError(f"'{text}' is not {what}") from None
 
 
-def positive_int(text: str) -> int:
+MAX_COUNT = 2**63 - 1     # counts are 64-bit where they meet numpy (--batch 2**70 was an OverflowError)
+
+
+def _count(text: str, least: int) -> int:
     v = _number(int, text, "an integer")
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {v}")
+    if v < least:
+        raise argparse.ArgumentTypeError(f"must be positive, got {v}" if least else f"must be 0 or more, got {v}")
+    if v > MAX_COUNT:
+        shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
+        raise argparse.ArgumentTypeError(f"{shown} is more than a 64-bit count holds; give at most 2**63 - 1")
     return v
+
+
+def positive_int(text: str) -> int:
+    return _count(text, 1)
 
 
 def nonnegative_int(text: str) -> int:
-    v = _number(int, text, "an integer")
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {v}")
-    return v
+    return _count(text, 0)
 
 
 def positive_float(text: str) -> float:
@@ -71,6 +79,8 @@ def mebibytes(text: str) -> float:
     """A finite positive number of MiB within what a device holds (--chunk-mib 1e300 was refused
     only after profiling, with a 300-digit size in the message)."""
     v = positive_float(text)
+    if round(v * 2**20) < 1:          # --chunk-mib 1e-9 was 0 bytes: taken as not given
+        raise argparse.ArgumentTypeError(f"'{text}' MiB is less than a byte")
     try:
         checked_size(int(round(v * 2**20)), f"{text}MiB")
     except ValueError as e:
@@ -95,6 +105,16 @@ def nonnegative_float(text: str) -> float:
         v = float("nan")
     if not 0 <= v < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a non-negative number, got '{text}'")
+    return v
+
+
+def seconds(text: str) -> float:
+    """A duration: a non-negative number of seconds that Python's waits can take (at most
+    threading.TIMEOUT_MAX, 292 years; --search-seconds 2**70 searched on forever)."""
+    v = nonnegative_float(text)
+    if v > threading.TIMEOUT_MAX:
+        raise argparse.ArgumentTypeError(f"'{text[:40]}' seconds is longer than a wait can be; give at most "
+                                         f"{threading.TIMEOUT_MAX:.4g}")
     return v
 
 
@@ -224,7 +244,7 @@ def parser() -> argparse.ArgumentParser:
                         "(v100 with --simulate-only)")
     memory.add_argument("--save-profile", metavar="FILE",
                    help="write the profile used (measured or analytic) as JSON, for --profile FILE later")
-    search.add_argument("--search-seconds", type=nonnegative_float, default=10.0, metavar="S",
+    search.add_argument("--search-seconds", type=seconds, default=10.0, metavar="S",
                    help="genetic search for the swapadvisor policy: seconds to search schedules and "
                         "allocations (default 10; 0: no search, the default order and a simple allocation)")
     search.add_argument("--search-generations", type=positive_int, default=None, metavar="N",

@@ -170,3 +170,45 @@ def test_a_checkpoint_that_cannot_be_written_mid_run_stops_it_in_one_line(tmp_pa
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and "Traceback" not in "\n".join(err), err
     assert "could not be written at iteration 1" in err[-1] and "No space left" in err[-1], err
+
+
+# ---------------------------------------------------------------------- issue 39's harness (bench/hostile_inputs.py)
+HUGE_COUNT = str(2**70)
+SIM = FAST + ["--simulate-only"]
+
+
+@pytest.mark.parametrize("flag,extra", [("--batch", []), ("--size", []), ("--iterations", []),
+                                        ("--measure-iterations", ["--policy", "ideal,swapadvisor"]),
+                                        ("--population", ["--search-generations", "1", "--workers", "1"]),
+                                        ("--workers", ["--search-generations", "1", "--population", "4"])])
+def test_a_count_beyond_64_bits_is_one_line(tmp_path, capsys, flag, extra):
+    """--batch and --population 2**70 were OverflowErrors from numpy; --iterations, --workers and
+    --measure-iterations 2**70 ran (or forked) on forever."""
+    refused(SIM + extra + [flag, HUGE_COUNT, "--out", str(tmp_path)], capsys,
+            rf"argument {flag}: 1180591620717411303424 is more than a 64-bit count holds; give at most 2\*\*63 - 1")
+
+
+@pytest.mark.parametrize("command,argv", [
+    ("infer", ["--model", "resnet-14", "--size", "64", "--simulate-only", "--batches", HUGE_COUNT]),
+    ("serve", ["--model", "resnet-14", "--size", "64", "--models", HUGE_COUNT]),
+    ("stream_run", ["--iterations", "2", "--batch", HUGE_COUNT]),
+])
+def test_the_other_commands_refuse_a_count_beyond_64_bits(capsys, command, argv):
+    """engine.serve --models 2**70 and engine.stream_train --batch 2**70 were tracebacks."""
+    from engine.cli import serve, stream_run
+    main_of = {"infer": infer.main, "serve": serve.main, "stream_run": stream_run.main}[command]
+    assert main_of(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is more than a 64-bit count holds" in err[0], err
+
+
+def test_a_search_longer_than_a_wait_can_be_is_refused(tmp_path, capsys):
+    """--search-seconds 2**70 was taken: without --search-generations the search never ended."""
+    refused(SIM + ["--search-seconds", HUGE_COUNT, "--search-generations", "1", "--out", str(tmp_path)], capsys,
+            r"argument --search-seconds: '1180591620717411303424' seconds is longer than a wait can be")
+
+
+def test_a_chunk_of_less_than_a_byte_is_refused(tmp_path, capsys):
+    """--chunk-mib 1e-9 rounded to 0 bytes, which read as 'not given': the flag changed nothing."""
+    refused(SIM + ["--policy", "window", "--allocator", "va", "--chunk-mib", "1e-9", "--out", str(tmp_path)], capsys,
+            r"argument --chunk-mib: '1e-9' MiB is less than a byte")
