@@ -21,8 +21,10 @@ from fractions import Fraction
 import numpy as np
 
 from engine import api
+from planner import policy as policies_registry
 from planner.facts import GraphFacts
 
+from .. import backend_registry
 from ..backend_registry import choose
 from ..errors import EngineError
 from ..ir import PERSISTENT_KINDS
@@ -32,7 +34,7 @@ from ..library.imported import is_model_folder
 from ..library.models import batch_of
 from ..library.planning import plan_bounds
 from ..units import checked_size, format_bytes, parse_bytes
-from .flags import UsageError, _DefaultsShown, _Parser, nonnegative_float, positive_float, positive_int, seed
+from .flags import UsageError, _DefaultsShown, _Parser, positive_float, positive_int, seconds, seed
 
 PROG = "engine.infer"
 
@@ -73,23 +75,36 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory", default="64MiB,128MiB,192MiB,512MiB,640MiB", metavar="SIZE[,SIZE...]",
                    help="device budgets: sizes with a binary unit, or percentages of the unlimited peak (50%%)")
     p.add_argument("--policy", default="swapadvisor", help="the swap policy for the budgets")
-    p.add_argument("--search-seconds", type=nonnegative_float, default=0.0, metavar="S",
+    p.add_argument("--search-seconds", type=seconds, default=0.0, metavar="S",
                    help="genetic search per budget before planning (the policy that searches; 0: default order "
                         "and the simple allocation)")
     p.add_argument("--profile", default="v100", metavar="DEVICE|FILE",
                    help="profile for planning and simulating: v100, h100, or a profile JSON file")
     p.add_argument("--simulate-only", action="store_true", help="plan and simulate; run nothing")
-    p.add_argument("--backend", default="cpu", help="where batches run: cpu, cuda or auto")
+    p.add_argument("--backend", choices=("auto", *backend_registry.names()), default="cpu",
+                   help="where batches run: cpu, cuda or auto")
     p.add_argument("--link-gbps", type=positive_float, default=None, help="the cpu backend's emulated link, GB/s")
-    p.add_argument("--batches", type=positive_int, default=3, help="batches run per budget")
+    p.add_argument("--batches", type=positive_int, default=None, help="batches run per budget (default 3)")
     p.add_argument("--sanitize", action="store_true", help="poison freed memory and jitter streams (cpu backend)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the weights and the requests")
     return p
 
 
+BATCHES = 3                 # --batches' default
+
+
 def run(args) -> int:
     if args.policy not in api.policies():
         raise UsageError(f"--policy {args.policy}: unknown; choose from {', '.join(api.policies())}")
+    if not policies_registry.get(args.policy).runs_program:      # each budget said N/A, exit 0
+        runs = ", ".join(p.name for p in policies_registry.REGISTRY.values() if p.runs_program)
+        raise UsageError(f"--policy {args.policy} runs no Program, so it plans no budget; choose from {runs}")
+    if args.simulate_only:          # these only change the batches run, and none runs
+        given = next((flag for flag, v in (("--batches", args.batches), ("--link-gbps", args.link_gbps),
+                                           ("--sanitize", args.sanitize or None)) if v is not None), None)
+        if given:
+            raise UsageError(f"{given} is about the batches run, which --simulate-only does not run; drop one of them")
+    args.batches = args.batches or BATCHES
     if args.batch is None and not is_model_folder(args.model):
         args.batch = 1
     g = forward_graph(args.model, args.batch, args.size)

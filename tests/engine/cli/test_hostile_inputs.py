@@ -5,6 +5,7 @@ cannot be written is said, never lost silently."""
 import errno
 import json
 import os
+import re
 
 import pytest
 
@@ -212,3 +213,35 @@ def test_a_chunk_of_less_than_a_byte_is_refused(tmp_path, capsys):
     """--chunk-mib 1e-9 rounded to 0 bytes, which read as 'not given': the flag changed nothing."""
     refused(SIM + ["--policy", "window", "--allocator", "va", "--chunk-mib", "1e-9", "--out", str(tmp_path)], capsys,
             r"argument --chunk-mib: '1e-9' MiB is less than a byte")
+
+
+INFER_SIM = ["--model", "resnet-14", "--size", "64", "--memory", "50%", "--simulate-only"]
+
+
+def infer_refused(argv, capsys, pattern: str) -> str:
+    assert infer.main(argv) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err and lines[0].startswith("engine.infer: "), lines
+    assert re.search(pattern, lines[0]), lines[0]
+    assert "s/batch" not in out, out           # refused before any budget was planned
+    return lines[0]
+
+
+@pytest.mark.parametrize("extra,pattern", [
+    (["--batches", "5"], r"--batches is about the batches run, which --simulate-only does not run"),
+    (["--link-gbps", "8"], r"--link-gbps is about the batches run"),
+    (["--sanitize"], r"--sanitize is about the batches run"),
+    (["--backend", "garbage"], r"argument --backend: invalid choice: 'garbage'"),
+    (["--policy", "reference"], r"--policy reference runs no Program, so it plans no budget; choose from ideal"),
+])
+def test_infer_refuses_what_would_change_nothing(capsys, extra, pattern):
+    """engine.infer --simulate-only took --batches, --link-gbps, --sanitize and even --backend garbage
+    (nothing runs); --policy reference printed N/A for every budget and exited 0."""
+    infer_refused(INFER_SIM + extra, capsys, pattern)
+
+
+def test_infer_refuses_a_search_longer_than_a_wait_can_be():
+    """engine.infer --search-seconds 2**70 searched each budget on forever."""
+    with pytest.raises(UsageError, match=r"argument --search-seconds: .* seconds is longer than a wait can be"):
+        infer.parser().parse_args(["--search-seconds", HUGE_COUNT])
