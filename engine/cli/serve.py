@@ -13,11 +13,13 @@ import sys
 from planner.facts import GraphFacts
 
 from ..errors import EngineError
+from ..files import memory_refusal
+from ..ir import PERSISTENT_KINDS
 from ..library.inference import forward_graph
 from ..library.server import Server, serving_costs  # noqa: F401  (serving_costs: engine.serve's library)
 from ..serving import poisson_arrivals
 from ..units import format_bytes
-from .flags import _DefaultsShown, _Parser, positive_float, positive_int, seed, size
+from .flags import UsageError, _DefaultsShown, _Parser, positive_float, positive_int, seed, size
 
 PROG = "engine.serve"
 
@@ -40,13 +42,34 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+ARRIVAL_BYTES = 16          # an arrival's time and model, at least
+
+
+def check_host(args, g, device: int) -> int:
+    """The number of batches the load sends, refused in one line where the host cannot hold the
+    models or the arrivals (--rate 1e6 --seconds 1e6 allocated 7 TiB of arrival times, --rate
+    1e200 --seconds 1e200 was an OverflowError, --models 10**6 ran out of threads)."""
+    requests = args.rate * args.seconds
+    batches = requests / args.batch
+    why = (f"{requests:.3g} requests" if not math.isfinite(requests) else
+           memory_refusal(math.ceil(batches) * ARRIVAL_BYTES, f"the arrival times of its {batches:.3g} batches"))
+    if why:
+        raise UsageError(f"--rate {args.rate:g} for --seconds {args.seconds:g}: {why}; give a lower --rate or fewer "
+                         "--seconds")
+    weights = sum(g.tensors[t].nbytes for t in g.leaves(*PERSISTENT_KINDS))
+    why = memory_refusal(device + args.models * weights, f"{args.models} models (their device memory and weights)")
+    if why:
+        raise UsageError(f"--models {args.models}: {why}; serve fewer models or a smaller one")
+    return max(1, math.ceil(batches))
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = parser().parse_args(argv)
         g = forward_graph(args.model, args.batch, args.size)
         device = args.memory or GraphFacts(g).peak_bytes * args.models // 2
-        batches = max(1, math.ceil(args.rate * args.seconds / args.batch))
+        batches = check_host(args, g, device)
         arrivals = poisson_arrivals(args.rate, args.batch, args.models, batches, args.seed)
         server = Server(args.model, args.models, device, args.batch, args.size, args.backend)
         try:

@@ -245,3 +245,22 @@ def test_infer_refuses_a_search_longer_than_a_wait_can_be():
     """engine.infer --search-seconds 2**70 searched each budget on forever."""
     with pytest.raises(UsageError, match=r"argument --search-seconds: .* seconds is longer than a wait can be"):
         infer.parser().parse_args(["--search-seconds", HUGE_COUNT])
+
+
+SERVE = ["--model", "resnet-14", "--size", "64", "--models", "2"]
+
+
+@pytest.mark.parametrize("extra,pattern", [
+    (["--rate", "1e6", "--seconds", "1e6"], r"--rate 1e\+06 for --seconds 1e\+06: the arrival times of its 1e\+12 "
+                                            r"batches hold .* TiB, more than this machine's memory"),
+    (["--rate", "1e200", "--seconds", "1e200"], r"--rate 1e\+200 for --seconds 1e\+200: inf requests"),
+    (["--models", str(10**6)], r"--models 1000000: 1000000 models \(their device memory and weights\) hold .* TiB, "
+                               r"more than this machine's memory"),
+])
+def test_serve_refuses_a_load_the_host_cannot_hold(capsys, extra, pattern):
+    """engine.serve allocated 7 TiB of arrival times (a traceback), overflowed on an infinite number
+    of requests, and started threads for a million models until it could not."""
+    from engine.cli import serve
+    assert serve.main(SERVE + extra) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(pattern, err[0]), err
