@@ -30,6 +30,7 @@ import numpy as np
 from ops import registry as op_registry
 from ops.registry import OpError
 from .errors import EngineError
+from .units import MAX_BYTES, format_bytes
 
 
 class GraphError(EngineError, ValueError):
@@ -113,8 +114,12 @@ class Graph:
         if any(d < 0 for d in shape):
             raise GraphError(f"tensor '{name}' has a negative dimension in {shape}")
         dtype = np.dtype(dtype)
+        nbytes = _spec_nbytes(shape, dtype)
+        if nbytes > MAX_BYTES:          # past int64 where the planner sums sizes (an OverflowError)
+            raise GraphError(f"tensor '{name}' of shape {shape} would hold {format_bytes(nbytes)}, more than any "
+                             f"device holds ({format_bytes(MAX_BYTES)}); use a smaller batch, size or model")
         tid = len(self.tensors)
-        self.tensors.append(Tensor(tid, name, shape, dtype, Kind(kind), _spec_nbytes(shape, dtype), init))
+        self.tensors.append(Tensor(tid, name, shape, dtype, Kind(kind), nbytes, init))
         self.producer.append(-1)
         self.users.append([])
         self._tensor_names[name] = tid

@@ -264,3 +264,20 @@ def test_serve_refuses_a_load_the_host_cannot_hold(capsys, extra, pattern):
     assert serve.main(SERVE + extra) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and re.search(pattern, err[0]), err
+
+
+@pytest.mark.parametrize("argv", [["--model", f"gpt-2-{2**70}-4"], ["--model", "small-cnn", "--size", str(2**40)]])
+def test_a_model_whose_tensors_no_device_holds_is_one_line(tmp_path, capsys, argv):
+    """A width of 2**70 in a model's name, or an image side of 2**40, built: the planner's int64
+    sizes then overflowed (a traceback); engine.infer and engine.stream_train alike."""
+    argv = ["--simulate-only", "--quiet", "--search-seconds", "0", "--out", str(tmp_path)] + argv
+    refused(argv, capsys, r"tensor '(wte|images)' of shape .* would hold .* TiB, more than any device holds "
+                          r"\(1024\.0 TiB\); use a smaller batch, size or model")
+
+
+def test_the_stream_and_inference_refuse_tensors_no_device_holds(capsys):
+    from engine.cli import stream_run
+    assert stream_run.main(["--iterations", "2", "--model", f"gpt-2-{2**40}-4"]) == 2
+    assert infer.main(["--model", "resnet-14", "--size", str(2**40), "--simulate-only"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("more than any device holds" in line for line in err), err
