@@ -234,7 +234,7 @@ def host_bytes_needed(g: Graph, peak_bytes: int) -> int:
     (drawn in float64, at least 256 samples), every parameter and state four times (host
     copies, next values, the unlimited run, a checkpoint), and one iteration's tensors (the
     numpy reference and the CPU backend's arena hold up to the peak)."""
-    batch = next((g.tensors[t].shape[0] for t in g.leaves(Kind.INPUT, Kind.LABEL)), 1) or 1
+    batch = next((g.tensors[t].shape[0] for t in g.leaves(Kind.INPUT, Kind.LABEL) if g.tensors[t].shape), 1) or 1
     samples = max(1, math.ceil(256 / batch)) * batch
     per_sample = sum(math.prod(g.tensors[t].shape[1:]) * 8 for t in g.leaves(Kind.INPUT, Kind.LABEL))
     persistent = sum(g.tensors[t].nbytes for t in g.leaves(*PERSISTENT_KINDS))

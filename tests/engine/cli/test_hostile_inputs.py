@@ -281,3 +281,40 @@ def test_the_stream_and_inference_refuse_tensors_no_device_holds(capsys):
     assert infer.main(["--model", "resnet-14", "--size", str(2**40), "--simulate-only"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("more than any device holds" in line for line in err), err
+
+
+def stream_refused(argv, capsys, pattern: str) -> str:
+    from engine.cli import stream_run
+    assert stream_run.main(["--iterations", "2"] + argv) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err and lines[0].startswith("engine.stream_train: "), lines
+    assert re.search(pattern, lines[0]), lines[0]
+    assert "iteration 1" not in out, out            # refused before training
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv,pattern", [
+    (["--accumulate", "3"], r"--accumulate 3: the run has 2 training iterations, so no window of 3 micro-batches "
+                            r"ends and no update runs; give at most 2"),
+    (["--eval-every", "2", "--accumulate", "2"], r"--accumulate 2: the run has 1 training iterations"),
+    (["--eval-every", "3"], r"--eval-every 3: the first evaluation would be iteration 3, past --iterations 2"),
+    (["--varying-seq", ""], r"--varying-seq takes positive lengths separated by commas \(e\.g\. 8,12,16\), got ''"),
+])
+def test_the_stream_refuses_settings_that_change_nothing(capsys, argv, pattern):
+    """--accumulate past the run's training iterations ran no update at all, --eval-every past
+    --iterations no evaluation, and --varying-seq '' was taken as not given: each exit 0."""
+    stream_refused(argv, capsys, pattern)
+
+
+def test_the_stream_refuses_a_plot_into_a_pipe(tmp_path, capsys):
+    """matplotlib seeks in the file it writes: --stages-plot FIFO was a traceback after the run."""
+    fifo = tmp_path / "stages.png"
+    os.mkfifo(fifo)
+    stream_refused(["--stages-plot", str(fifo)], capsys, r"--stages-plot .*stages\.png: is a pipe or device")
+
+
+def test_the_stream_refuses_graphs_the_host_cannot_hold(capsys):
+    """engine.stream_train had no host-memory check: a 2 TiB graph ran into a MemoryError."""
+    stream_refused(["--varying-seq", "65536", "--memory", "2TiB"], capsys,
+                   r"the stream's largest graph needs at least 2\.1 TiB of host memory .* and this machine has")
