@@ -124,7 +124,7 @@ def train_policy(run: Run, policy: Policy):
                     steps.add(trainer.iteration, losses[-1], times[-1])
                     bar.update(1)
                     bar.set_postfix_str(f"loss {losses[-1]:.3f}", refresh=False)
-                    if cfg.checkpoint and trainer.iteration % cfg.checkpoint_every == 0:
+                    if cfg.checkpoint and trainer.iteration % cfg.save_every == 0:
                         save_checkpoint(cfg, trainer)
                 if stop.requested:
                     bar.close()
