@@ -318,3 +318,120 @@ def test_the_stream_refuses_graphs_the_host_cannot_hold(capsys):
     """engine.stream_train had no host-memory check: a 2 TiB graph ran into a MemoryError."""
     stream_refused(["--varying-seq", "65536", "--memory", "2TiB"], capsys,
                    r"the stream's largest graph needs at least 2\.1 TiB of host memory .* and this machine has")
+
+
+@pytest.mark.parametrize("flag,name", [("--save-plan", "p.json"), ("--save-weights", "w.npz"),
+                                       ("--save-profile", "profile.json")])
+def test_an_output_into_a_pipe_without_a_reader_is_one_line(tmp_path, capsys, flag, name):
+    """--save-plan and --save-weights into a FIFO nobody reads were OSError tracebacks after the work."""
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    assert main(FAST + [flag, str(fifo), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "Traceback" not in "\n".join(err), err
+    assert err[-1] == (f"engine.train: {flag} {fifo}: could not be written (a pipe that no process reads); choose a "
+                       "writable file, or start the pipe's reader first"), err
+
+
+@pytest.mark.parametrize("target", ["loop", "nowhere/run"])
+def test_an_out_folder_that_is_a_broken_symlink_is_refused(tmp_path, capsys, target):
+    """--out LINK whose target loops or is missing: os.makedirs raised FileExistsError (a traceback)."""
+    link = tmp_path / "loop"
+    link.symlink_to(tmp_path / target)
+    refused(FAST + ["--out", str(link)], capsys, r"--out .*loop: is a symbolic link to nothing")
+
+
+def test_two_outputs_naming_one_file_are_refused_and_neither_is_touched(tmp_path, capsys):
+    """--json and --checkpoint on one file: the report replaced the checkpoint, exit 0."""
+    same = tmp_path / "same"
+    same.write_bytes(b"an earlier checkpoint")
+    refused(FAST + ["--json", str(same), "--checkpoint", str(same), "--out", str(tmp_path / "run")], capsys,
+            r"--checkpoint and --json name the same file \(.*same\): one would replace the other; give each its own")
+    assert same.read_bytes() == b"an earlier checkpoint"
+
+
+def test_an_output_over_an_input_is_refused_and_the_input_kept(tmp_path, capsys):
+    """--json over the --resume checkpoint: even the refused run's error report overwrote it."""
+    ck = tmp_path / "ck.npz"
+    assert main(FAST + ["--checkpoint", str(ck), "--out", str(tmp_path / "a")]) == 0
+    kept = ck.read_bytes()
+    capsys.readouterr()
+    refused(FAST + ["--iterations", "3", "--resume", str(ck), "--json", str(ck), "--out", str(tmp_path / "b")], capsys,
+            r"--json would overwrite --resume .*ck\.npz, which this run reads; give --json another file")
+    assert ck.read_bytes() == kept
+    assert main(FAST + ["--iterations", "3", "--resume", str(ck), "--checkpoint", str(ck), "--out",
+                        str(tmp_path / "c")]) == 0         # the checkpoint a run continues: its own
+
+
+def test_a_checkpoint_whose_settings_are_not_an_object_is_one_line(tmp_path, capsys):
+    """dict([1]) in check_resume_settings: a TypeError traceback."""
+    path = tmp_path / "ck.npz"
+    checkpoint.write(str(path), {"graph": "lstm-2x16", "iteration": 1, "seed": 0, "settings": [1]}, {})
+    refused(FAST + ["--resume", str(path), "--out", str(tmp_path)], capsys,
+            r"checkpoint '.*ck\.npz' is malformed: its settings are list, not an object")
+
+
+SEARCH = SIM + ["--search-generations", "3", "--population", "4", "--workers", "1"]
+
+
+@pytest.fixture(scope="module")
+def search_state(tmp_path_factory):
+    path = tmp_path_factory.mktemp("search") / "s.json"
+    assert main(SEARCH + ["--search-checkpoint", str(path), "--out", str(path.parent)]) == 0
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("change,generations,pattern", [
+    (lambda s: s.update(population=[]), "9", r"is malformed: 'population' is empty"),
+    (lambda s: s.update(generation=2**70), "9", r"is at generation 1180591620717411303424: --search-generations 9 "
+                                                r"leaves nothing to search; pass --search-generations above"),
+    (lambda s: None, "3", r"is at generation 3: --search-generations 3 leaves nothing to search"),
+])
+def test_a_search_checkpoint_with_nothing_to_continue_is_refused(tmp_path, capsys, search_state, change, generations,
+                                                                 pattern):
+    """An empty population started a fresh search, and a checkpoint past --search-generations searched
+    nothing: both exit 0 as if the search had been continued."""
+    state = json.loads(json.dumps(search_state))
+    change(state)
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(state))
+    capsys.readouterr()
+    refused(SEARCH + ["--search-generations", generations, "--search-checkpoint", str(path), "--resume-search",
+                      "--out", str(tmp_path)], capsys, pattern)
+
+
+@pytest.mark.parametrize("argv,pattern", [
+    (["--checkpoint-every", "5"], r"--checkpoint-every 5 says how often --checkpoint FILE is saved, and no "
+                                  r"--checkpoint is given"),
+    (["--workers", "2"], r"--workers is about the search, and --search-seconds 0 without --search-generations "
+                         r"runs none"),
+    (["--search-checkpoint", "s.json"], r"--search-checkpoint is about the search"),
+    (["--ray-address", ""], r"--ray-address '': an empty name"),
+    (["--link-gbps", "1e-300"], r"--link-gbps 1e-300: an emulated link slower than a byte a second never ends a copy"),
+])
+def test_a_flag_whose_work_never_happens_is_refused(tmp_path, capsys, argv, pattern):
+    """Each was taken with exit 0 and did nothing (--search-checkpoint wrote no file), or, for a
+    1e-300 GB/s link, a traceback from time.sleep."""
+    refused(FAST + argv + ["--out", str(tmp_path)], capsys, pattern)
+
+
+@pytest.mark.parametrize("argv,warning", [
+    (["--simulate-only", "--sanitize"], "--sanitize changes nothing with --simulate-only: nothing runs"),
+    (["--simulate-only", "--link-gbps", "8"], "--link-gbps changes nothing with --simulate-only: nothing runs"),
+    (["--device", "1"], "--device 1 changes nothing: the cpu backend has one device"),
+    (["--optimizer", "adam", "--momentum", "0.5"], "--momentum 0.5 changes nothing: adam has no momentum (it is SGD's)"),
+    (["--measure-iterations", "3"], "--measure-iterations 3 changes nothing: it times the policies before the last, "
+                                    "and --policy has one"),
+])
+def test_a_setting_that_changes_nothing_is_said(tmp_path, capsys, argv, warning):
+    """A report's settings replay through --config, so these are said rather than refused; they were
+    taken silently."""
+    assert main(FAST + argv + ["--out", str(tmp_path)]) == 0
+    assert f"warning: {warning}" in capsys.readouterr().err.splitlines()
+
+
+def test_save_plan_may_be_the_run_folders_plan_only_when_it_is_that_plan(tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    refused(FAST + ["--policy", "swapadvisor,ideal", "--simulate-only", "--save-plan", str(plan), "--out",
+                    str(tmp_path)], capsys, r"--save-plan and --out's plan.json name the same file")
+    assert main(FAST + ["--simulate-only", "--save-plan", str(plan), "--out", str(tmp_path)]) == 0
