@@ -33,6 +33,9 @@ from .errors import EngineError
 from .units import MAX_BYTES, format_bytes
 
 
+MAX_TENSORS = 2**20         # 30 times the largest zoo graph's (brnn-8-8k: 22642 tensors)
+
+
 class GraphError(EngineError, ValueError):
     """A malformed graph; the message names the node or tensor at fault."""
 
@@ -108,6 +111,9 @@ class Graph:
 
     # ------------------------------------------------------------------ building
     def _new_tensor(self, name, shape, dtype, kind, init=None) -> int:
+        if len(self.tensors) >= MAX_TENSORS:     # an LSTM of 2**62 steps was built on until memory ran out
+            raise GraphError(f"graph '{self.name}' grows past {MAX_TENSORS} tensors (the paper's largest models "
+                             "have tens of thousands); use fewer layers or steps, or a smaller size or batch")
         if name in self._tensor_names:
             raise GraphError(f"tensor name '{name}' is used twice")
         shape = tuple(int(d) for d in shape)
