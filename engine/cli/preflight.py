@@ -20,7 +20,7 @@ from allocator.registry import check_options, takes_option
 from planner import policy as policies_registry
 
 from .. import checkpoint
-from ..files import physical_memory, shown_path
+from ..files import memory_refusal, physical_memory, shown_path
 from ..ir import PERSISTENT_KINDS, Graph, Kind
 from ..profile import DEVICES, Profile
 from ..program import Program
@@ -252,6 +252,22 @@ def check_unused(cfg: RunConfig) -> None:
             if given:
                 raise UsageError(f"{flag} is about the search, and --search-seconds 0 without --search-generations "
                                  f"runs none; give --search-seconds S or --search-generations N, or drop {flag}")
+
+
+def check_search_size(cfg: RunConfig, g: Graph) -> None:
+    """A search larger than the host: more worker processes than candidates (--workers 10**6 forked
+    until the machine ran out), or a population whose schedules alone exceed the memory
+    (--population 2**40: a MemoryError)."""
+    search = cfg.search
+    if cfg.searching is None or cfg.load_plan or not search.wanted:
+        return
+    if search.workers and search.workers > search.population:
+        raise UsageError(f"--workers {search.workers}: more than the population's {search.population} candidates, "
+                         f"which are all a generation evaluates at once; give at most {search.population}")
+    why = memory_refusal(search.population * len(g.nodes) * 8,
+                         f"the schedules of --population {search.population} ({len(g.nodes)} operators each)")
+    if why:
+        raise UsageError(f"{why}; give a smaller --population")
 
 
 def unused_settings(cfg: RunConfig, placement) -> list[str]:

@@ -40,7 +40,7 @@ from .config import RunConfig
 from .flags import PROG, UsageError, parser
 from .report_json import JsonReport, json_path_in
 from .preflight import (JsonTaken, check_flags, check_host_memory, check_inputs, check_outputs, check_resume_fits,
-                        check_unused, unused_settings)
+                        check_search_size, check_unused, unused_settings)
 from .config_file import with_config
 from .run_folder import STEPS_FILE, StepRecords, check_out, make_run_folder
 from .user_files import check_user_files, data_for, save_weights
@@ -236,6 +236,7 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
     g = build_model(cfg)
     facts = GraphFacts(g)
     check_resume_fits(cfg, g, inputs)
+    check_search_size(cfg, g)
     unused = unused_settings(cfg, placement)       # said once the run has gone through (a refusal stays one line)
     unplanned = [p.name for p in cfg.policies if not p.runs_program]
     if cfg.simulate_only and unplanned:

@@ -435,3 +435,33 @@ def test_save_plan_may_be_the_run_folders_plan_only_when_it_is_that_plan(tmp_pat
     refused(FAST + ["--policy", "swapadvisor,ideal", "--simulate-only", "--save-plan", str(plan), "--out",
                     str(tmp_path)], capsys, r"--save-plan and --out's plan.json name the same file")
     assert main(FAST + ["--simulate-only", "--save-plan", str(plan), "--out", str(tmp_path)]) == 0
+
+
+def test_a_graph_past_the_tensor_limit_is_one_line(tmp_path, capsys, monkeypatch):
+    """--model small-lstm --size 2**40 (steps), resnet-12582914 or gpt-2**30-16-2 (layers) built on
+    until the memory ran out: a hang, then a MemoryError. Here the limit is lowered to 1000."""
+    import engine.ir
+    monkeypatch.setattr(engine.ir, "MAX_TENSORS", 1000)
+    refused(SIM + ["--size", "100", "--out", str(tmp_path)], capsys,
+            r"graph 'lstm-2x16' grows past 1000 tensors \(the paper's largest models have tens of thousands\)")
+
+
+def test_a_gpt_batch_past_the_tensor_limit_is_one_line(tmp_path, capsys, monkeypatch):
+    """--model gpt-tiny --batch 2**30: the builder's list of 2**30 position rows was a MemoryError."""
+    import zoo.gpt
+    monkeypatch.setattr(zoo.gpt, "MAX_TENSORS", 64)
+    refused(["--model", "gpt-tiny", "--batch", "17", "--simulate-only", "--quiet", "--search-seconds", "0",
+             "--out", str(tmp_path)], capsys, r"gpt: batch 17: the graph repeats the position rows once per sequence, "
+                                              r"and holds at most 64 tensors; give a batch of at most 16")
+
+
+@pytest.mark.parametrize("argv,pattern", [
+    (["--population", str(2**40)], r"the schedules of --population 1099511627776 \(183 operators each\) hold .* TiB, "
+                                   r"more than this machine's memory .*; give a smaller --population"),
+    (["--population", "4", "--workers", "5"], r"--workers 5: more than the population's 4 candidates, which are all "
+                                              r"a generation evaluates at once; give at most 4"),
+])
+def test_a_search_larger_than_the_host_is_refused(tmp_path, capsys, argv, pattern):
+    """--population 2**40 was a MemoryError; --workers above the population started processes that
+    had nothing to do (--workers 10**6 forked until the machine ran out)."""
+    refused(SIM + ["--search-generations", "1"] + argv + ["--out", str(tmp_path)], capsys, pattern)
