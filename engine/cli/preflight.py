@@ -306,6 +306,13 @@ def check_resume_settings(cfg: RunConfig, header: dict) -> None:
     for key in ours:                    # a flag left at its default is None on both sides
         if key in saved and saved[key] != ours[key]:
             flag = "--" + key.replace("_", "-")
+            if saved[key] is not None:          # the fix offered must be one the flag takes (--seed 2**70 is not)
+                try:
+                    parser().parse_args([f"{flag}={saved[key]}"])
+                except UsageError as e:
+                    raise UsageError(f"checkpoint '{cfg.resume}' is malformed: it was saved with {flag} "
+                                     f"{str(saved[key])[:40]}, which no run takes ({e}); give the .npz file "
+                                     "--checkpoint wrote") from None
             was, now = (f"{flag} {v}" if v is not None else f"the default {flag}" for v in (saved[key], ours[key]))
             fix = f"pass {flag} {saved[key]}" if saved[key] is not None else f"leave {flag} out"
             raise UsageError(f"checkpoint '{cfg.resume}' was saved with {was}, this run has {now}; {fix} to "

@@ -465,3 +465,17 @@ def test_a_search_larger_than_the_host_is_refused(tmp_path, capsys, argv, patter
     """--population 2**40 was a MemoryError; --workers above the population started processes that
     had nothing to do (--workers 10**6 forked until the machine ran out)."""
     refused(SIM + ["--search-generations", "1"] + argv + ["--out", str(tmp_path)], capsys, pattern)
+
+
+@pytest.mark.parametrize("key,value,pattern", [
+    ("seed", 2**70, r"it was saved with --seed 1180591620717411303424, which no run takes \(argument --seed: must be"),
+    ("lr", float("inf"), r"it was saved with --lr inf, which no run takes \(argument --lr: must be a finite positive"),
+])
+def test_a_checkpoint_saved_with_a_value_no_flag_takes_is_malformed(tmp_path, capsys, key, value, pattern):
+    """The refusal offered 'pass --seed 1180591620717411303424 to continue it', which the flag refuses."""
+    header = {"graph": "lstm-2x16", "iteration": 1, "seed": 0, "settings": {}}
+    (header if key == "seed" else header["settings"])[key] = value
+    path = tmp_path / "ck.npz"
+    checkpoint.write(str(path), header, {})
+    refused(FAST + ["--resume", str(path), "--iterations", "3", "--out", str(tmp_path)], capsys,
+            rf"checkpoint '.*ck\.npz' is malformed: {pattern}")
