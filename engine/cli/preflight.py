@@ -209,15 +209,17 @@ def _check_distinct(cfg: RunConfig) -> None:
             continue
         other = seen.setdefault(os.path.realpath(path), flag)
         if other != flag and {other, flag} != same:
-            raise (JsonTaken if "--json" in (other, flag) else UsageError)(f"{other} and {flag} name the same file ({shown_path(path)}): one would replace the "
-                             "other; give each its own")
+            error = JsonTaken if "--json" in (other, flag) else UsageError
+            raise error(f"{other} and {flag} name the same file ({shown_path(path)}): one would replace the other; "
+                        "give each its own")
     profile_file = cfg.profile if cfg.profile and cfg.profile.lower() not in DEVICES else None
     for flag, path in (("--resume", cfg.resume), ("--load-plan", cfg.load_plan), ("--data", cfg.data),
                        ("--profile", profile_file)):
         writer = seen.get(os.path.realpath(path)) if path else None
         if writer and (writer, flag) not in CONTINUES:
-            raise (JsonTaken if writer == "--json" else UsageError)(f"{writer} would overwrite {flag} {shown_path(path)}, which this run reads; give "
-                             f"{writer} another file")
+            error = JsonTaken if writer == "--json" else UsageError
+            raise error(f"{writer} would overwrite {flag} {shown_path(path)}, which this run reads; give {writer} "
+                        "another file")
 
 
 # ---------------------------------------------------------------------- inputs
@@ -287,7 +289,8 @@ def unused_settings(cfg: RunConfig, placement) -> list[str]:
     optimizer = optimizer_of(cfg.model, cfg.optimizer)
     if cfg.momentum != defaults.get_default("momentum") and not isinstance(make_optimizer(optimizer), SGD):
         said.append(f"--momentum {cfg.momentum:g} changes nothing: {optimizer} has no momentum (it is SGD's)")
-    if cfg.measure_iterations != defaults.get_default("measure_iterations") and len(cfg.policies) == 1 and not cfg.simulate_only:
+    measured = cfg.measure_iterations != defaults.get_default("measure_iterations")
+    if measured and len(cfg.policies) == 1 and not cfg.simulate_only:
         said.append(f"--measure-iterations {cfg.measure_iterations} changes nothing: it times the policies before "
                     "the last, and --policy has one")
     return said

@@ -419,7 +419,8 @@ def test_a_flag_whose_work_never_happens_is_refused(tmp_path, capsys, argv, patt
     (["--simulate-only", "--sanitize"], "--sanitize changes nothing with --simulate-only: nothing runs"),
     (["--simulate-only", "--link-gbps", "8"], "--link-gbps changes nothing with --simulate-only: nothing runs"),
     (["--device", "1"], "--device 1 changes nothing: the cpu backend has one device"),
-    (["--optimizer", "adam", "--momentum", "0.5"], "--momentum 0.5 changes nothing: adam has no momentum (it is SGD's)"),
+    (["--optimizer", "adam", "--momentum", "0.5"],
+     "--momentum 0.5 changes nothing: adam has no momentum (it is SGD's)"),
     (["--measure-iterations", "3"], "--measure-iterations 3 changes nothing: it times the policies before the last, "
                                     "and --policy has one"),
 ])
