@@ -51,6 +51,8 @@ WORKERS = 2                 # the machine has two cores, shared
 MEMORY_LIMIT = 8 << 30      # address space of each case: a case reading /dev/zero must not take the machine
 TIMEOUT = 60.0              # seconds; a case that has not ended by then hangs
 HUGE = str(2**70)
+ON_GPU = os.path.exists("/dev/nvidia0")     # --backend cuda runs there: those cases are accepted
+CUDA = ACCEPTED if ON_GPU else REFUSED
 BOMB_DEPTH = 200_000
 
 # ---------------------------------------------------------------------- the commands' small settings
@@ -66,8 +68,10 @@ SERVE = ("--model", "resnet-14", "--size", "64", "--models", "2", "--rate", "5",
 STREAM = ("--iterations", "2")
 SEARCH = ("--search-generations", "1", "--population", "4", "--workers", "1")   # the fixture's search
 RESUME_SEARCH = ("--search-generations", "3", "--population", "4", "--workers", "1")  # two more generations
-BASE = {"train": TRAIN, "sim": SIM, "train_imported": TRAIN_IMPORTED, "bare": BARE, "infer": INFER, "infer_sim": INFER_SIM, "serve": SERVE, "stream_train": STREAM}
-MODULE = {"train": "engine.train", "sim": "engine.train", "train_imported": "engine.train", "bare": "engine.train", "infer": "engine.infer", "infer_sim": "engine.infer",
+BASE = {"train": TRAIN, "sim": SIM, "train_imported": TRAIN_IMPORTED, "bare": BARE, "infer": INFER,
+        "infer_sim": INFER_SIM, "serve": SERVE, "stream_train": STREAM}
+MODULE = {"train": "engine.train", "sim": "engine.train", "train_imported": "engine.train", "bare": "engine.train",
+          "infer": "engine.infer", "infer_sim": "engine.infer",
           "serve": "engine.serve", "stream_train": "engine.stream_train"}
 
 
@@ -231,7 +235,7 @@ NUMERIC = [
     ("train", "--weight-decay", ("--iterations", "3"), {"zero": (ACCEPTED, None), "huge": (ACCEPTED, r"diverged")}),
     ("train", "--checkpoint-every", ("--checkpoint", "{tmp}/ck.npz"), {}),
     ("train", "--measure-iterations", ("--policy", "ideal,swapadvisor"), {}),
-    ("train", "--device", ("--backend", "cuda"), {}),
+    ("train", "--device", ("--backend", "cuda"), {"zero": (CUDA, None)}),
     ("train", "--search-seconds", ("--search-generations", "1", "--population", "4", "--workers", "1"),
      {"zero": (ACCEPTED, None)}),
     ("train", "--search-generations", ("--search-seconds", "1", "--population", "4", "--workers", "1"), {}),
@@ -482,7 +486,8 @@ def file_cases() -> list[Case]:
     cases += json_text_cases("search checkpoint", "train", search, "search.json")
     first = ("population", 0)
     for what, change in {"bad population entry": setter(first, {"schedule": "abc"}),
-                         "population entry schedule 2^70": lambda d: d["population"][0]["schedule"].__setitem__(0, 2**70),
+                         "population entry schedule 2^70":
+                             lambda d: d["population"][0]["schedule"].__setitem__(0, 2**70),
                          "negative generation": setter(("generation",), -3),
                          "generation 2^70": setter(("generation",), 2**70),
                          "population empty": setter(("population",), []),
@@ -567,8 +572,10 @@ def file_cases() -> list[Case]:
              make=both(lambda t, f: shutil.copytree(f / "imported", t / "m"), text("m/model.json", "{oops"))),
         Case("imported model.json nesting bomb", "train_imported", model("{tmp}/m"),
              make=both(lambda t, f: shutil.copytree(f / "imported", t / "m"), nesting_bomb("m/model.json"))),
-        Case("imported wrong format", "train_imported", model("{tmp}/m"), make=model_folder("m", setter(("format",), "x"))),
-        Case("imported task unknown", "train_imported", model("{tmp}/m"), make=model_folder("m", setter(("task",), "dance"))),
+        Case("imported wrong format", "train_imported", model("{tmp}/m"),
+             make=model_folder("m", setter(("format",), "x"))),
+        Case("imported task unknown", "train_imported", model("{tmp}/m"),
+             make=model_folder("m", setter(("task",), "dance"))),
         Case("imported values.npz missing", "train_imported", model("{tmp}/m"), make=model_folder("m", values=False)),
         Case("imported values member claiming 4 TiB", "train_imported", model("{tmp}/m"),
              make=both(model_folder("m"), claiming_member("m/values.npz", "v0"))),
@@ -582,7 +589,8 @@ def file_cases() -> list[Case]:
              make=model_folder("m", lambda d: d["graph"]["nodes"][0].__setitem__("op", "teleport"))),
         Case("imported inputs not a list", "train_imported", model("{tmp}/m"),
              make=model_folder("m", setter(("inputs",), "x"))),
-        Case("imported graph a string", "train_imported", model("{tmp}/m"), make=model_folder("m", setter(("graph",), "g"))),
+        Case("imported graph a string", "train_imported", model("{tmp}/m"),
+             make=model_folder("m", setter(("graph",), "g"))),
         Case("imported, with --batch", "train_imported", (*model("{fix}/imported"), "--batch", "8")),
         Case("imported training model given to infer", "infer_sim", ("--model", "{fix}/imported", "--memory",
                                                                         "100%")),
@@ -621,7 +629,7 @@ def conflict_cases() -> list[Case]:
         Case("train --dtype float16", "sim", ("--dtype", "float16")),
         Case("train --optimizer rmsprop", "sim", ("--optimizer", "rmsprop")),
         Case("train --backend tpu", "train", ("--backend", "tpu")),
-        Case("train --backend cuda without a GPU", "train", ("--backend", "cuda")),
+        Case("train --backend cuda", "train", ("--backend", "cuda"), CUDA),
         Case("train --momentum with --optimizer adam", "train", ("--optimizer", "adam", "--momentum", "0.5"), ACCEPTED,
              says=r"^warning: --momentum 0.5 changes nothing"),
         Case("train --momentum with a GPT (adamw)", "sim", ("--model", "gpt-tiny", "--batch", "2", "--size", "4",
@@ -654,7 +662,7 @@ def conflict_cases() -> list[Case]:
         Case("train --batch huge, run (host memory)", "train", ("--batch", str(2**30))),
         Case("infer --simulate-only --backend garbage", "infer_sim", ("--backend", "garbage")),
         Case("infer --backend garbage", "infer", ("--backend", "garbage")),
-        Case("infer --backend cuda without a GPU", "infer", ("--backend", "cuda")),
+        Case("infer --backend cuda", "infer", ("--backend", "cuda"), CUDA),
         Case("infer --link-gbps with --simulate-only", "infer_sim", ("--link-gbps", "8")),
         Case("infer --batches with --simulate-only", "infer_sim", ("--batches", "5")),
         Case("infer --sanitize with --simulate-only", "infer_sim", ("--sanitize",)),
@@ -718,8 +726,8 @@ def other_cases() -> list[Case]:
               "gpt huge width": f"gpt-2-{HUGE}-4"}
     for what, name in models.items():
         cases.append(Case(f"train --model {what}", "sim", ("--model", name)))
-    for what, name in {"unknown": "no-such-model", "a training-only model": "small-lstm", "resnet 2^70": f"resnet-{HUGE}",
-                       "empty": ""}.items():
+    for what, name in {"unknown": "no-such-model", "a training-only model": "small-lstm",
+                       "resnet 2^70": f"resnet-{HUGE}", "empty": ""}.items():
         cases.append(Case(f"infer --model {what}", "infer_sim", ("--model", name)))
         cases.append(Case(f"serve --model {what}", "serve", ("--model", name)))
     for what, name in {"unknown": "no-such-model", "empty": "", "gpt huge width": f"gpt-2-{HUGE}-4"}.items():
@@ -739,7 +747,8 @@ def make_fixtures(fix: Path) -> None:
              "--checkpoint", "ck.npz", "--save-plan", "plan.json", "--save-profile", "profile.json",
              "--search-checkpoint", "search.json", "--json", "report.json", "--out", "run"]
     other = ["--model", "small-cnn", "--quiet", "--backend", "cpu", "--profile", "v100", "--policy", "swapadvisor",
-             "--iterations", "1", "--no-check", "--search-seconds", "0", "--checkpoint", "ck-cnn.npz", "--out", "run-cnn"]
+             "--iterations", "1", "--no-check", "--search-seconds", "0", "--checkpoint", "ck-cnn.npz",
+             "--out", "run-cnn"]
     for argv in (train, other):
         done = subprocess.run([sys.executable, "-m", "engine.train", *argv], cwd=fix, env=_env(),
                               capture_output=True, text=True, timeout=600)
@@ -869,9 +878,11 @@ def summary(results: list[Result]) -> str:
 
 def machine_line() -> str:
     from bench.results_file import cpu_name
-    return (f"machine: {platform.platform()}, {os.cpu_count()} cores: {cpu_name()}; python {platform.python_version()}; "
+    return (f"machine: {platform.platform()}, {os.cpu_count()} cores: {cpu_name()}; "
+            f"python {platform.python_version()}; "
             f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; "
-            f"{WORKERS} cases at a time, {TIMEOUT:.0f} s limit (some cases less)")
+            f"{'a GPU' if ON_GPU else 'no GPU'} (--backend cuda cases {CUDA}); {WORKERS} cases at a time, "
+            f"{TIMEOUT:.0f} s limit (some cases less), {MEMORY_LIMIT >> 30} GiB of address space each")
 
 
 def main(argv=None) -> int:
