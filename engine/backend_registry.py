@@ -86,6 +86,9 @@ def choose(name: str, device: int = 0, link_gbps: float | None = None) -> Placem
     """The placement for ``--backend name`` ('auto' or a registered kind), ``--device`` and
     ``--link-gbps``; BackendUnavailable when it cannot run here. 'auto' takes the first kind
     in AUTO_PREFERENCE with a device."""
+    if link_gbps is not None and not link_gbps * 1e9 >= 1:    # 1e-300: time.sleep overflowed (a traceback)
+        raise BackendUnavailable(f"--link-gbps {link_gbps:g}: an emulated link slower than a byte a second never "
+                                 "ends a copy; give at least 1e-09 (GB/s)")
     if name == "auto":
         reasons = []
         for candidate in AUTO_PREFERENCE:

@@ -30,6 +30,10 @@ import numpy as np
 from ops import registry as op_registry
 from ops.registry import OpError
 from .errors import EngineError
+from .units import MAX_BYTES, format_bytes
+
+
+MAX_TENSORS = 2**20         # 30 times the largest zoo graph's (brnn-8-8k: 22642 tensors)
 
 
 class GraphError(EngineError, ValueError):
@@ -107,14 +111,21 @@ class Graph:
 
     # ------------------------------------------------------------------ building
     def _new_tensor(self, name, shape, dtype, kind, init=None) -> int:
+        if len(self.tensors) >= MAX_TENSORS:     # an LSTM of 2**62 steps was built on until memory ran out
+            raise GraphError(f"graph '{self.name}' grows past {MAX_TENSORS} tensors (the paper's largest models "
+                             "have tens of thousands); use fewer layers or steps, or a smaller size or batch")
         if name in self._tensor_names:
             raise GraphError(f"tensor name '{name}' is used twice")
         shape = tuple(int(d) for d in shape)
         if any(d < 0 for d in shape):
             raise GraphError(f"tensor '{name}' has a negative dimension in {shape}")
         dtype = np.dtype(dtype)
+        nbytes = _spec_nbytes(shape, dtype)
+        if nbytes > MAX_BYTES:          # past int64 where the planner sums sizes (an OverflowError)
+            raise GraphError(f"tensor '{name}' of shape {shape} would hold {format_bytes(nbytes)}, more than any "
+                             f"device holds ({format_bytes(MAX_BYTES)}); use a smaller batch, size or model")
         tid = len(self.tensors)
-        self.tensors.append(Tensor(tid, name, shape, dtype, Kind(kind), _spec_nbytes(shape, dtype), init))
+        self.tensors.append(Tensor(tid, name, shape, dtype, Kind(kind), nbytes, init))
         self.producer.append(-1)
         self.users.append([])
         self._tensor_names[name] = tid

@@ -137,16 +137,22 @@ def _number(v, where: str) -> float:
     return float(v)
 
 
+# No device is slower than a byte (or flop) a second, nor takes an hour for one operator or one
+# copy's latency: past these a profile's simulated times ran to 300 digits (1e-300 bytes/s).
+MIN_RATE = 1.0
+MAX_SECONDS = 3600.0
+
+
 def _positive(*named) -> None:
     for where, v in named:
-        if not (v > 0 and math.isfinite(v)):
-            raise ProfileError(f"{where} is {v}; rates must be finite and positive")
+        if not (v >= MIN_RATE and math.isfinite(v)):
+            raise ProfileError(f"{where} is {v}; rates must be finite and at least {MIN_RATE:g} per second")
 
 
 def _seconds(*named) -> None:
     for where, v in named:
-        if not (v >= 0 and math.isfinite(v)):
-            raise ProfileError(f"{where} is {v}; times must be finite and non-negative")
+        if not (0 <= v <= MAX_SECONDS):
+            raise ProfileError(f"{where} is {v}; times must be from 0 to {MAX_SECONDS:g} seconds")
 
 
 def signature(g: Graph, nid: int) -> str:

@@ -91,6 +91,8 @@ def check_state(state: dict, path: str) -> None:
         raise bad(f"'evaluations' is {state['evaluations']}; it counts evaluations from 0")
     if not (_number(state["elapsed_s"]) and state["elapsed_s"] >= 0):
         raise bad(f"'elapsed_s' is {state['elapsed_s']!r:.40}, not a number of seconds")
+    if not state["population"]:         # resumed as a fresh search, silently
+        raise bad("'population' is empty; a search checkpoint holds at least one individual")
     nodes = state["identity"].get("nodes")
     for i, d in enumerate(state["population"]):
         why = _individual_problem(d, nodes)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 import time
 from typing import Callable, Sequence
 
@@ -83,6 +84,23 @@ class _StateHolder:
         return fn(self.state, item)
 
 
+PROBE_SECONDS = 5.0
+
+
+def unanswered(address: str) -> str | None:
+    """Why nothing answers at a HOST:PORT (or ray://HOST:PORT) address, or None: ray.init waited
+    minutes on an address nothing listens at. 'local' and 'auto' are Ray's to find."""
+    if address in ("local", "auto"):
+        return None
+    host, _, port = (address[len("ray://"):] if address.startswith("ray://") else address).rpartition(":")
+    host = host[1:-1] if host.startswith("[") else host
+    try:
+        socket.create_connection((host, int(port)), timeout=PROBE_SECONDS).close()
+    except OSError as e:
+        return f"nothing answers at {address} within {PROBE_SECONDS:g} s ({e.strerror or e})"
+    return None
+
+
 def connect(address: str, workers: int | None):
     """Initialize Ray for ``address`` unless this process already has; return the module."""
     problem = address_problem(address)
@@ -91,6 +109,10 @@ def connect(address: str, workers: int | None):
     ray = _ray()
     if ray.is_initialized():
         return ray
+    why = unanswered(address)
+    if why:
+        raise RayUnavailable(f"cannot reach a Ray cluster at '{address}': {why}; start one with 'ray start --head', "
+                             "or use --ray-address local")
     kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         if address == "local":

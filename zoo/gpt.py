@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from engine.autodiff import Adam, SGD, build_training_graph
-from engine.ir import Graph
+from engine.ir import MAX_TENSORS, Graph
 from .layers import fully_connected
 
 GPT2_VOCAB = 50257
@@ -101,6 +101,9 @@ def gpt(layers: int = 12, width: int = 768, heads: int = 12, seq: int = 1024, vo
             raise ValueError(f"gpt: {what} must be positive, got {v}")
     if positions < seq:
         raise ValueError(f"gpt: the position table's {positions} rows cannot cover sequences of {seq}")
+    if batch > MAX_TENSORS // 4:        # [rows] * batch below: --batch 2**30 was a MemoryError
+        raise ValueError(f"gpt: batch {batch}: the graph repeats the position rows once per sequence, and holds at "
+                         f"most {MAX_TENSORS} tensors; give a batch of at most {MAX_TENSORS // 4}")
     if width % heads:
         raise ValueError(f"gpt: width {width} is not a multiple of heads {heads}")
     g = Graph(f"gpt-{layers}x{width}")

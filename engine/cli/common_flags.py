@@ -169,7 +169,7 @@ def add_policy(p, default: str | list[str], several: bool = False, which: str = 
 
 
 def add_search_seconds(p, default: float, why: str = "") -> None:
-    p.add_argument("--search-seconds", type=types.nonnegative_float, default=default, metavar="S",
+    p.add_argument("--search-seconds", type=types.seconds, default=default, metavar="S",
                    help=f"{HELP_STEM['--search-seconds']} to search schedules and allocations (0: no search, the "
                         f"default order and a simple allocation) (default {default:g}{why})")
 

@@ -14,6 +14,7 @@ from planner.policy import RECOMPUTE_OPTION, Policy
 
 # The request option --window sets (a policy that reads it lists it in Policy.options).
 WINDOW_OPTION = "window"
+CHECKPOINT_EVERY = 50      # --checkpoint-every's default
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class RunConfig:
     sanitize: bool
     check: bool                        # compare with the unlimited run
     checkpoint: str | None
-    checkpoint_every: int
+    checkpoint_every: int | None       # None: every CHECKPOINT_EVERY (see save_every)
     resume: str | None
     out: str | None
     json: str | None
@@ -107,6 +108,11 @@ class RunConfig:
         return {"model": self.model, "dtype": self.dtype, "optimizer": self.optimizer, "lr": self.lr,
                 "momentum": self.momentum,
                 "weight_decay": self.weight_decay}
+
+    @property
+    def save_every(self) -> int:
+        """Iterations between checkpoints (--checkpoint-every, or its default)."""
+        return self.checkpoint_every or CHECKPOINT_EVERY
 
     @property
     def planned(self) -> tuple[Policy, ...]:

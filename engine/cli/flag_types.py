@@ -7,6 +7,7 @@ these; engine/cli/flags.py adds engine.train's own).
 from __future__ import annotations
 
 import argparse
+import threading
 
 from planner import policy as policies_registry
 
@@ -20,18 +21,25 @@ def _number(kind, text: str, what: str):
         raise argparse.ArgumentTypeError(f"'{text}' is not {what}") from None
 
 
-def positive_int(text: str) -> int:
+MAX_COUNT = 2**63 - 1     # counts are 64-bit where they meet numpy (--batch 2**70 was an OverflowError)
+
+
+def _count(text: str, least: int) -> int:
     v = _number(int, text, "an integer")
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {v}")
+    if v < least:
+        raise argparse.ArgumentTypeError(f"must be positive, got {v}" if least else f"must be 0 or more, got {v}")
+    if v > MAX_COUNT:
+        shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
+        raise argparse.ArgumentTypeError(f"{shown} is more than a 64-bit count holds; give at most 2**63 - 1")
     return v
+
+
+def positive_int(text: str) -> int:
+    return _count(text, 1)
 
 
 def nonnegative_int(text: str) -> int:
-    v = _number(int, text, "an integer")
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {v}")
-    return v
+    return _count(text, 0)
 
 
 def positive_float(text: str) -> float:
@@ -47,6 +55,8 @@ def mebibytes(text: str) -> float:
     """A finite positive number of MiB within what a device holds (--chunk-mib 1e300 was refused
     only after profiling, with a 300-digit size in the message)."""
     v = positive_float(text)
+    if round(v * 2**20) < 1:          # --chunk-mib 1e-9 was 0 bytes: taken as not given
+        raise argparse.ArgumentTypeError(f"'{text}' MiB is less than a byte")
     try:
         checked_size(int(round(v * 2**20)), f"{text}MiB")
     except ValueError as e:
@@ -71,6 +81,16 @@ def nonnegative_float(text: str) -> float:
         v = float("nan")
     if not 0 <= v < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a non-negative number, got '{text}'")
+    return v
+
+
+def seconds(text: str) -> float:
+    """A duration: a non-negative number of seconds that Python's waits can take (at most
+    threading.TIMEOUT_MAX, 292 years; --search-seconds 2**70 searched on forever)."""
+    v = nonnegative_float(text)
+    if v > threading.TIMEOUT_MAX:
+        raise argparse.ArgumentTypeError(f"'{text[:40]}' seconds is longer than a wait can be; give at most "
+                                         f"{threading.TIMEOUT_MAX:.4g}")
     return v
 
 

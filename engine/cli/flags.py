@@ -54,7 +54,7 @@ def parser() -> argparse.ArgumentParser:
     training.add_argument("--momentum", type=nonnegative_float, default=0.9, help="SGD momentum (default 0.9)")
     training.add_argument("--weight-decay", type=nonnegative_float, default=1e-4, help="weight decay (default 1e-4)")
     training.add_argument("--checkpoint", metavar="FILE", help="save parameters and optimizer state here (npz)")
-    training.add_argument("--checkpoint-every", type=positive_int, default=50, metavar="N",
+    training.add_argument("--checkpoint-every", type=positive_int, default=None, metavar="N",
                    help="with --checkpoint: save every N iterations, and always at exit (default 50)")
     training.add_argument("--resume", metavar="FILE", help="continue from this checkpoint, bit-identically")
     training.add_argument("--save-weights", metavar="FILE",

@@ -21,6 +21,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from planner import policy as policies_registry
 from planner.facts import GraphFacts
 
 from ..backend_registry import choose
@@ -66,6 +67,7 @@ def budget_bytes(spec: str, peak: int) -> int:
 
 
 # ---------------------------------------------------------------------------- command line
+BATCHES = 3                 # --batches' default (None when not given, so that --simulate-only can refuse it)
 TABLE2_BUDGETS = "64MiB,128MiB,192MiB,512MiB,640MiB"     # SwapAdvisor's Table 2, for ResNet-152 at batch 1
 
 
@@ -81,7 +83,7 @@ def parser() -> argparse.ArgumentParser:
     shared.add_search_seconds(p, 0.0, ": engine.infer searches once per budget")
     shared.add_profile(p)
     shared.add_simulate_only(p)
-    p.add_argument("--batches", type=positive_int, default=3, help="batches run per budget")
+    p.add_argument("--batches", type=positive_int, default=None, help=f"batches run per budget (default {BATCHES})")
     shared.add_backend(p)
     shared.add_seed(p)
     shared.add_json(p)
@@ -90,6 +92,15 @@ def parser() -> argparse.ArgumentParser:
 
 def run(args, report: JsonReport | None = None) -> int:
     report = report or JsonReport([], None, PROG)
+    if not policies_registry.get(args.policy).runs_program:      # each budget said N/A, exit 0
+        runs = ", ".join(p.name for p in policies_registry.REGISTRY.values() if p.runs_program)
+        raise UsageError(f"--policy {args.policy} runs no Program, so it plans no budget; choose from {runs}")
+    if args.simulate_only:          # these only change the batches run, and none runs
+        given = next((flag for flag, v in (("--batches", args.batches), ("--link-gbps", args.link_gbps),
+                                           ("--sanitize", args.sanitize or None)) if v is not None), None)
+        if given:
+            raise UsageError(f"{given} is about the batches run, which --simulate-only does not run; drop one of them")
+    args.batches = args.batches or BATCHES
     g = forward_graph(args.model, args.batch, args.size)      # the model's own batch: one request (zoo)
     batch = batch_of(g)
     facts = GraphFacts(g)

@@ -39,7 +39,8 @@ from .flags import PROG, UsageError, parser
 from .command import Parsed, run_command
 from .report_json import JsonReport
 from .settings import settings_of
-from .preflight import check_flags, check_host_memory, check_inputs, check_outputs, check_resume_fits
+from .preflight import (JsonTaken, check_flags, check_host_memory, check_inputs, check_outputs, check_resume_fits,
+                        check_search_size, check_unused, unused_settings)
 from .config_file import with_config
 from .run_folder import STEPS_FILE, StepRecords, check_out, make_run_folder
 from .user_files import check_user_files, data_for, save_weights
@@ -124,7 +125,7 @@ def train_policy(run: Run, policy: Policy):
                     steps.add(trainer.iteration, losses[-1], times[-1])
                     bar.update(1)
                     bar.set_postfix_str(f"loss {losses[-1]:.3f}", refresh=False)
-                    if cfg.checkpoint and trainer.iteration % cfg.checkpoint_every == 0:
+                    if cfg.checkpoint and trainer.iteration % cfg.save_every == 0:
                         save_checkpoint(cfg, trainer)
                 if stop.requested:
                     bar.close()
@@ -144,6 +145,16 @@ def train_policy(run: Run, policy: Policy):
         if cfg.checkpoint:
             save_checkpoint(cfg, trainer)
         return trainer, trainer.state, losses, times, start
+
+
+def written(flag: str, path: str, write):
+    """``write()``'s result, or the run stopped in one line naming the output that could not be
+    written (a pipe without a reader, a full disk: an OSError traceback after the work)."""
+    try:
+        return write()
+    except OSError as e:
+        raise EngineError(f"{flag} {path}: could not be written ({e.strerror or e}); choose a writable file, or "
+                          "start the pipe's reader first") from None
 
 
 def save_checkpoint(cfg: RunConfig, trainer: Trainer) -> None:
@@ -205,9 +216,14 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
     known (engine/cli/report_json.py writes them, whatever the end)."""
     report = report or JsonReport([], None)
     check_flags(cfg)
-    check_outputs(cfg)
+    try:
+        check_outputs(cfg)
+    except JsonTaken:
+        report.path = None              # the file it names is another's: keep it
+        raise
     check_out(cfg)
     inputs = check_inputs(cfg)
+    check_unused(cfg)
     own_arrays = check_user_files(cfg)
     placement = None
     if not cfg.simulate_only:          # nothing runs when simulating
@@ -220,6 +236,8 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
         print(placement.announcement())
     facts = GraphFacts(g)
     check_resume_fits(cfg, g, inputs)
+    check_search_size(cfg, g)
+    unused = unused_settings(cfg, placement)       # said once the run has gone through (a refusal stays one line)
     unplanned = [p.name for p in cfg.policies if not p.runs_program]
     if cfg.simulate_only and unplanned:
         raise UsageError(f"--simulate-only cannot run the {unplanned[0]} policy; choose from "
@@ -256,7 +274,7 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
         report.update(profile=source)
         print(f"profile {describe_profile(source)}")
     if profile and cfg.save_profile:
-        profile.save(cfg.save_profile)
+        written("--save-profile", cfg.save_profile, lambda: profile.save(cfg.save_profile))
         print(f"profile saved to {cfg.save_profile}")
     made: dict = {}
     if budget:
@@ -278,6 +296,7 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
         print(policy_table(rows, facts.peak_bytes if budget else None))
         save_artifacts(run, out_dir)
         report.update(backend=None, policies=rows_to_json(rows))
+        say_warnings(unused)
         return 0
     report.update(**placement.kind.to_json(placement, run.device_name))
     *others, last = cfg.policies
@@ -314,12 +333,19 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
         print(f"checkpoint saved to {cfg.checkpoint} (iteration {trainer.iteration})")
     print(f"steps  per-iteration loss and seconds in {steps_path}")
     if cfg.save_weights:
-        print(f"weights saved to {cfg.save_weights} ({save_weights(cfg, g, final_state)})")
+        print(f"weights saved to {cfg.save_weights} "
+              f"({written('--save-weights', cfg.save_weights, lambda: save_weights(cfg, g, final_state))})")
     save_artifacts(run, out_dir)
+    say_warnings(unused)
     report.update(weights_path=cfg.save_weights)
     report.update(**placement.kind.to_json(placement, run.device_name), iterations=len(losses),
                   loss_first=first, loss_last=final, loss_finite=diverged is None, identical=same)
     return 1 if same is False else 0
+
+
+def say_warnings(warnings: list[str]) -> None:
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 def save_artifacts(run: Run, out_dir: str) -> None:
@@ -338,7 +364,7 @@ def save_artifacts(run: Run, out_dir: str) -> None:
     searching = cfg.searching
     if cfg.save_plan and searching is not None:
         text = json.dumps(programs[searching.name][0].to_dict())       # folders made, as preflight allowed
-        write_atomically(cfg.save_plan, lambda f: f.write(text.encode()))
+        written("--save-plan", cfg.save_plan, lambda: write_atomically(cfg.save_plan, lambda f: f.write(text.encode())))
         print(f"{searching.name} plan saved to {cfg.save_plan}")
 
 

@@ -15,6 +15,9 @@ from planner.facts import GraphFacts
 
 from ..backend_registry import choose
 from ..data import TeacherData
+from ..errors import UsageError
+from ..files import memory_refusal
+from ..ir import PERSISTENT_KINDS
 from ..library.inference import forward_graph
 from ..library.models import batch_of
 from ..library.planning import profile_of
@@ -48,6 +51,27 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+ARRIVAL_BYTES = 16          # an arrival's time and model, at least
+
+
+def check_host(args, g, batch: int, device: int) -> int:
+    """The number of batches the load sends, refused in one line where the host cannot hold the
+    models or the arrivals (--rate 1e6 --seconds 1e6 allocated 7 TiB of arrival times, --rate
+    1e200 --seconds 1e200 was an OverflowError, --models 10**6 ran out of threads)."""
+    requests = args.rate * args.seconds
+    batches = requests / batch
+    why = (f"{requests:.3g} requests" if not math.isfinite(requests) else
+           memory_refusal(math.ceil(batches) * ARRIVAL_BYTES, f"the arrival times of its {batches:.3g} batches"))
+    if why:
+        raise UsageError(f"--rate {args.rate:g} for --seconds {args.seconds:g}: {why}; give a lower --rate or fewer "
+                         "--seconds")
+    weights = sum(g.tensors[t].nbytes for t in g.leaves(*PERSISTENT_KINDS))
+    why = memory_refusal(device + args.models * weights, f"{args.models} models (their device memory and weights)")
+    if why:
+        raise UsageError(f"--models {args.models}: {why}; serve fewer models or a smaller one")
+    return max(1, math.ceil(batches))
+
+
 def run(args, report: JsonReport | None = None) -> int:
     report = report or JsonReport([], None, PROG)
     g = forward_graph(args.model, args.batch, args.size)
@@ -55,6 +79,7 @@ def run(args, report: JsonReport | None = None) -> int:
     facts = GraphFacts(g)
     device = args.memory or facts.peak_bytes * args.models // 2
     check_share(facts, device, args.models)             # before measuring or planning anything
+    batches = check_host(args, g, batch, device)
     profile = profile_of(args.profile) if args.profile else None      # a bad file: refused before the run prints
     placement = choose(args.backend, args.device, args.link_gbps)
     report.update(model=g.name, batch=batch, models=args.models, budget_bytes=device,
@@ -64,7 +89,6 @@ def run(args, report: JsonReport | None = None) -> int:
     source = profile_source(args.profile, profile)
     report.update(profile=source)
     print(f"profile {describe_profile(source, 's/batch')}")
-    batches = max(1, math.ceil(args.rate * args.seconds / batch))
     arrivals = poisson_arrivals(args.rate, batch, args.models, batches, args.seed)
     server = Server(args.model, args.models, device, batch, args.size, placement, profile, sanitize=args.sanitize)
     try:

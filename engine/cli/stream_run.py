@@ -25,7 +25,9 @@ from .. import backend_registry
 from .. import iteration_stream as st
 from ..autodiff import make_optimizer
 from ..blas_threads import one_blas_thread
+from ..checkpoint import written_through
 from ..errors import UsageError
+from ..files import physical_memory
 from ..op_monitor import Monitor, stages_figure
 from ..training import StreamTrainer
 from ..units import format_bytes
@@ -102,6 +104,30 @@ def _nonfinite_at(text: str, iterations: int) -> tuple[int, ...]:
     return at
 
 
+def _check_windows(args) -> None:
+    """--eval-every and --accumulate that the run never reaches change nothing: no evaluation, or
+    no update at all (every gradient accumulated and dropped)."""
+    if args.eval_every > args.iterations:
+        raise UsageError(f"--eval-every {args.eval_every}: the first evaluation would be iteration {args.eval_every}, "
+                         f"past --iterations {args.iterations}; give at most {args.iterations} (or 0 for none)")
+    training = args.iterations - (args.iterations // args.eval_every if args.eval_every else 0)
+    if args.accumulate > training:
+        raise UsageError(f"--accumulate {args.accumulate}: the run has {training} training iterations, so no "
+                         f"window of {args.accumulate} micro-batches ends and no update runs; give at most {training}")
+
+
+def _check_host(facts: list[GraphFacts]) -> None:
+    """A stream whose largest graph needs more host memory than the machine has would die
+    allocating it (--batch 2**20: a MemoryError)."""
+    from .preflight import host_bytes_needed
+    need = max(host_bytes_needed(f.graph, f.peak_bytes) for f in facts)
+    have = physical_memory()
+    if have and need > have:
+        raise UsageError(f"the stream's largest graph needs at least {format_bytes(need)} of host memory (data, "
+                         f"parameters, one iteration's tensors) and this machine has {format_bytes(have)}; use a "
+                         "smaller --batch or --varying-seq")
+
+
 def _check_plot(path: str | None) -> None:
     """--stages-plot is written after the run: a path that cannot take it is refused before."""
     if path is None:
@@ -109,6 +135,9 @@ def _check_plot(path: str | None) -> None:
     from .preflight import check_names, check_writable_file
     check_names((("--stages-plot", path),))
     check_writable_file(path, "--stages-plot")
+    if os.path.exists(path) and written_through(path) and os.path.realpath(path) != os.devnull:
+        raise UsageError(f"--stages-plot {path}: is a pipe or device, and a plot is written by seeking in its file "
+                         "(a traceback at the end of the run); give a regular file")
     try:
         from matplotlib.figure import Figure
     except ImportError:              # the run says so where the plot would be drawn
@@ -123,7 +152,8 @@ def _check_plot(path: str | None) -> None:
 def run(args, report: JsonReport | None = None) -> int:
     report = report or JsonReport([], None, PROG)
     _check_plot(args.stages_plot)
-    buckets = st.buckets_of(args.varying_seq) if args.varying_seq else ()
+    _check_windows(args)
+    buckets = st.buckets_of(args.varying_seq) if args.varying_seq is not None else ()
     settings = st.StreamSettings(buckets, args.eval_every, args.accumulate,
                                  _nonfinite_at(args.nonfinite_at, args.iterations), args.seed)
     plan = st.IterationPlan(settings)
@@ -140,7 +170,9 @@ def run(args, report: JsonReport | None = None) -> int:
         stream = st.graphs_of(plan, graphs(), args.iterations)
     except ValueError as e:          # zoo's one-line refusal of a configuration that does not build
         raise UsageError(str(e)) from None
-    peak = max(GraphFacts(g).peak_bytes for _, gs in stream for g in gs)
+    facts = [GraphFacts(g) for _, gs in stream for g in gs]
+    _check_host(facts)
+    peak = max(f.peak_bytes for f in facts)
     device = args.memory if args.memory is not None else peak // 2
     # the graphs change as the stream goes: none runs before planning, so the default is analytic
     profile = profile_of(args.profile or ANALYTIC_DEFAULT)

@@ -20,11 +20,7 @@ def model_graph(model: str, batch: int | None = None, size: int | None = None, d
     name = model.lower()
     import zoo
 
-    try:
-        kind = optimizer or ("sgd" if name in SMALL_MODELS else zoo.default_optimizer(name))
-    except ValueError as e:
-        raise UsageError(f"--model {model}: {e} (or {', '.join(SMALL_MODELS)})") from None
-    sgd = make_optimizer(kind, lr, momentum, weight_decay)
+    sgd = make_optimizer(optimizer_of(model, optimizer), lr, momentum, weight_decay)
     if name in SMALL_MODELS:
         from zoo import small
 
@@ -36,6 +32,19 @@ def model_graph(model: str, batch: int | None = None, size: int | None = None, d
         return small.lstm(**({"steps": size} if size else {}), **kw)
     try:
         return zoo.build(name, batch=batch, size=size, dtype=dtype, optimizer=sgd)
+    except ValueError as e:
+        raise UsageError(f"--model {model}: {e} (or {', '.join(SMALL_MODELS)})") from None
+
+
+def optimizer_of(model: str, optimizer: str | None) -> str:
+    """The optimizer --model trains with: --optimizer, else the model's own (sgd for the small
+    and imported models, the zoo family's otherwise); UsageError (one line) for an unknown model."""
+    if optimizer or is_model_folder(model) or model.lower() in SMALL_MODELS:
+        return optimizer or "sgd"
+    import zoo
+
+    try:
+        return zoo.default_optimizer(model.lower())
     except ValueError as e:
         raise UsageError(f"--model {model}: {e} (or {', '.join(SMALL_MODELS)})") from None
 

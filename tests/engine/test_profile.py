@@ -39,7 +39,7 @@ def test_bad_profiles(tmp_path):
         Profile.load(str(tmp_path / "bad.json"))
     d = analytic_profile("v100").to_dict()
     d["link"]["h2d_bytes_per_s"] = -1
-    with pytest.raises(ProfileError, match="link.h2d_bytes_per_s is -1.0; rates must be finite and positive"):
+    with pytest.raises(ProfileError, match="link.h2d_bytes_per_s is -1.0; rates must be finite and at least 1 per second"):
         Profile.from_dict(json.loads(json.dumps(d)))
 
 
@@ -71,6 +71,20 @@ def _v100(**changes):
     ({"dispatch_s": 5}, "dispatch_s 5.0 is a second or more"),
 ])
 def test_every_bad_profile_field_is_named_in_one_line(changes, message):
+    with pytest.raises(ProfileError, match=message) as e:
+        Profile.from_dict(_v100(**changes))
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"link__h2d_bytes_per_s": 1e-300}, r"link.h2d_bytes_per_s is 1e-300; rates must be finite and at least 1 per"),
+    ({"analytic__flops_per_s": 1e-300}, r"analytic.flops_per_s is 1e-300; rates must be"),
+    ({"link__latency_s": 1e300}, r"link.latency_s is 1e\+300; times must be from 0 to 3600 seconds"),
+    ({"ops": {"conv": 1e308}}, r"ops\['conv'\] is 1e\+308; times must be from 0 to 3600 seconds"),
+])
+def test_a_profile_no_device_could_have_is_refused(changes, message):
+    """Issue 39's harness: a link of 1e-300 bytes/s or a latency of 1e300 s was taken, and every
+    simulated time in the report ran to 300 digits."""
     with pytest.raises(ProfileError, match=message) as e:
         Profile.from_dict(_v100(**changes))
     assert "\n" not in str(e.value)

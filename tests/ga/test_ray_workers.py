@@ -84,3 +84,20 @@ def test_an_unreachable_cluster_is_one_clear_line(monkeypatch):
     monkeypatch.setattr(ray, "init", refuse)
     with pytest.raises(RayUnavailable, match="ray start --head"):
         connect("auto", None)
+
+
+def test_an_address_nothing_listens_at_is_refused_at_once(monkeypatch):
+    """Issue 39's harness: ray.init(address=HOST:PORT) with nothing listening there waited minutes
+    (--ray-address 192.0.2.1:6379 hung the run); a probe of the port says so in seconds."""
+    import socket
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    with socket.socket() as s:          # a port just freed: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tried = []
+    monkeypatch.setattr(ray, "init", lambda *a, **k: tried.append(k))      # (it waited minutes)
+    t0 = time.perf_counter()
+    with pytest.raises(RayUnavailable, match=rf"cannot reach a Ray cluster at '127\.0\.0\.1:{port}': nothing answers "
+                                             rf"at 127\.0\.0\.1:{port} within 5 s \(Connection refused\)"):
+        connect(f"127.0.0.1:{port}", None)
+    assert not tried and time.perf_counter() - t0 < 30
