@@ -241,6 +241,16 @@ def test_infer_refuses_what_would_change_nothing(capsys, extra, pattern):
     infer_refused(INFER_SIM + extra, capsys, pattern)
 
 
+@pytest.mark.parametrize("command", ["infer", "serve", "stream_run"])
+def test_an_empty_profile_is_refused_by_every_command(command):
+    """engine.infer --profile '' read as 'not given' and planned on its default, exit 0 (found by
+    the harness once the commands shared --profile)."""
+    from engine.cli import serve, stream_run
+    parser = {"infer": infer, "serve": serve, "stream_run": stream_run}[command].parser()
+    with pytest.raises(UsageError, match=r"argument --profile: is empty; give a device name"):
+        parser.parse_args(["--profile", " "])
+
+
 def test_infer_refuses_a_search_longer_than_a_wait_can_be():
     """engine.infer --search-seconds 2**70 searched each budget on forever."""
     with pytest.raises(UsageError, match=r"argument --search-seconds: .* seconds is longer than a wait can be"):
