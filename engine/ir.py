@@ -14,6 +14,14 @@ A parameter or state that no operator updates (the weights of a forward-only,
 inference graph) is its own next value: it persists unchanged, so it may stay
 resident across iterations and its host copy never goes stale.
 
+Common expressions are built once: ``Graph.apply`` of a pure operator (``Op.recomputable``,
+no state outputs) on the very inputs and attributes of a node already built returns that
+node's outputs instead of adding a twin (MXNet's graph executor does the same to a forward
+graph before building its gradient: ``MXNET_ELIMINATE_COMMON_EXPR``, on by default since 1.6,
+src/executor/eliminate_common_expr.cc). NASNet's cells read the previous cell's output through
+two ReLUs of the same input, as TF-slim writes it; one is built. ``Graph(common_expr=False)``
+keeps every twin.
+
 ``Graph`` builds and answers queries; checking a whole graph or a schedule is
 ``engine.graph_check``, files and fingerprints are ``engine.graph_io``.
 """
@@ -83,6 +91,17 @@ class Summary:
     bytes_by_kind: dict[str, int] = field(default_factory=dict)
 
 
+def _frozen(value):
+    """A hashable copy of canonical attributes (dicts, lists and arrays made tuples)."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    return value
+
+
 def _spec_nbytes(shape, dtype) -> int:
     return math.prod(shape) * np.dtype(dtype).itemsize
 
@@ -90,8 +109,10 @@ def _spec_nbytes(shape, dtype) -> int:
 class Graph:
     """Builder and container. ``apply`` adds a node, inferring its outputs' shapes."""
 
-    def __init__(self, name: str = "graph"):
+    def __init__(self, name: str = "graph", common_expr: bool = True):
         self.name = name
+        # (op, attributes, inputs, kind of its outputs) -> outputs of the pure node built for them
+        self._exprs: dict[tuple, tuple[int, ...]] | None = {} if common_expr else None
         self.tensors: list[Tensor] = []
         self.nodes: list[Node] = []
         self.producer: list[int] = []          # tensor id -> node id, or -1 for a leaf
@@ -189,6 +210,9 @@ class Graph:
                     raise OpError(f"input {t} is not a tensor of this graph")
             decl.check_arity(len(inputs))
             attrs = decl.canon(attrs)
+            expr = self._expr_key(decl, op, attrs, inputs)
+            if expr is not None and expr in self._exprs:
+                return self._exprs[expr]            # built already: the same values
             specs = decl.infer(attrs, [self.tensors[t] for t in inputs])
         except OpError as e:
             raise GraphError(f"node '{node_name}' ({op}): {e}") from None
@@ -215,7 +239,16 @@ class Graph:
                                      "already has a next value")
                 self._updates.append((cur, outputs[out_i]))
                 self._updated.add(cur)
+        if expr is not None:
+            self._exprs[expr] = tuple(outputs)
         return tuple(outputs)
+
+    def _expr_key(self, decl, op: str, attrs: dict, inputs: tuple[int, ...]) -> tuple | None:
+        """The key under which a pure node is built once (``common_expr``), or None: common
+        expressions kept, or an operator whose outputs depend on more than its inputs."""
+        if self._exprs is None or not decl.recomputable or decl.state_outputs:
+            return None
+        return op, _frozen(attrs), inputs, self._default_kind
 
     def set_loss(self, t: int) -> None:
         self.loss = int(t)
