@@ -44,7 +44,7 @@ def search_options(seconds: float):
     return SearchOptions(seed=0, time_limit_s=seconds, workers=os.cpu_count() or 1, progress=False)
 
 
-def model_rows(name: str, device_bytes: int, search_seconds: float, say) -> list[list]:
+def model_rows(name: str, device_bytes: int, search_seconds: float, say, labels=None) -> list[list]:
     batch = next(p for p in PAPER if p.model == name).batch
     g = zoo.build(name, batch=batch)
     facts = GraphFacts(g)
@@ -54,6 +54,8 @@ def model_rows(name: str, device_bytes: int, search_seconds: float, say) -> list
     search = search_options(search_seconds)
     rows = []
     for label, name_, options in ROWS:
+        if labels is not None and label not in labels:
+            continue
         t0 = time.perf_counter()
         try:
             p = plan(g, policy.get(name_), profile, device_bytes, policy_options=options, search=search,
@@ -74,6 +76,8 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=",".join(p.model for p in PAPER))
     ap.add_argument("--budget-gib", type=float, default=16.0)
     ap.add_argument("--search-seconds", type=float, default=0.0)
+    ap.add_argument("--rows", default=";".join(r[0] for r in ROWS),
+                    help="which rows, by label, separated by ';' (default: all)")
     ap.add_argument("--save", action="store_true", help="write bench/results/recompute_table_<date>.txt")
     a = ap.parse_args(argv)
     out = io.StringIO()
@@ -83,7 +87,7 @@ def main(argv=None) -> int:
 
     rows = []
     for name in a.models.split(","):
-        rows += model_rows(name, int(a.budget_gib * 2**30), a.search_seconds, say)
+        rows += model_rows(name, int(a.budget_gib * 2**30), a.search_seconds, say, set(a.rows.split(";")))
     print(f"# {machine()}; analytic V100 profile, {a.budget_gib:g} GiB, the paper's batches; "
           f"search {a.search_seconds:g} s per SwapAdvisor row", file=out)
     print(tabulate(rows, headers=["model", "plan", "sim s", "of ideal", "recomputes", "h2d GB", "x bound",
