@@ -222,7 +222,7 @@ def add_backend(p) -> None:
 
 
 def add_profile(p) -> None:
-    p.add_argument("--profile", type=types.profile, metavar="DEVICE|FILE",
+    p.add_argument("--profile", metavar="DEVICE|FILE",
                    help=f"profile driving the planner and simulator: a device name ({', '.join(DEVICES)}) for an "
                         "analytic one, or a profile JSON file (--save-profile); default: measured on the backend "
                         "that runs, by the unlimited plan (analytic v100 where nothing runs first: with "

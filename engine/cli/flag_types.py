@@ -94,14 +94,6 @@ def seconds(text: str) -> float:
     return v
 
 
-def profile(text: str) -> str:
-    """--profile: a device name or a file; an empty one is refused (it read as not given, so
-    engine.infer --profile '' planned on its default silently)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("is empty; give a device name (v100, h100) or a profile JSON file")
-    return text
-
-
 def window(text: str) -> int | None:
     """--window: a size with a unit, or "auto" (None: searched on the simulator)."""
     return None if text.strip().lower() == "auto" else size(text)

@@ -37,6 +37,7 @@ from . import common_flags as shared
 from .command import namespace_settings, run_command
 from .flag_types import positive_int
 from .plans import describe_profile, profile_source, resolve_profile
+from .preflight import check_names
 from .report_json import JsonReport
 
 PROG = "engine.infer"
@@ -92,6 +93,7 @@ def parser() -> argparse.ArgumentParser:
 
 def run(args, report: JsonReport | None = None) -> int:
     report = report or JsonReport([], None, PROG)
+    check_names((("--profile", args.profile),))     # '' read as not given: the default, silently
     if not policies_registry.get(args.policy).runs_program:      # each budget said N/A, exit 0
         runs = ", ".join(p.name for p in policies_registry.REGISTRY.values() if p.runs_program)
         raise UsageError(f"--policy {args.policy} runs no Program, so it plans no budget; choose from {runs}")

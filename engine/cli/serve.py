@@ -28,6 +28,7 @@ from . import common_flags as shared
 from .command import namespace_settings, run_command
 from .flag_types import positive_float, positive_int
 from .plans import describe_profile, profile_source, resolve_profile
+from .preflight import check_names
 from .report_json import JsonReport
 
 PROG = "engine.serve"
@@ -74,6 +75,7 @@ def check_host(args, g, batch: int, device: int) -> int:
 
 def run(args, report: JsonReport | None = None) -> int:
     report = report or JsonReport([], None, PROG)
+    check_names((("--profile", args.profile),))     # '' read as not given: the default, silently
     g = forward_graph(args.model, args.batch, args.size)
     batch = batch_of(g)
     facts = GraphFacts(g)

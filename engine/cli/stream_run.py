@@ -151,6 +151,8 @@ def _check_plot(path: str | None) -> None:
 
 def run(args, report: JsonReport | None = None) -> int:
     report = report or JsonReport([], None, PROG)
+    from .preflight import check_names
+    check_names((("--profile", args.profile),))     # '' read as not given: the default, silently
     _check_plot(args.stages_plot)
     _check_windows(args)
     buckets = st.buckets_of(args.varying_seq) if args.varying_seq is not None else ()
