@@ -229,6 +229,13 @@ class RankTrainer:
             m.__exit__(None, None, None)
 
 
+def reduced_names(update: Graph) -> list[str]:
+    """The tensors the reduced gradients decide: parameters and optimizer state (the update
+    graph's persistent tensors, its accumulators left out)."""
+    acc = set(accumulators(update))
+    return [update.tensors[t].name for t in update.leaves(*PERSISTENT_KINDS) if t not in acc]
+
+
 def one_rank_accumulating(spec: RankSpec, steps: int) -> dict[str, np.ndarray]:
     """The exact mode's reference: one rank (the numpy reference interpreter, unlimited memory)
     running ``steps`` updates, each accumulating ``spec.world`` micro-batches in order, through
