@@ -20,7 +20,7 @@ import numpy as np
 
 from .errors import EngineError
 from .ir import Graph, Kind, PERSISTENT_KINDS
-from .program import COMPUTE, SWAP_IN, SWAP_OUT, Program, sharing_objects
+from .program import ALLREDUCE, COMPUTE, SWAP_IN, SWAP_OUT, Program, sharing_objects
 
 if TYPE_CHECKING:
     from .backends.interface import Backend
@@ -30,9 +30,17 @@ class VirtualArenaUnsupported(EngineError, ValueError):
     """A Program with a page table given to a backend that cannot map one."""
 
 
+class AllReduceUnsupported(EngineError, ValueError):
+    """A Program with all-reduce instructions handed to the executor."""
+
+
 class ProgramExecutor:
     def __init__(self, program: Program, g: Graph, backend: Backend):
         self.p, self.g, self.backend = program, g, backend
+        if any(ins.kind == ALLREDUCE for ins in program.instrs):
+            raise AllReduceUnsupported(f"this plan all-reduces gradients across {program.ranks} ranks inside the "
+                                       "Program, which the executor does not run yet; data-parallel training "
+                                       "reduces between a rank's two graphs (engine.train --ranks)")
         arena = program.arena
         if arena.virtual:     # objects are virtual ranges: the backend maps the page table once
             if not hasattr(backend, "allocate_virtual_arena"):

@@ -8,6 +8,7 @@ serves every graph that uses the same operator instances.
 
 JSON: {"format": "swapengine.profile/1", "device": str,
        "link": {"h2d_bytes_per_s", "d2h_bytes_per_s", "duplex_bytes_per_s", "latency_s"},
+       "network": {"bytes_per_s", "latency_s"} (optional: the link between data-parallel ranks),
        "analytic": {"flops_per_s", "bytes_per_s", "launch_s"} (optional: rates for ops not measured),
        "ops": {signature: seconds}, "dispatch_s": seconds of host work per instruction}
 """
@@ -46,6 +47,21 @@ class Link:
 
 
 @dataclass(frozen=True)
+class Network:
+    """The link between data-parallel ranks (each rank's share of it): what an all-reduce moves
+    its bytes over. A ring all-reduce of B bytes over N ranks takes 2(N-1) steps, each a latency
+    and B/N bytes: ``ring_seconds``."""
+    bytes_per_s: float
+    latency_s: float = 5e-6
+
+    def ring_seconds(self, nbytes: float, ranks: int) -> float:
+        if ranks <= 1:
+            return 0.0
+        steps = 2 * (ranks - 1)
+        return steps * self.latency_s + steps / ranks * nbytes / self.bytes_per_s
+
+
+@dataclass(frozen=True)
 class Rates:
     flops_per_s: float
     bytes_per_s: float
@@ -59,6 +75,7 @@ class Profile:
     analytic: Rates | None = None
     ops: dict[str, float] = field(default_factory=dict)
     dispatch_s: float = 0.0     # host cost of issuing one instruction, on any stream
+    network: Network | None = None   # between data-parallel ranks; None: the profile has none
 
     def node_seconds(self, g: Graph) -> np.ndarray:
         """Seconds per node id: the measured time of its signature, else the analytic estimate."""
@@ -78,6 +95,8 @@ class Profile:
              "dispatch_s": self.dispatch_s}
         if self.analytic:
             d["analytic"] = self.analytic.__dict__.copy()
+        if self.network:
+            d["network"] = self.network.__dict__.copy()
         return d
 
     @classmethod
@@ -96,6 +115,8 @@ class Profile:
                         if d.get("analytic") else None)
             ops = {str(k): _number(v, f"ops[{k!r:.60}]") for k, v in _object(d.get("ops", {}), "ops").items()}
             dispatch = _number(d.get("dispatch_s", 0.0), "dispatch_s")
+            network = (Network(**{k: _number(v, f"network.{k}") for k, v in _object(d["network"], "network").items()})
+                       if d.get("network") else None)
         except KeyError as e:
             raise ProfileError(f"malformed profile: missing {e}") from None
         except (TypeError, ValueError) as e:
@@ -109,7 +130,10 @@ class Profile:
         if analytic is not None:
             _positive(("analytic.flops_per_s", analytic.flops_per_s), ("analytic.bytes_per_s", analytic.bytes_per_s))
             _seconds(("analytic.launch_s", analytic.launch_s))
-        return cls(device, link, analytic, ops, dispatch)
+        if network is not None:
+            _positive(("network.bytes_per_s", network.bytes_per_s))
+            _seconds(("network.latency_s", network.latency_s))
+        return cls(device, link, analytic, ops, dispatch, network)
 
     def save(self, path: str) -> None:
         """Atomically, making the folders ``path`` needs (engine/checkpoint.write_atomically)."""

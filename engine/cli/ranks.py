@@ -5,7 +5,7 @@
 What it takes: the model flags, --batch (the whole batch, cut into N shards), --iterations,
 --seed, the optimizer's flags, --memory (per rank), the last --policy (it plans each rank's two
 graphs once; every rank runs those Programs), --profile, --backend cpu, --sanitize, --checkpoint
-(written once, from rank 0) and --no-check. What it does not take yet is refused in one line.
+(written once, from rank 0), --resume (every rank loads rank 0's checkpoint) and --no-check. What it does not take yet is refused in one line.
 """
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ from .. import backend_registry, checkpoint
 from ..errors import EngineError, UsageError
 from ..units import format_bytes
 from ..library.models import batch_of, model_graph
-from ..library.ranks import RankSpec, check_spec, one_rank_accumulating, plan_ranks, rank_graphs, reduced_names
+from ..library.ranks import (RankSpec, check_spec, one_rank_accumulating, plan_ranks, rank_graphs, reduced_names,
+                             resume_values)
 from ..library.ray_ranks import train_ranks
 from .config import RunConfig
 
 # RunConfig fields that --ranks does not act on yet, and the flag that set each
-NOT_WITH_RANKS = (("data", "--data"), ("resume", "--resume"), ("simulate_only", "--simulate-only"),
+NOT_WITH_RANKS = (("data", "--data"), ("simulate_only", "--simulate-only"),
                   ("save_weights", "--save-weights"), ("load_plan", "--load-plan"), ("save_plan", "--save-plan"),
                   ("allocator", "--allocator"), ("window", "--window"), ("swap_only", "--swap-only"))
 
@@ -69,8 +70,14 @@ def train(cfg: RunConfig, report) -> int:
         if cfg.checkpoint and (iteration % cfg.save_every == 0 or iteration == cfg.iterations):
             save(cfg, micro.name, iteration, ranks.rank0("state"))
 
+    start = resume_values(spec, cfg.resume) if cfg.resume else None
+    if start is not None and start[1] >= cfg.iterations:
+        raise UsageError(f"--resume {cfg.resume} is at step {start[1]}, --iterations {cfg.iterations}: nothing to "
+                         "train; give more --iterations")
+    if start is not None:
+        print(f"resumed from {cfg.resume} at step {start[1]}; {max(0, cfg.iterations - start[1])} to go")
     started = time.perf_counter()
-    state, losses, _ = train_ranks(spec, cfg.iterations, cfg.search.ray_address or "local", after, plans=plans)
+    state, losses, _ = train_ranks(spec, cfg.iterations, cfg.search.ray_address or "local", after, start, plans)
     mean = [float(np.mean(step)) for step in losses]
     steps = np.diff(stamps) if len(stamps) > 1 else np.array([stamps[0] - started])
     print(f"train  {len(losses)} steps on {spec.world} ranks: loss {mean[0]:.3f} -> {mean[-1]:.3f} (mean over "
@@ -79,7 +86,7 @@ def train(cfg: RunConfig, report) -> int:
     if cfg.checkpoint:
         print(f"checkpoint saved to {cfg.checkpoint} by rank 0 (step {len(losses)})")
     same = None
-    if cfg.check:
+    if cfg.check:           # from step 0: a resumed run must land on the same bits
         one = one_rank_accumulating(spec, cfg.iterations)
         names = reduced_names(update)
         same = all(np.array_equal(one[n], state[n], equal_nan=True) for n in names)

@@ -236,6 +236,37 @@ def reduced_names(update: Graph) -> list[str]:
     return [update.tensors[t].name for t in update.leaves(*PERSISTENT_KINDS) if t not in acc]
 
 
+def resume_values(spec: RankSpec, path: str) -> tuple[dict[str, np.ndarray], int]:
+    """(values by name, the step to continue from) of a checkpoint rank 0 wrote for this run;
+    CheckpointError (one line) when it was written for other ranks, another model or settings."""
+    from ..checkpoint import read
+    from ..training import CheckpointError
+
+    header, arrays = read(path)
+    micro, update = rank_graphs(spec)
+    saved = header.get("settings", {}).get("ranks") if isinstance(header.get("settings"), dict) else None
+    if saved != spec.world:
+        raise CheckpointError(f"checkpoint '{path}' was written by {saved or 'a run without'} ranks; resume it with "
+                              f"--ranks {saved}" if saved else f"checkpoint '{path}' was not written by --ranks; "
+                              "resume it without --ranks")
+    acc = {micro.tensors[t].name for t in accumulators(micro)}
+    values = {}
+    for g in (micro, update):
+        for t in g.leaves(*PERSISTENT_KINDS):
+            x = g.tensors[t]
+            if x.name in acc:
+                continue
+            a = arrays.get(x.name)
+            if a is None or a.shape != x.shape or a.dtype != x.dtype:
+                raise CheckpointError(f"checkpoint '{path}': tensor '{x.name}' is missing or has the wrong shape or "
+                                      f"dtype (want {x.shape} {x.dtype}); use the model flags it was written with")
+            values[x.name] = a
+    step = header.get("iteration")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise CheckpointError(f"checkpoint '{path}': bad iteration count {step!r:.40}")
+    return values, step
+
+
 def one_rank_accumulating(spec: RankSpec, steps: int) -> dict[str, np.ndarray]:
     """The exact mode's reference: one rank (the numpy reference interpreter, unlimited memory)
     running ``steps`` updates, each accumulating ``spec.world`` micro-batches in order, through

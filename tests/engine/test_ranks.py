@@ -136,3 +136,29 @@ def test_what_ranks_cannot_take_yet_is_one_line(capsys):
     err = capsys.readouterr().err.strip()
     assert err == "engine.train: --swap-only is not available with --ranks yet; leave it out, or train on one " \
                   "device without --ranks"
+
+
+def test_a_run_killed_after_a_checkpoint_resumes_bit_identically(local_ray, tmp_path, capsys, unlimited_run):
+    from engine import checkpoint
+    from engine.cli.run import main
+    from engine.library.ray_ranks import RankDied, train_ranks
+
+    ck = tmp_path / "ck.npz"
+
+    def after(step, losses, ranks):
+        if step == 2:
+            checkpoint.write(str(ck), {"graph": "small-cnn", "iteration": step, "seed": 0,
+                                       "settings": {"ranks": 2}}, ranks.rank0("state"))
+            os.kill(ranks.info[1]["pid"], signal.SIGKILL)
+
+    with pytest.raises(RankDied, match="^rank 1 of 2 died during step"):
+        train_ranks(UNLIMITED, STEPS, after_step=after)
+    end = tmp_path / "end.npz"
+    code = main(["--ranks", "2", "--model", "small-cnn", "--batch", "8", "--iterations", str(STEPS), "--resume", str(ck),
+                 "--checkpoint", str(end), "--out", str(tmp_path / "run")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "resumed from" in out and "at step 2; 1 to go" in out
+    assert "identical to one rank accumulating 2 micro-batches in rank order (unlimited memory): yes" in out
+    state, _ = unlimited_run
+    assert same(checkpoint.read(str(end))[1], state) == []
