@@ -61,7 +61,7 @@ def train(cfg: RunConfig, report) -> int:
         print("search none (--ranks plans each rank's graphs in the default order, without the search, for now)")
     if plans is not None:
         print(f"plan   {spec.policy} under {format_bytes(plans.device_bytes)} per rank: simulated "
-              f"{plans.micro_seconds + plans.update_seconds:.4f} s per step on {spec.profile} (the same Programs on "
+              f"{sum(plans.seconds):.4f} s per step on {spec.profile} (the same Programs on "
               "every rank)")
     stamps: list[float] = []
 

@@ -28,13 +28,17 @@ import numpy as np
 
 from planner.budget import smallest_budget
 from planner.facts import GraphFacts
-from planner.policy import get
+from ops import registry as op_registry
+from planner.allreduce import add_allreduce
+from planner.policy import get, unlimited_program
+from planner.simulate import simulate
+from planner.verify import verify
 
 from ..autodiff import make_optimizer
 from ..data import TeacherData
 from ..errors import UsageError
 from ..initializers import initial_value
-from ..ir import PERSISTENT_KINDS, Graph
+from ..ir import PERSISTENT_KINDS, Graph, Kind
 from ..program import Program
 from ..iteration_stream import (IterationGraphs, IterationPlan, StreamSettings, accumulators, scale_feed, Step,
                                 TRAIN)
@@ -67,6 +71,10 @@ class RankSpec:
     device: int = 0
     link_gbps: float | None = None
     sanitize: bool = False
+    # The all-reduce as the Program's own instructions (planner/allreduce.py) in the model's one
+    # training graph, run on the executor's fourth stream; False: between the micro and update graphs.
+    in_program: bool = False
+    bucket_bytes: int = 25 * 2**20
 
     @property
     def shard(self) -> int:
@@ -82,11 +90,16 @@ def check_spec(spec: RankSpec) -> None:
                          f"multiple of --ranks {spec.world} (e.g. {spec.world * max(1, spec.batch // spec.world)})")
 
 
+def whole_graph(spec: RankSpec) -> Graph:
+    """The model's training graph (forward, backward, update) at one rank's shard of the batch."""
+    check_spec(spec)
+    return model_graph(spec.model, spec.shard, spec.size, spec.dtype, spec.optimizer, spec.lr, spec.momentum,
+                       spec.weight_decay)
+
+
 def rank_graphs(spec: RankSpec) -> tuple[Graph, Graph]:
     """(micro, update): one rank's two graphs at its shard of the batch."""
-    check_spec(spec)
-    whole = model_graph(spec.model, spec.shard, spec.size, spec.dtype, spec.optimizer, spec.lr, spec.momentum,
-                        spec.weight_decay)
+    whole = whole_graph(spec)
     optimizer = make_optimizer(optimizer_of(spec.model, spec.optimizer), spec.lr, spec.momentum, spec.weight_decay)
     graphs = IterationGraphs(lambda seq: whole, optimizer, spec.world)
     micro = graphs.micro(None)
@@ -135,31 +148,53 @@ def unflatten(buckets: dict[str, np.ndarray], like: Sequence[np.ndarray]) -> lis
 Reduce = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]   # this rank's buckets -> the sums
 
 
+def run_graphs(spec: RankSpec) -> tuple[Graph, ...]:
+    """The graphs a rank runs each step: the micro and update graphs, or the one training graph
+    whose Program all-reduces (``spec.in_program``)."""
+    return (whole_graph(spec),) if spec.in_program else rank_graphs(spec)
+
+
 @dataclass(frozen=True)
 class RankPlans:
-    """The Programs every rank runs (planned once, on the driver: rank-identical by
-    construction), the budget they were verified under, their simulated seconds."""
-    micro: Program
-    update: Program
-    device_bytes: int
-    micro_seconds: float
-    update_seconds: float
+    """The Programs every rank runs, one per graph of ``run_graphs`` (planned once, on the
+    driver: rank-identical by construction), the budget they were verified under (None:
+    unlimited), their simulated seconds (a single rank's: the all-reduces are not timed here)."""
+    programs: tuple[Program, ...]
+    device_bytes: int | None
+    seconds: tuple[float, ...]
 
     def digests(self) -> list[str]:
         return [hashlib.sha256(json.dumps(p.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
-                for p in (self.micro, self.update)]
+                for p in self.programs]
 
 
 def plan_ranks(spec: RankSpec) -> RankPlans | None:
-    """Each rank's two graphs planned by ``spec.policy`` under its budget (None: unlimited memory,
-    nothing to plan); the policy's fallback plans a graph it cannot fit (stream_plans.py)."""
+    """Each rank's graphs planned by ``spec.policy`` under its budget (None: unlimited memory,
+    nothing to plan, unless the all-reduce is the Program's: then the unlimited Program); the
+    policy's fallback plans a graph it cannot fit (stream_plans.py). With ``spec.in_program`` the
+    one graph's plan gets its bucketed all-reduces (planner/allreduce.py) and is verified again."""
+    profile = profile_of(spec.profile)
+    if not spec.in_program:
+        if spec.policy is None:
+            return None
+        micro, update = rank_graphs(spec)
+        device = budget_bytes(spec, micro, update)
+        planner = StreamPlanner(spec.policy, device, profile, None, spec.sanitize, spec.seed)
+        m, u = planner.plan(micro), planner.plan(update)
+        return RankPlans((m.program, u.program), device, (m.seconds, u.seconds))
+    (whole,) = run_graphs(spec)
+    facts = GraphFacts(whole)
     if spec.policy is None:
-        return None
-    micro, update = rank_graphs(spec)
-    device = budget_bytes(spec, micro, update)
-    planner = StreamPlanner(spec.policy, device, profile_of(spec.profile), None, spec.sanitize, spec.seed)
-    m, u = planner.plan(micro), planner.plan(update)
-    return RankPlans(m.program, u.program, device, m.seconds, u.seconds)
+        device, program = None, unlimited_program(whole, facts)
+    else:
+        device = spec.memory if spec.memory is not None else choose_budget(
+            facts, None, [get(spec.policy).placed_by(None)]).device_bytes
+        program = StreamPlanner(spec.policy, device, profile, None, spec.sanitize, spec.seed).plan(whole).program
+    seconds = simulate(program, whole, profile).total
+    if spec.world > 1:
+        program = add_allreduce(program, whole, spec.world, spec.bucket_bytes)
+        verify(program, whole, device)
+    return RankPlans((program,), device, (seconds,))
 
 
 class RankTrainer:
@@ -174,14 +209,15 @@ class RankTrainer:
         self.spec, self.rank, self.reduce = spec, rank, reduce
         self.micro, self.update = rank_graphs(spec)
         placement = backend_registry.choose(spec.backend, spec.device, spec.link_gbps)
-        graphs = (self.micro, self.update)
+        graphs = self.graphs = (whole_graph(spec),) if spec.in_program else (self.micro, self.update)
         if plans is None:
             self._made = [unlimited_runner(placement, GraphFacts(g), {}) for g in graphs]
         else:
             self._made = []
-            for g, program in zip(graphs, (plans.micro, plans.update)):
+            for g, program in zip(graphs, plans.programs):
                 admit(program, g, plans.device_bytes)     # made for this graph, and safe under the budget
-                self._made.append(executor(program, g, placement, spec.sanitize, spec.seed))
+                self._made.append(executor(program, g, placement, spec.sanitize, spec.seed,
+                                           self._bucket if spec.in_program else None))
         self.runners = {g: m.runner for g, m in zip(graphs, self._made)}
         self.data = TeacherData(self.micro, spec.seed)
         self.accumulators = [self.micro.tensors[t].name for t in accumulators(self.micro)]
@@ -200,9 +236,32 @@ class RankTrainer:
             self.values[g.tensors[t].name] = a
         return loss
 
+    def _bucket(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """A Program's all-reduce (on the executor's all-reduce stream): the bucket's gradients
+        summed across the ranks in rank order, then their mean taken as the update graph's
+        ``scale`` operator takes it, so the bits are the two-graph run's."""
+        sums = unflatten(self.reduce(flatten(arrays)), arrays)
+        n = self.spec.world
+        if n > 1:
+            mean = op_registry.get("scale")
+            for a in sums:
+                mean.compute({"factor": 1.0 / n}, [a.copy()], [a])
+        return sums
+
+    def _step_in_program(self, step: Step) -> float:
+        (whole,) = self.graphs
+        ids = {whole.tensors[t].name: t for t in whole.leaves(Kind.INPUT, Kind.LABEL)}
+        batch = {ids[self.micro.tensors[t].name]: a for t, a in self.data.batch(step.iteration).items()
+                 if self.micro.tensors[t].name in ids}
+        loss = self._run(whole, batch)
+        self.iteration += 1
+        return loss
+
     def step(self) -> float:
         """One data-parallel step; returns this rank's micro-batch loss."""
         k, n = self.iteration, self.spec.world
+        if self.spec.in_program:
+            return self._step_in_program(Step(k * n + self.rank, TRAIN, None, True))
         for name in self.accumulators:
             self.values[name] = np.zeros_like(self.values[name])
         step = Step(k * n + self.rank, TRAIN, None, True)

@@ -32,6 +32,10 @@ class RankDied(EngineError, RuntimeError):
     """A rank's actor ended during the run."""
 
 
+class RankFailed(EngineError, RuntimeError):
+    """A rank refused its work (an EngineError there, e.g. a plan that does not verify)."""
+
+
 class _Rank:
     """One rank's actor (made remote by ``start_ranks``)."""
 
@@ -110,7 +114,31 @@ class Ranks:
                 self.close()
                 raise RankDied(f"rank {r} of {world} died during {method} "
                                f"({type(e).__name__}); the run stopped") from None
+            except ray.exceptions.RayTaskError as e:
+                dead = self._dead(pending, rank_of)     # a survivor's collective failing because a peer died
+                self.close()            # the others would wait in the collective for it
+                if dead is not None:
+                    raise RankDied(f"rank {dead} of {world} died during {method} (its peers' collective failed "
+                                   "with it); the run stopped") from None
+                if isinstance(e.cause, EngineError):     # a refusal in one line; anything else is a bug
+                    raise RankFailed(f"rank {r} of {world}: {e.cause}") from None
+                raise
         return [results[r] for r in range(len(self.actors))]
+
+    def _dead(self, pending: list, rank_of: dict, seconds: float = 10.0) -> int | None:
+        """The first rank among ``pending`` calls whose actor turns out dead within ``seconds``."""
+        ray = self.ray
+        if not pending:
+            return None
+        ready, _ = ray.wait(pending, num_returns=len(pending), timeout=seconds)
+        for ref in sorted(ready, key=rank_of.get):
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError:
+                return rank_of[ref]
+            except ray.exceptions.RayTaskError:
+                continue
+        return None
 
     def rank0(self, method: str, *args):
         """Rank 0's ``method(*args)`` alone (the state a checkpoint writes once)."""

@@ -14,7 +14,7 @@ import pytest
 from engine.errors import UsageError
 from engine.library.ranks import (RankSpec, check_spec, flatten, one_rank_accumulating, plan_ranks, rank_graphs,
                                   rank_order_sum, reduced_names, unflatten)
-from engine.program import SWAP_IN
+from engine.program import ALLREDUCE, SWAP_IN
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("torch")        # Ray 2.60's gloo collective is torch.distributed's
@@ -73,12 +73,28 @@ def test_budget_run_with_sanitizer_is_bit_identical_to_unlimited(unlimited_run):
 
     plans = plan_ranks(BUDGET)
     micro, _ = rank_graphs(BUDGET)
-    assert plans.micro.bytes_moved(micro, SWAP_IN) > 0          # the budget makes the ranks swap
+    assert plans.programs[0].bytes_moved(micro, SWAP_IN) > 0          # the budget makes the ranks swap
     state, losses, ranks = train_ranks(BUDGET, STEPS, plans=plans)
     assert len(ranks.info) == 2 and ranks.info[0]["pid"] != ranks.info[1]["pid"]
     ref_state, ref_losses = unlimited_run
     assert losses == ref_losses
     assert losses[0][0] != losses[0][1]                          # each rank ran its own shard
+    assert same(state, ref_state) == []
+
+
+def test_the_programs_own_allreduce_gives_the_same_bits(local_ray, unlimited_run):
+    """The reduction as ALLREDUCE instructions of one training graph's swapping Program, run on the
+    executor's fourth stream under the sanitizer, lands where the two-graph run does."""
+    from engine.library.ray_ranks import train_ranks
+
+    spec = RankSpec("small-cnn", batch=8, world=2, policy="swapadvisor", sanitize=True, in_program=True,
+                    bucket_bytes=4096)
+    plans = plan_ranks(spec)
+    (program,) = plans.programs
+    assert program.ranks == 2 and program.count(ALLREDUCE) > 1 and program.count(SWAP_IN) > 0
+    state, losses, _ = train_ranks(spec, STEPS, plans=plans)
+    ref_state, ref_losses = unlimited_run
+    assert losses == ref_losses
     assert same(state, ref_state) == []
 
 

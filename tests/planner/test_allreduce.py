@@ -168,5 +168,5 @@ def test_the_executor_refuses_a_plan_with_reductions_in_one_line(planned):
     from engine.library.runners import executor
 
     g, program, _ = planned
-    with pytest.raises(AllReduceUnsupported, match="does not run yet"):
+    with pytest.raises(AllReduceUnsupported, match="runs only as a rank with a collective"):
         executor(add_allreduce(program, g, RANKS), g, choose("cpu", 0, None), False, 0)
