@@ -14,7 +14,8 @@ its bytes at the one-way rate, or at half the duplex rate while a copy in the ot
 direction is moving bytes too; rates are re-evaluated whenever a copy starts or ends, so
 partial overlap is charged exactly. An all-reduce (engine.program.ALLREDUCE) runs on its own
 in-order stream over the profile's network, which it shares with nothing here: a ring over N
-ranks, ``Network.ring_seconds`` of its bucket's bytes.
+ranks, ``Network.ring_seconds`` of its bucket's bytes. Copies move on ``Profile.rank_link``: the
+device's link, or its share of a host that several ranks share (``Profile.host``).
 
 The loop is compiled (numba: the search runs it for every candidate) over a Program's
 arrays (``planner.program_arrays``).
@@ -77,7 +78,7 @@ def run_arrays(a: ProgramArrays, tensor_bytes: np.ndarray, node_seconds: np.ndar
     """``run_streams`` on arrays (``tensor_bytes`` as float64, per tensor; ``reduce_seconds`` per
     instruction, an all-reduce's time, or None when there is none). The all-reduce stream is in order."""
     n = len(a)
-    link = profile.link
+    link = profile.rank_link          # this rank's share of a host several ranks share (Profile.host)
     key = np.arange(n, dtype=np.float64) if priority is None else np.asarray(priority, dtype=np.float64)
     ordered = np.zeros(4, dtype=np.bool_)
     ordered[list(in_order)] = True
