@@ -77,7 +77,8 @@ def main(argv=None) -> int:
             results = ray.get([x.run.remote(nbytes, a.repeats) for x in actors])
             r0 = results[0]
             (ew, ec), (gw, gc) = r0["exact"], r0["gloo"]
-            lines.append(f"{nbytes // 1024:>8}Ki {ew * 1e3:>14.2f} {ec * 1e3:>13.2f} {gw * 1e3:>13.2f} {gc * 1e3:>12.2f} "
+            lines.append(f"{nbytes // 1024:>8}Ki {ew * 1e3:>14.2f} {ec * 1e3:>13.2f} {gw * 1e3:>13.2f} "
+                         f"{gc * 1e3:>12.2f} "
                          f"{ew / gw:>16.2f} {str(all(r['same_bits'] for r in results)):>9}")
         text = "\n".join(lines) + "\n"
         print(text, end="")

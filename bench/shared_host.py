@@ -43,7 +43,8 @@ def study(model: str, batch: int, host_bps: float) -> list[str]:
         on_share = simulate(plan(g, policy, shared.shared(), BUDGET, facts=facts).program, g, shared).total
         aware = min(on_share, oblivious)       # the faster under the shared host, as a search's fitness picks
         rows.append(f"{model:>16} {batch:>5} {n:>5} {shared.rank_link.h2d_bytes_per_s / 1e9:>9.1f} "
-                    f"{base / oblivious:>10.3f} {base / on_share:>10.3f} {base / aware:>10.3f} {oblivious / aware:>9.3f}")
+                    f"{base / oblivious:>10.3f} {base / on_share:>10.3f} {base / aware:>10.3f} "
+                    f"{oblivious / aware:>9.3f}")
     rows.append(f"{'':>16} planned in {time.process_time() - t0:.0f} s CPU; peak {facts.peak_bytes / 2**30:.1f} GiB, "
                 f"one rank alone {base:.3f} s per iteration")
     return rows

@@ -5,7 +5,8 @@
 What it takes: the model flags, --batch (the whole batch, cut into N shards), --iterations,
 --seed, the optimizer's flags, --memory (per rank), the last --policy (it plans each rank's two
 graphs once; every rank runs those Programs), --profile, --backend cpu, --sanitize, --checkpoint
-(written once, from rank 0), --resume (every rank loads rank 0's checkpoint) and --no-check. What it does not take yet is refused in one line.
+(written once, from rank 0), --resume (every rank loads rank 0's checkpoint) and --no-check. What it
+does not take yet is refused in one line.
 """
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def train(cfg: RunConfig, report) -> int:
     spec = spec_of(cfg)
     micro, update = rank_graphs(spec)
     print(f"ranks  {spec.world} on Ray ({cfg.search.ray_address or 'local'}), each {cfg.model} at batch "
-          f"{spec.shard} of {spec.batch} on the {spec.backend} backend; gradients all-gathered (ray.util.collective, gloo) "
+          f"{spec.shard} of {spec.batch} on the {spec.backend} backend; gradients all-gathered "
+          "(ray.util.collective, gloo) "
           f"and added in rank order: the bits of one rank accumulating {spec.world} micro-batches")
     plans = plan_ranks(spec)
     if cfg.search.wanted and cfg.policies[-1].searches:

@@ -43,7 +43,7 @@ from ..program import Program
 from ..iteration_stream import (IterationGraphs, IterationPlan, StreamSettings, accumulators, scale_feed, Step,
                                 TRAIN)
 from ..training import StreamTrainer
-from .models import batch_of, model_graph, optimizer_of
+from .models import model_graph, optimizer_of
 from .planning import choose_budget, profile_of
 from .runners import executor, unlimited_runner
 from .stream_plans import StreamPlanner, admit
@@ -356,7 +356,3 @@ class _Fixed:
     def update(self, like):
         return self._update
 
-
-def describe(spec: RankSpec, micro: Graph) -> str:
-    return (f"{spec.world} ranks, each {spec.model} at batch {batch_of(micro)} of {spec.batch}; gradients "
-            f"all-reduced in rank order")

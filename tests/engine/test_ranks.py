@@ -170,7 +170,8 @@ def test_a_run_killed_after_a_checkpoint_resumes_bit_identically(local_ray, tmp_
     with pytest.raises(RankDied, match="^rank 1 of 2 died during step"):
         train_ranks(UNLIMITED, STEPS, after_step=after)
     end = tmp_path / "end.npz"
-    code = main(["--ranks", "2", "--model", "small-cnn", "--batch", "8", "--iterations", str(STEPS), "--resume", str(ck),
+    code = main(["--ranks", "2", "--model", "small-cnn", "--batch", "8", "--iterations", str(STEPS), "--resume",
+                 str(ck),
                  "--checkpoint", str(end), "--out", str(tmp_path / "run")])
     out = capsys.readouterr().out
     assert code == 0, out
