@@ -81,9 +81,10 @@ def train(cfg: RunConfig, report) -> int:
     started = time.perf_counter()
     state, losses, _ = train_ranks(spec, cfg.iterations, cfg.search.ray_address or "local", after, start, plans)
     mean = [float(np.mean(step)) for step in losses]
+    written = ", checkpoints included" if cfg.checkpoint else ""
     steps = np.diff(stamps) if len(stamps) > 1 else np.array([stamps[0] - started])
     print(f"train  {len(losses)} steps on {spec.world} ranks: loss {mean[0]:.3f} -> {mean[-1]:.3f} (mean over "
-          f"ranks), {float(np.median(steps)):.4f} s per step (median wall, a checkpoint's write included; "
+          f"ranks), {float(np.median(steps)):.4f} s per step (median wall{written}; "
           f"{stamps[0] - started:.1f} s to start Ray and the ranks and run the first)")
     if cfg.checkpoint:
         print(f"checkpoint saved to {cfg.checkpoint} by rank 0 (step {len(losses)})")
