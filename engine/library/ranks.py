@@ -39,6 +39,7 @@ from ..data import TeacherData
 from ..errors import UsageError
 from ..initializers import initial_value
 from ..ir import PERSISTENT_KINDS, Graph, Kind
+from ..profile import Profile
 from ..program import Program
 from ..iteration_stream import (IterationGraphs, IterationPlan, StreamSettings, accumulators, scale_feed, Step,
                                 TRAIN)
@@ -168,32 +169,50 @@ class RankPlans:
                 for p in self.programs]
 
 
+def planned(spec: RankSpec, device: int, profile: Profile, g: Graph) -> tuple[Program, float]:
+    """``g`` planned by ``spec.policy`` under ``device`` bytes, and its simulated seconds on
+    ``profile``. When ranks share a host (``profile.host``) it is planned twice, as if the rank had
+    the host to itself and on its share (``Profile.shared``), and the faster under the shared host
+    is kept: neither wins always (bench/results/shared_host_2026-11-26.txt)."""
+    def one(seen: Profile) -> tuple[Program, float]:
+        program = StreamPlanner(spec.policy, device, seen, None, spec.sanitize, spec.seed).plan(g).program
+        return program, simulate(program, g, profile).total
+
+    best = one(profile)
+    if profile.host is not None:
+        best = min(best, one(profile.shared()), key=lambda made: made[1])
+    return best
+
+
 def plan_ranks(spec: RankSpec) -> RankPlans | None:
     """Each rank's graphs planned by ``spec.policy`` under its budget (None: unlimited memory,
-    nothing to plan, unless the all-reduce is the Program's: then the unlimited Program); the
-    policy's fallback plans a graph it cannot fit (stream_plans.py). With ``spec.in_program`` the
-    one graph's plan gets its bucketed all-reduces (planner/allreduce.py) and is verified again."""
+    nothing to plan, unless the all-reduce is the Program's: then the unlimited Program), with the
+    host its ranks share if the profile says so (``planned``); the policy's fallback plans a graph
+    it cannot fit (stream_plans.py). With ``spec.in_program`` the one graph's plan gets its bucketed
+    all-reduces (planner/allreduce.py) and is verified again; its seconds are then simulated with
+    them where the profile has a network, else a single rank's."""
     profile = profile_of(spec.profile)
     if not spec.in_program:
         if spec.policy is None:
             return None
         micro, update = rank_graphs(spec)
         device = budget_bytes(spec, micro, update)
-        planner = StreamPlanner(spec.policy, device, profile, None, spec.sanitize, spec.seed)
-        m, u = planner.plan(micro), planner.plan(update)
-        return RankPlans((m.program, u.program), device, (m.seconds, u.seconds))
+        (m, m_s), (u, u_s) = planned(spec, device, profile, micro), planned(spec, device, profile, update)
+        return RankPlans((m, u), device, (m_s, u_s))
     (whole,) = run_graphs(spec)
     facts = GraphFacts(whole)
     if spec.policy is None:
         device, program = None, unlimited_program(whole, facts)
+        seconds = simulate(program, whole, profile).total
     else:
         device = spec.memory if spec.memory is not None else choose_budget(
             facts, None, [get(spec.policy).placed_by(None)]).device_bytes
-        program = StreamPlanner(spec.policy, device, profile, None, spec.sanitize, spec.seed).plan(whole).program
-    seconds = simulate(program, whole, profile).total
+        program, seconds = planned(spec, device, profile, whole)
     if spec.world > 1:
         program = add_allreduce(program, whole, spec.world, spec.bucket_bytes)
         verify(program, whole, device)
+        if profile.network is not None:
+            seconds = simulate(program, whole, profile).total
     return RankPlans((program,), device, (seconds,))
 
 

@@ -51,3 +51,20 @@ def test_the_profile_file_keeps_the_host_and_refuses_a_bad_one():
         Profile.from_dict({**d, "host": {"ranks": 0, "bytes_per_s": 1e9}})
     with pytest.raises(ProfileError, match="host.bytes_per_s"):
         Profile.from_dict({**d, "host": {"ranks": 2, "bytes_per_s": 0}})
+
+
+def test_the_ranks_keep_the_faster_plan_under_their_shared_host(tmp_path):
+    from engine.library.ranks import RankSpec, plan_ranks, rank_graphs
+
+    shared = replace(V100, host=HostShare(ranks=8, bytes_per_s=16e9))          # 2 GB/s a rank
+    path = tmp_path / "host.json"
+    shared.save(str(path))
+    spec = RankSpec("small-cnn", batch=8, world=2, policy="swapadvisor", memory=160 * 2**10, profile=str(path))
+    plans = plan_ranks(spec)
+    differ = 0
+    for g, program, seconds in zip(rank_graphs(spec), plans.programs, plans.seconds):
+        candidates = [plan(g, get("swapadvisor"), seen, 160 * 2**10).program for seen in (shared, shared.shared())]
+        times = [simulate(c, g, shared).total for c in candidates]
+        differ += times[0] != times[1]
+        assert seconds == pytest.approx(min(times)) and simulate(program, g, shared).total == pytest.approx(seconds)
+    assert differ       # here the plan made on the share is the faster one (the micro graph's)
