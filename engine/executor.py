@@ -13,6 +13,7 @@ It follows the Trainer's runner protocol: load_state, step, state.
 """
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING, Mapping
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from .errors import EngineError
 from .ir import Graph, Kind, PERSISTENT_KINDS
-from .program import COMPUTE, SWAP_IN, SWAP_OUT, Program, sharing_objects
+from .program import ALLREDUCE, COMPUTE, SWAP_IN, SWAP_OUT, Program, sharing_objects
 
 if TYPE_CHECKING:
     from .backends.interface import Backend
@@ -30,9 +31,22 @@ class VirtualArenaUnsupported(EngineError, ValueError):
     """A Program with a page table given to a backend that cannot map one."""
 
 
+class AllReduceUnsupported(EngineError, ValueError):
+    """A Program with all-reduce instructions handed to the executor."""
+
+
 class ProgramExecutor:
-    def __init__(self, program: Program, g: Graph, backend: Backend):
-        self.p, self.g, self.backend = program, g, backend
+    def __init__(self, program: Program, g: Graph, backend: Backend, reduce=None):
+        """``reduce``: for a data-parallel Program (ALLREDUCE instructions), a function from a
+        bucket's arrays (this rank's) to their sums across the ranks, called on the all-reduce
+        stream in the Program's order."""
+        self.p, self.g, self.backend, self.reduce = program, g, backend, reduce
+        if any(ins.kind == ALLREDUCE for ins in program.instrs):
+            if reduce is None or not getattr(backend, "host_calls", False):
+                raise AllReduceUnsupported(
+                    f"this plan all-reduces gradients across {program.ranks} ranks inside the Program; it runs only "
+                    f"as a rank with a collective (engine/library/ranks.py), on a backend that can call the host from "
+                    f"a stream (the cpu backend)")
         arena = program.arena
         if arena.virtual:     # objects are virtual ranges: the backend maps the page table once
             if not hasattr(backend, "allocate_virtual_arena"):
@@ -101,6 +115,8 @@ class ProgramExecutor:
         return self.backend.view(int(self.p.arena.object_offset[o]), x.shape, x.dtype)
 
     def _prepare(self, i, ins):
+        if ins.kind == ALLREDUCE:
+            return [self._view(t, o) for t, o in zip(ins.bucket, ins.objects)]
         if ins.kind == COMPUTE:
             node = self.g.nodes[ins.target]
             ts = list(node.inputs) + list(node.outputs)
@@ -180,6 +196,11 @@ class ProgramExecutor:
             return self.backend.read(where)
         return self.host[self.trade_partner.get(t, t)]
 
+    def _allreduce(self, views: list) -> None:
+        """A bucket summed across the ranks, in place (on the all-reduce stream)."""
+        for view, total in zip(views, self.reduce([self.backend.read(v) for v in views])):
+            self.backend.write(view, total)
+
     def issue(self) -> None:
         be, events = self.backend, {}
         for i, (ins, prep) in enumerate(zip(self.p.instrs, self.plan)):
@@ -191,6 +212,8 @@ class ProgramExecutor:
                 be.launch(COMPUTE, node, ins_views, out_views)
             elif ins.kind == SWAP_IN:
                 be.copy_h2d(SWAP_IN, prep, self.host[ins.target])
+            elif ins.kind == ALLREDUCE:
+                be.host_call(ALLREDUCE, functools.partial(self._allreduce, prep))
             elif ins.copy:
                 be.copy_d2h(SWAP_OUT, self.host[ins.target], prep)
             if i in self.signals:

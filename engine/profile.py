@@ -8,6 +8,9 @@ serves every graph that uses the same operator instances.
 
 JSON: {"format": "swapengine.profile/1", "device": str,
        "link": {"h2d_bytes_per_s", "d2h_bytes_per_s", "duplex_bytes_per_s", "latency_s"},
+       "network": {"bytes_per_s", "latency_s"} (optional: the link between data-parallel ranks),
+       "host": {"ranks", "bytes_per_s"} (optional: ranks sharing one host whose memory and root
+       ports carry all their copies at most at bytes_per_s together),
        "analytic": {"flops_per_s", "bytes_per_s", "launch_s"} (optional: rates for ops not measured),
        "ops": {signature: seconds}, "dispatch_s": seconds of host work per instruction}
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -46,6 +49,36 @@ class Link:
 
 
 @dataclass(frozen=True)
+class Network:
+    """The link between data-parallel ranks (each rank's share of it): what an all-reduce moves
+    its bytes over. A ring all-reduce of B bytes over N ranks takes 2(N-1) steps, each a latency
+    and B/N bytes: ``ring_seconds``."""
+    bytes_per_s: float
+    latency_s: float = 5e-6
+
+    def ring_seconds(self, nbytes: float, ranks: int) -> float:
+        if ranks <= 1:
+            return 0.0
+        steps = 2 * (ranks - 1)
+        return steps * self.latency_s + steps / ranks * nbytes / self.bytes_per_s
+
+
+@dataclass(frozen=True)
+class HostShare:
+    """``ranks`` devices on one host, whose copies to and from host memory all pass through a
+    bound of ``bytes_per_s`` together (host memory bandwidth, a shared PCIe root port or switch
+    uplink). Rank-identical plans copy at the same moments, so each rank's link moves at most
+    ``bytes_per_s / ranks``: ``Profile.rank_link``."""
+    ranks: int
+    bytes_per_s: float
+
+    def share(self, link: Link) -> Link:
+        each = self.bytes_per_s / max(1, self.ranks)
+        return Link(min(link.h2d_bytes_per_s, each), min(link.d2h_bytes_per_s, each),
+                    min(link.duplex_bytes_per_s, each), link.latency_s)
+
+
+@dataclass(frozen=True)
 class Rates:
     flops_per_s: float
     bytes_per_s: float
@@ -59,6 +92,18 @@ class Profile:
     analytic: Rates | None = None
     ops: dict[str, float] = field(default_factory=dict)
     dispatch_s: float = 0.0     # host cost of issuing one instruction, on any stream
+    network: Network | None = None   # between data-parallel ranks; None: the profile has none
+    host: HostShare | None = None    # ranks sharing this device's host; None: the host is its own
+
+    @property
+    def rank_link(self) -> Link:
+        """The link one rank's copies see: ``link``, or its share of a host several ranks share
+        (what the simulator times copies on)."""
+        return self.link if self.host is None else self.host.share(self.link)
+
+    def shared(self) -> "Profile":
+        """This profile as a host-aware planner sees it: the link already its rank's share."""
+        return replace(self, link=self.rank_link, host=None)
 
     def node_seconds(self, g: Graph) -> np.ndarray:
         """Seconds per node id: the measured time of its signature, else the analytic estimate."""
@@ -78,6 +123,10 @@ class Profile:
              "dispatch_s": self.dispatch_s}
         if self.analytic:
             d["analytic"] = self.analytic.__dict__.copy()
+        if self.network:
+            d["network"] = self.network.__dict__.copy()
+        if self.host:
+            d["host"] = self.host.__dict__.copy()
         return d
 
     @classmethod
@@ -96,6 +145,15 @@ class Profile:
                         if d.get("analytic") else None)
             ops = {str(k): _number(v, f"ops[{k!r:.60}]") for k, v in _object(d.get("ops", {}), "ops").items()}
             dispatch = _number(d.get("dispatch_s", 0.0), "dispatch_s")
+            network = (Network(**{k: _number(v, f"network.{k}") for k, v in _object(d["network"], "network").items()})
+                       if d.get("network") else None)
+            host = None
+            if d.get("host"):
+                h = _object(d["host"], "host")
+                ranks = h.get("ranks")
+                if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+                    raise ValueError(f"'host.ranks' must be a whole number of ranks, at least 1, got {ranks!r:.40}")
+                host = HostShare(ranks, _number(h.get("bytes_per_s"), "host.bytes_per_s"))
         except KeyError as e:
             raise ProfileError(f"malformed profile: missing {e}") from None
         except (TypeError, ValueError) as e:
@@ -109,7 +167,12 @@ class Profile:
         if analytic is not None:
             _positive(("analytic.flops_per_s", analytic.flops_per_s), ("analytic.bytes_per_s", analytic.bytes_per_s))
             _seconds(("analytic.launch_s", analytic.launch_s))
-        return cls(device, link, analytic, ops, dispatch)
+        if network is not None:
+            _positive(("network.bytes_per_s", network.bytes_per_s))
+            _seconds(("network.latency_s", network.latency_s))
+        if host is not None:
+            _positive(("host.bytes_per_s", host.bytes_per_s))
+        return cls(device, link, analytic, ops, dispatch, network, host)
 
     def save(self, path: str) -> None:
         """Atomically, making the folders ``path`` needs (engine/checkpoint.write_atomically)."""

@@ -50,6 +50,13 @@ JSON schema (``to_dict``): {"format": "swapengine.program/2", "graph": name,
 recomputations is written as "swapengine.program/4": instructions may carry "recompute": true,
 and "arena" has "mappings" and "virtual_bytes" when it has a page table. Versions 2 and 3 are
 read as before.
+
+Data parallelism (issue 41): a Program planned for ``ranks`` > 1 data-parallel ranks may hold
+ALLREDUCE instructions, on a fourth in-order stream: each sums a bucket of gradient tensors
+(``bucket``, ``target`` its first) across the ranks in place, in their objects (``objects``, one
+per tensor). It is written as "swapengine.program/5" with "ranks": N and, on those instructions,
+"kind": "allreduce" and "bucket": [tensors]; recomputations and a page table as in version 4.
+A Program without them is written as before (its digest unchanged).
 """
 from __future__ import annotations
 
@@ -59,12 +66,15 @@ import numpy as np
 from .errors import EngineError
 
 COMPUTE, SWAP_IN, SWAP_OUT = 0, 1, 2
+ALLREDUCE = 3                    # data-parallel: a bucket of gradients summed across the ranks, on its own stream
 STREAMS = (COMPUTE, SWAP_IN, SWAP_OUT)
-STREAM_NAMES = ("compute", "swap_in", "swap_out")
+ALL_STREAMS = STREAMS + (ALLREDUCE,)
+STREAM_NAMES = ("compute", "swap_in", "swap_out", "allreduce")
 FORMAT = "swapengine.program/2"
 FORMAT_VIRTUAL = "swapengine.program/3"    # the arena carries a page table (mappings)
 FORMAT_RECOMPUTE = "swapengine.program/4"  # instructions may be recomputations (page table optional)
-FORMATS = (FORMAT, FORMAT_VIRTUAL, FORMAT_RECOMPUTE)
+FORMAT_RANKS = "swapengine.program/5"      # a plan for N ranks: all-reduce instructions (the rest optional)
+FORMATS = (FORMAT, FORMAT_VIRTUAL, FORMAT_RECOMPUTE, FORMAT_RANKS)
 
 
 def sharing_objects(arena) -> list[list[int]]:
@@ -186,6 +196,7 @@ class Instr:
     copy: bool = True
     deps: list[int] = field(default_factory=list)
     recompute: bool = False          # a compute: the node run again (not its step in the schedule)
+    bucket: tuple[int, ...] = ()     # an all-reduce: the gradient tensors it sums across the ranks
 
 
 @dataclass
@@ -197,6 +208,7 @@ class Program:
     initial_resident: dict[int, int]
     policy: str = ""
     graph_fingerprint: str = ""      # Graph.fingerprint() of the graph it was planned for
+    ranks: int = 1                   # data-parallel ranks it was planned for (its all-reduces' ring)
 
     def count(self, kind: int) -> int:
         return sum(1 for i in self.instrs if i.kind == kind)
@@ -215,6 +227,9 @@ class Program:
         if ins.kind == COMPUTE:
             what = "recompute" if ins.recompute else "compute"
             return f"instruction {i} ({what} '{graph.nodes[ins.target].name}')"
+        if ins.kind == ALLREDUCE:
+            more = f" and {len(ins.bucket) - 1} more" if len(ins.bucket) > 1 else ""
+            return f"instruction {i} (allreduce '{graph.tensors[ins.target].name}'{more})"
         return f"instruction {i} ({STREAM_NAMES[ins.kind]} '{graph.tensors[ins.target].name}')"
 
     # ------------------------------------------------------------------ JSON
@@ -226,8 +241,11 @@ class Program:
         if a.virtual:
             arena.update(mappings=a.mappings.tolist(), virtual_bytes=int(a.virtual_bytes))
         recomputes = any(i.recompute for i in self.instrs)
+        reduces = self.ranks != 1 or any(i.kind == ALLREDUCE for i in self.instrs)
         return {
-            "format": FORMAT_RECOMPUTE if recomputes else FORMAT_VIRTUAL if a.virtual else FORMAT,
+            "format": (FORMAT_RANKS if reduces else FORMAT_RECOMPUTE if recomputes else FORMAT_VIRTUAL if a.virtual
+                       else FORMAT),
+            **({"ranks": int(self.ranks)} if reduces else {}),
             "graph": self.graph_name,
             "graph_fingerprint": self.graph_fingerprint, "policy": self.policy,
             "schedule": [int(n) for n in self.schedule],
@@ -235,7 +253,8 @@ class Program:
             "initial_resident": [[int(t), int(o)] for t, o in self.initial_resident.items()],
             "instructions": [{"kind": STREAM_NAMES[i.kind], "target": int(i.target), "obj": int(i.obj),
                               "objects": [int(o) for o in i.objects], "copy": bool(i.copy),
-                              "deps": [int(d) for d in i.deps], **({"recompute": True} if i.recompute else {})}
+                              "deps": [int(d) for d in i.deps], **({"recompute": True} if i.recompute else {}),
+                              **({"bucket": [int(t) for t in i.bucket]} if i.kind == ALLREDUCE else {})}
                              for i in self.instrs],
         }
 
@@ -245,12 +264,13 @@ class Program:
         Whether it is *safe* is planner.verify's question, asked before it runs."""
         if not isinstance(d, dict) or d.get("format") not in FORMATS:
             raise ProgramFormatError(f"not a swapengine program (expected format '{FORMAT}', "
-                                     f"'{FORMAT_VIRTUAL}' for an arena with a page table, or "
-                                     f"'{FORMAT_RECOMPUTE}' for one with recomputations)")
+                                     f"'{FORMAT_VIRTUAL}' for an arena with a page table, "
+                                     f"'{FORMAT_RECOMPUTE}' for one with recomputations, or "
+                                     f"'{FORMAT_RANKS}' for a plan for several ranks)")
         try:
             a = d["arena"]
             mappings = None
-            if d["format"] == FORMAT_VIRTUAL or (d["format"] == FORMAT_RECOMPUTE and "mappings" in a):
+            if d["format"] == FORMAT_VIRTUAL or (d["format"] in (FORMAT_RECOMPUTE, FORMAT_RANKS) and "mappings" in a):
                 mappings = np.asarray([_ints(row, "mappings", 0) for row in a["mappings"]],
                                       dtype=np.int64).reshape(-1, 3)
             arena = Arena(*(np.asarray(_ints(a[k], k, 0), dtype=np.int64) for k in ("object_offset", "object_bytes")),
@@ -259,20 +279,23 @@ class Program:
                           _int(a["virtual_bytes"], "virtual_bytes", 0) if mappings is not None else 0)
             if arena.object_offset.shape != arena.object_bytes.shape or arena.object_offset.ndim != 1:
                 raise ValueError("object_offset and object_bytes must be flat lists of one length")
-            kinds = {name: k for k, name in enumerate(STREAM_NAMES)}
-            recomputes = d["format"] == FORMAT_RECOMPUTE
+            ranked = d["format"] == FORMAT_RANKS
+            kinds = {name: k for k, name in enumerate(STREAM_NAMES) if ranked or k != ALLREDUCE}
+            recomputes = d["format"] in (FORMAT_RECOMPUTE, FORMAT_RANKS)
             if not recomputes and any(isinstance(i, dict) and i.get("recompute") for i in d["instructions"]):
                 raise ValueError(f"an instruction is a recomputation, which format {d['format']} cannot hold "
                                  f"(write it as {FORMAT_RECOMPUTE})")
             instrs = [Instr(kinds[i["kind"]], _int(i["target"], "target"), _int(i["obj"], "obj"),
                             tuple(_ints(i["objects"], "objects")), _bool(i["copy"], "copy"), _ints(i["deps"], "deps"),
-                            recomputes and _bool(i.get("recompute", False), "recompute"))
+                            recomputes and _bool(i.get("recompute", False), "recompute"),
+                            tuple(_ints(i["bucket"], "bucket")) if kinds[i["kind"]] == ALLREDUCE else ())
                       for i in d["instructions"]]
             if any(ins.recompute and ins.kind != COMPUTE for ins in instrs):
                 raise ValueError("only a compute instruction may be a recomputation")
+            ranks = _int(d["ranks"], "ranks", 1) if ranked else 1
             return cls(str(d["graph"]), _ints(d["schedule"], "schedule"), arena, instrs,
                        {_int(t, "initial_resident"): _int(o, "initial_resident") for t, o in d["initial_resident"]},
-                       str(d.get("policy", "")), str(d.get("graph_fingerprint", "")))
+                       str(d.get("policy", "")), str(d.get("graph_fingerprint", "")), ranks)
         except ProgramFormatError:
             raise
         except (KeyError, TypeError, ValueError) as e:

@@ -19,6 +19,7 @@ class SgdUpdate(Op):
     name, arity, differentiable = "sgd_update", 3, False
     state_outputs = {0: 0, 1: 2}
     recomputable = False
+    gradient_input = 1
     inplace = {0: 0, 1: 2}
     cuda_kernels = ("sgd_momentum_update",)
 
@@ -85,6 +86,7 @@ class AdamUpdate(Op):
     name, arity, differentiable = "adam_update", 5, False
     state_outputs = {0: 0, 1: 2, 2: 3, 3: 4}
     recomputable = False
+    gradient_input = 1
     inplace = {0: 0, 1: 2, 2: 3, 3: 4}
     cuda_kernels = ("adam_update", "adam_step")
 

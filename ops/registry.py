@@ -79,6 +79,10 @@ class Op:
     # (an update, an accumulation into state, batch norm's running statistics) or randomness:
     # those set it False. Read in one place, ``engine.recompute.recomputable``.
     recomputable: bool = True
+    # The input that is the gradient an optimizer's step reads (None: the operator reads none). A
+    # data-parallel plan all-reduces that tensor across the ranks before the operator runs
+    # (planner/allreduce.py; the verifier checks it).
+    gradient_input: int | None = None
     cuda_kernels: tuple[str, ...] = ()
 
     def check_arity(self, n_inputs: int) -> None:

@@ -1,4 +1,5 @@
-"""The timing model of three streams sharing one link, and the dispatch loop that runs it.
+"""The timing model of three streams sharing one link (and a fourth, the all-reduce's, on the
+network between data-parallel ranks), and the dispatch loop that runs it.
 
 One loop serves two callers:
 - the simulator (``planner.simulate``): each stream runs its instructions in program order
@@ -11,7 +12,10 @@ Timing: an instruction starts when its stream is idle and its dependencies have 
 Compute takes the profile's time for its node. A copy takes the link's latency, then moves
 its bytes at the one-way rate, or at half the duplex rate while a copy in the other
 direction is moving bytes too; rates are re-evaluated whenever a copy starts or ends, so
-partial overlap is charged exactly.
+partial overlap is charged exactly. An all-reduce (engine.program.ALLREDUCE) runs on its own
+in-order stream over the profile's network, which it shares with nothing here: a ring over N
+ranks, ``Network.ring_seconds`` of its bucket's bytes. Copies move on ``Profile.rank_link``: the
+device's link, or its share of a host that several ranks share (``Profile.host``).
 
 The loop is compiled (numba: the search runs it for every candidate) over a Program's
 arrays (``planner.program_arrays``).
@@ -25,7 +29,8 @@ import numpy as np
 
 from engine.ir import Graph
 from engine.profile import Profile
-from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Program
+from engine.errors import EngineError
+from engine.program import ALLREDUCE, COMPUTE, SWAP_IN, SWAP_OUT, Program
 
 from .first_compile import announced
 from .program_arrays import ProgramArrays
@@ -42,22 +47,48 @@ def run_streams(program: Program | ProgramArrays, g: Graph, profile: Profile, no
     ``priority`` (ties: program order). Returns (start, finish, dispatch order)."""
     arrays = program if isinstance(program, ProgramArrays) else ProgramArrays.of(program.instrs)
     nbytes = np.fromiter((t.nbytes for t in g.tensors), dtype=np.float64, count=len(g.tensors))
-    return run_arrays(arrays, nbytes, np.asarray(node_seconds, dtype=np.float64), profile, priority, in_order)
+    reduce_s = None if isinstance(program, ProgramArrays) else allreduce_seconds(program, g, profile)
+    return run_arrays(arrays, nbytes, np.asarray(node_seconds, dtype=np.float64), profile, priority, in_order,
+                      reduce_s)
+
+
+class NoNetwork(EngineError, ValueError):
+    """A Program with all-reduces timed on a profile that has no network between ranks."""
+
+
+def allreduce_seconds(program: Program, g: Graph, profile: Profile) -> np.ndarray | None:
+    """Per instruction, the seconds of an all-reduce (its bucket's ring on the profile's network;
+    0 for the others), or None when the Program has none."""
+    if not any(ins.kind == ALLREDUCE for ins in program.instrs):
+        return None
+    if profile.network is None:
+        raise NoNetwork(f"the plan all-reduces gradients across {program.ranks} ranks but profile "
+                        f"'{profile.device}' has no network link to time them on; give it one (\"network\": "
+                        "{\"bytes_per_s\": ..., \"latency_s\": ...})")
+    out = np.zeros(len(program.instrs))
+    for i, ins in enumerate(program.instrs):
+        if ins.kind == ALLREDUCE:
+            out[i] = profile.network.ring_seconds(sum(g.tensors[t].nbytes for t in ins.bucket), program.ranks)
+    return out
 
 
 def run_arrays(a: ProgramArrays, tensor_bytes: np.ndarray, node_seconds: np.ndarray, profile: Profile,
-               priority: np.ndarray | None = None, in_order=(COMPUTE, SWAP_IN, SWAP_OUT)):
-    """``run_streams`` on arrays (``tensor_bytes`` as float64, per tensor)."""
+               priority: np.ndarray | None = None, in_order=(COMPUTE, SWAP_IN, SWAP_OUT),
+               reduce_seconds: np.ndarray | None = None):
+    """``run_streams`` on arrays (``tensor_bytes`` as float64, per tensor; ``reduce_seconds`` per
+    instruction, an all-reduce's time, or None when there is none). The all-reduce stream is in order."""
     n = len(a)
-    link = profile.link
+    link = profile.rank_link          # this rank's share of a host several ranks share (Profile.host)
     key = np.arange(n, dtype=np.float64) if priority is None else np.asarray(priority, dtype=np.float64)
-    ordered = np.zeros(3, dtype=np.bool_)
+    ordered = np.zeros(4, dtype=np.bool_)
     ordered[list(in_order)] = True
+    ordered[ALLREDUCE] = True
+    fixed = np.zeros(n) if reduce_seconds is None else np.asarray(reduce_seconds, dtype=np.float64)
     with announced(_dispatch, "the simulator"):
         start, finish, order, ok = _dispatch(
             a.kind, a.target, a.copy, a.dep_ptr, a.deps, tensor_bytes, node_seconds, float(profile.dispatch_s),
             float(link.latency_s), float(link.h2d_bytes_per_s), float(link.d2h_bytes_per_s),
-            float(link.duplex_bytes_per_s) / 2, key, ordered)
+            float(link.duplex_bytes_per_s) / 2, key, ordered, fixed)
     if not ok:
         raise Deadlock("simulation deadlocked: the program's edges contradict its stream order")
     return start, finish, order.tolist()
@@ -105,7 +136,7 @@ def _heap_pop(hk, hi, size):
 
 @numba.njit(cache=True)
 def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dispatch_s, latency_s,
-              h2d, d2h, half_duplex, key, ordered):
+              h2d, d2h, half_duplex, key, ordered, fixed):
     n = kind.shape[0]
     latency = np.zeros(n)
     work = np.empty(n)               # compute: seconds; copies: bytes
@@ -113,11 +144,13 @@ def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dis
     # Dependents in CSR: each instruction's dependencies, plus its stream predecessor when the
     # stream runs in order.
     count = np.zeros(n + 1, dtype=np.int64)
-    prev = np.full(3, -1, dtype=np.int64)
+    prev = np.full(4, -1, dtype=np.int64)
     for i in range(n):
         k = kind[i]
         if k == 0:
             work[i] = node_seconds[target[i]] + dispatch_s
+        elif k == 3:                 # an all-reduce: its ring's seconds, at rate 1
+            work[i] = fixed[i] + dispatch_s
         elif copy[i]:
             work[i] = tensor_bytes[target[i]]
             latency[i] = latency_s + dispatch_s
@@ -146,9 +179,9 @@ def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dis
                 dependents[fill[prev[k]]] = i
                 fill[prev[k]] += 1
             prev[k] = i
-    hk = np.empty((3, n))
-    hi = np.empty((3, n), dtype=np.int64)
-    hsize = np.zeros(3, dtype=np.int64)
+    hk = np.empty((4, n))
+    hi = np.empty((4, n), dtype=np.int64)
+    hsize = np.zeros(4, dtype=np.int64)
     for i in range(n):
         if waiting[i] == 0:
             k = kind[i]
@@ -157,20 +190,20 @@ def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dis
     finish = np.full(n, np.inf)
     order = np.empty(n, dtype=np.int64)
     n_order = 0
-    running = np.full(3, -1, dtype=np.int64)
-    one_way = np.array([1.0, h2d, d2h])
-    rate = np.empty(3)
+    running = np.full(4, -1, dtype=np.int64)
+    one_way = np.array([1.0, h2d, d2h, 1.0])
+    rate = np.empty(4)
     now = 0.0
     done = 0
     while done < n:
-        for k in range(3):
+        for k in range(4):
             if running[k] < 0 and hsize[k] > 0:
                 i, hsize[k] = _heap_pop(hk[k], hi[k], hsize[k])
                 running[k] = i
                 start[i] = now
                 order[n_order] = i
                 n_order += 1
-        if running[0] < 0 and running[1] < 0 and running[2] < 0:
+        if running[0] < 0 and running[1] < 0 and running[2] < 0 and running[3] < 0:
             return start, finish, order[:n_order], False
         rate[:] = one_way
         if (running[1] >= 0 and latency[running[1]] == 0
@@ -180,13 +213,13 @@ def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dis
         # Time until each running instruction finishes, or leaves its latency phase, at these
         # rates; dependencies only finish when something running does, so the soonest is next.
         dt = math.inf
-        for k in range(3):
+        for k in range(4):
             i = running[k]
             if i >= 0:
                 s = latency[i] if latency[i] > 0 else work[i] / rate[k]
                 dt = min(dt, s)
         now += dt
-        for k in range(3):
+        for k in range(4):
             i = running[k]
             if i < 0:
                 continue

@@ -16,19 +16,22 @@ from __future__ import annotations
 import numpy as np
 
 from engine.ir import Graph
-from engine.program import COMPUTE, STREAM_NAMES, SWAP_IN, Program
+from engine.program import ALLREDUCE, COMPUTE, STREAM_NAMES, SWAP_IN, Program
 
 MEMORY_COUNTER = "device bytes in use"
 RECOMPUTE = "recompute"      # the category (and name prefix) of recomputations' slices
 
 
 def stream_slices(program: Program, g: Graph, start: np.ndarray, finish: np.ndarray) -> list[dict]:
+    streams = 4 if any(ins.kind == ALLREDUCE for ins in program.instrs) else 3
     events = [{"ph": "M", "pid": 0, "tid": k, "name": "thread_name", "args": {"name": STREAM_NAMES[k]}}
-              for k in range(3)]
+              for k in range(streams)]
     for i, ins in enumerate(program.instrs):
         name = g.nodes[ins.target].name if ins.kind == COMPUTE else g.tensors[ins.target].name
         args = {"instruction": i, "deps": [int(d) for d in ins.deps]}
-        if ins.kind != COMPUTE:
+        if ins.kind == ALLREDUCE:
+            args["bytes"] = int(sum(g.tensors[t].nbytes for t in ins.bucket))
+        elif ins.kind != COMPUTE:
             args["bytes"] = int(g.tensors[ins.target].nbytes) if ins.copy else 0
         event = {"ph": "X", "pid": 0, "tid": ins.kind, "name": name,
                  "ts": start[i] * 1e6, "dur": (finish[i] - start[i]) * 1e6, "args": args}

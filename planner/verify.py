@@ -24,7 +24,14 @@ Checked, naming the first violation:
   updated one, is another tensor), and its outputs land where no live tensor is overwritten
   before its last read;
 - at the end, each resident state's next value sits in its home object and
-  every other next value has been written to the host; the loss and outputs are readable.
+  every other next value has been written to the host; the loss and outputs are readable;
+- a plan for N > 1 data-parallel ranks (``Program.ranks``) all-reduces every gradient an
+  optimizer's step reads (``planner.allreduce.reduced_gradients``) exactly once, on the fourth
+  stream: an ALLREDUCE reads and writes each tensor of its bucket in its object, so the write that
+  made the gradient happens before it, and no other instruction reads or writes those bytes
+  while it runs (the ordinary read and write rules); and the update, or a swap-out, reads the
+  reduced value, never the rank's own (a flag per object and per host copy says which it holds).
+  A plan for one rank holds no all-reduce.
 """
 from __future__ import annotations
 
@@ -34,8 +41,9 @@ from engine.graph_check import check_order
 from engine.inplace import in_place_input
 from engine.recompute import recomputable
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
-from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Program, sharing_objects
+from engine.program import ALLREDUCE, ALL_STREAMS, COMPUTE, SWAP_IN, SWAP_OUT, Program, sharing_objects
 
+from .allreduce import reduced_gradients
 from .facts import operator_scratch
 from engine.errors import EngineError
 
@@ -63,12 +71,22 @@ def _check_ids(program: Program, graph: Graph) -> None:
     if bad_node is not None:
         raise VerificationError(f"the schedule names node {bad_node}; the graph has nodes 0 to {n_nodes - 1}")
     for i, ins in enumerate(program.instrs):
-        if ins.kind not in (COMPUTE, SWAP_IN, SWAP_OUT):
+        if ins.kind not in ALL_STREAMS:
             raise VerificationError(f"instruction {i} has unknown kind {ins.kind}")
         limit, what = (n_nodes, "node") if ins.kind == COMPUTE else (n_tensors, "tensor")
         if not 0 <= ins.target < limit:
             raise VerificationError(f"instruction {i} names {what} {ins.target}; the graph has {what}s 0 to "
                                     f"{limit - 1}")
+        if ins.kind == ALLREDUCE:
+            if not ins.bucket or ins.bucket[0] != ins.target or len(ins.objects) != len(ins.bucket):
+                raise VerificationError(f"instruction {i} (allreduce) must name its bucket's tensors, the first as "
+                                        "its target, and one object for each")
+            bad = next((t for t in ins.bucket if not 0 <= t < n_tensors), None)
+            if bad is not None:
+                raise VerificationError(f"instruction {i} reduces tensor {bad}; the graph has tensors 0 to "
+                                        f"{n_tensors - 1}")
+    if program.ranks < 1:
+        raise VerificationError(f"the plan is for {program.ranks} ranks; it must be for at least 1")
     bad_tensor = next((t for t in program.initial_resident if not 0 <= t < n_tensors), None)
     if bad_tensor is not None:
         raise VerificationError(f"the initial residents name tensor {bad_tensor}; the graph has tensors 0 to "
@@ -137,6 +155,11 @@ class _Checker:
         self.clock: list[tuple[int, int, int]] = []
         self.stream_pos: list[int] = []
         self.host: dict[int, int] = {}   # tensor -> instruction that wrote its host copy (INITIAL: given)
+        # data-parallel: the gradients to all-reduce (none for one rank), and which values are reduced
+        self.gradients = reduced_gradients(graph) if program.ranks > 1 else {}
+        self.reduced_by: dict[int, int] = {}           # gradient -> the all-reduce that summed it
+        self.reduced_in = np.zeros(n_obj, dtype=np.bool_)   # the object's tenant is a reduced value
+        self.reduced_host: set[int] = set()            # tensors whose host copy is the reduced value
 
     def fail(self, msg: str):
         raise VerificationError(msg)
@@ -210,12 +233,12 @@ class _Checker:
                     self.fail(f"'{self.name(t)}' and '{self.name(self.tenant[x])}' both start in object {o}"
                               + ("" if x == o else f" (which shares bytes with object {x})"))
             self.tenant[o] = t
-        last_in_stream = [-1, -1, -1]
-        counts = [0, 0, 0]
+        last_in_stream = [-1] * 4
+        counts = [0] * 4
         next_compute = 0
         ran: set[int] = set()      # nodes whose step in the schedule has run
         for i, ins in enumerate(p.instrs):
-            clock = list(self.clock[last_in_stream[ins.kind]]) if last_in_stream[ins.kind] >= 0 else [0, 0, 0]
+            clock = list(self.clock[last_in_stream[ins.kind]]) if last_in_stream[ins.kind] >= 0 else [0] * 4
             for d in ins.deps:
                 if not 0 <= d < i:
                     self.fail(f"{self.instr(i)} depends on instruction {d}, which does not precede it")
@@ -243,6 +266,10 @@ class _Checker:
                 self.read(ins.target, ins.obj, i)
                 if ins.copy:
                     self.host[ins.target] = i
+                    if self.reduced_in[ins.obj]:
+                        self.reduced_host.add(ins.target)
+                    else:
+                        self.reduced_host.discard(ins.target)
                 elif ins.target not in self.host:
                     self.fail(f"{self.instr(i)} drops '{self.name(ins.target)}' without copying it, "
                               "but its host copy is not current: its value would be lost")
@@ -255,11 +282,33 @@ class _Checker:
                     self.fail(f"{self.instr(i)} may start before {self.instr(src)} has written the host "
                               f"copy of '{self.name(ins.target)}': no edge orders them")
                 self.write(ins.target, ins.obj, i)
+                self.reduced_in[ins.obj] = ins.target in self.reduced_host
+            elif ins.kind == ALLREDUCE:
+                self.allreduce(ins, i)
             else:
                 self.fail(f"instruction {i} has unknown kind {ins.kind}")
         if next_compute != len(p.schedule):
             self.fail(f"the program runs {next_compute} of the schedule's {len(p.schedule)} nodes")
+        missing = next((t for t in self.gradients if t not in self.reduced_by), None)
+        if missing is not None:
+            self.fail(f"the plan for {p.ranks} ranks never all-reduces gradient '{self.name(missing)}': each rank "
+                      "would update with its own")
         self.check_end()
+
+    def allreduce(self, ins, i: int) -> None:
+        if self.p.ranks == 1:
+            self.fail(f"{self.instr(i)} all-reduces in a plan for one rank, which has nothing to reduce with")
+        for t, o in zip(ins.bucket, ins.objects):
+            if t not in self.gradients:
+                self.fail(f"{self.instr(i)} all-reduces '{self.name(t)}', which no optimizer's step reads as "
+                          "its gradient")
+            if t in self.reduced_by:
+                self.fail(f"{self.instr(i)} all-reduces '{self.name(t)}' again ({self.instr(self.reduced_by[t])} "
+                          "already summed it across the ranks)")
+            self.read(t, o, i)          # made before the reduction starts ...
+            self.write(t, o, i)         # ... and nothing reads or writes its bytes until it ends
+            self.reduced_by[t] = i
+            self.reduced_in[o] = True
 
     def compute(self, ins, i: int) -> None:
         node = self.g.nodes[ins.target]
@@ -269,6 +318,9 @@ class _Checker:
         in_objs = ins.objects[:len(node.inputs)]
         for t, o in zip(node.inputs, in_objs):
             self.read(t, o, i)
+            if t in self.gradients and not self.reduced_in[o]:
+                self.fail(f"{self.instr(i)} reads gradient '{self.name(t)}' before it is all-reduced across the "
+                          f"{self.p.ranks} ranks: the update would use this rank's gradient alone")
         out_objs = ins.objects[len(node.inputs):]
         for k, (t, o) in enumerate(zip(node.outputs, out_objs)):
             clash = [m for m, eo in enumerate(out_objs[:k]) if eo == o or eo in self.sharing[o]]
@@ -286,6 +338,7 @@ class _Checker:
                 self.fail(f"{self.instr(i)} writes output '{self.name(t)}' into object {o}, which shares "
                           f"bytes with object {in_objs[j]} holding its input '{self.name(node.inputs[j])}'")
             self.write(t, o, i)
+            self.reduced_in[o] = False
 
     def check_end(self) -> None:
         p, g = self.p, self.g

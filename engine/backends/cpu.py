@@ -163,6 +163,7 @@ class CapturedGraph:
 class CpuBackend:
     name = "cpu"
     device_name = ""        # the host: the report names none
+    host_calls = True       # host functions on a stream: a data-parallel Program's all-reduce
 
     def __init__(self, link: EmulatedLink = EmulatedLink(), sanitize: bool = False, seed: int = 0,
                  jitter_s: float | tuple[float, float, float] = 0.5e-3):
@@ -179,6 +180,8 @@ class CpuBackend:
         jitter = jitter_s if isinstance(jitter_s, tuple) else (jitter_s,) * 3
         self.streams = [Stream(n, j if sanitize else 0.0, random.Random(rng.random()))
                         for n, j in zip(("compute", "swap_in", "swap_out"), jitter)]
+        self._rng = rng
+        self._jitter = max(jitter) if sanitize else 0.0
         self.arena: np.ndarray | None = None
         self._mapped: MappedArena | None = None     # a virtual-addressing arena's mappings
         # When profiling: (stream, node id or bytes copied, start, end) of each kernel and copy.
@@ -254,11 +257,23 @@ class CpuBackend:
     def copy_d2h(self, stream: int, dst: np.ndarray, src: np.ndarray) -> None:
         self.streams[stream].submit(lambda: self._timed(stream, dst.nbytes, self.link.transfer, dst, src, 1))
 
+    def host_call(self, stream: int, fn) -> None:
+        """Run ``fn()`` on stream ``stream`` in its order: a data-parallel Program's all-reduce
+        (engine.program.ALLREDUCE), on a fourth stream made when first asked for."""
+        self._stream(stream).submit(fn)
+
+    def _stream(self, k: int) -> Stream:
+        while len(self.streams) <= k:        # a stream past the three: made on first use, capturing if they are
+            st = Stream(f"stream{len(self.streams)}", self._jitter, random.Random(self._rng.random()))
+            st.captured = [] if self.streams[0].captured is not None else None
+            self.streams.append(st)
+        return self.streams[k]
+
     def record(self, stream: int) -> Event:
-        return self.streams[stream].record()
+        return self._stream(stream).record()
 
     def wait(self, stream: int, ev: Event) -> None:
-        self.streams[stream].wait(ev)
+        self._stream(stream).wait(ev)
 
     # ------------------------------------------------------------------ graphs
     def capture(self, issue) -> "CapturedGraph":

@@ -419,6 +419,12 @@ class CudaBackend:
         self._timed(stream, n, lambda: self._check(d.cuMemcpyDtoHAsync(dst.ctypes.data, src.ptr, n,
                                                                       self._handles[stream])))
 
+    host_calls = False      # a data-parallel Program's all-reduce (cuLaunchHostFunc) is not wired yet
+
+    def host_call(self, stream: int, fn) -> None:
+        raise CudaUnavailable("the cuda backend cannot run a data-parallel Program's all-reduce yet; run the ranks "
+                              "on the cpu backend")
+
     def record(self, stream: int):
         return None if self._dry else self.streams[stream].record()
 

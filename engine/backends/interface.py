@@ -27,6 +27,9 @@ class Backend(Protocol):
     timings: list[tuple[int, int, float, float]] | None
     """None, or a list that receives (stream, node id or bytes copied, start s, end s) of every
     kernel and copy by the next ``synchronize``; setting it starts or stops timing."""
+    host_calls: bool
+    """Whether ``host_call`` runs (a data-parallel Program's all-reduce); False: the executor
+    refuses such a Program in one line."""
 
     def allocate_arena(self, nbytes: int, scratch_bytes: int = 0) -> None:
         """A fresh arena of ``nbytes`` (poisoned), replacing any other; its last ``scratch_bytes``
@@ -57,6 +60,10 @@ class Backend(Protocol):
 
     def copy_d2h(self, stream: int, dst: np.ndarray, src: View) -> None:
         """Issue a copy of device view ``src`` into host buffer ``dst`` on ``stream``."""
+
+    def host_call(self, stream: int, fn: Callable[[], None]) -> None:
+        """Run host function ``fn`` on ``stream`` in its order (ALLREDUCE, a fourth stream, made
+        on first use; ``record`` and ``wait`` take it too)."""
 
     def record(self, stream: int) -> Any:
         """An event that fires when the work issued on ``stream`` so far has finished."""

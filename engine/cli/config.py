@@ -71,6 +71,7 @@ class RunConfig:
     data: str | None = None            # --data FILE.npz: the user's arrays instead of synthetic data
     save_weights: str | None = None    # --save-weights: the trained parameters, safetensors or npz
     overwrite: bool = False            # --overwrite: --out may hold an earlier run
+    ranks: int = 1                     # --ranks: data-parallel ranks on Ray (engine/cli/ranks.py)
 
     @classmethod
     def from_args(cls, a: argparse.Namespace) -> RunConfig:
@@ -86,7 +87,8 @@ class RunConfig:
             check=not a.no_check, checkpoint=a.checkpoint, checkpoint_every=a.checkpoint_every, resume=a.resume,
             out=a.out, json=a.json, quiet=a.quiet, allocator=a.allocator,
             chunk_bytes=None if a.chunk_mib is None else int(round(a.chunk_mib * 2**20)), window=a.window,
-            swap_only=a.swap_only, data=a.data, save_weights=a.save_weights, overwrite=a.overwrite)
+            swap_only=a.swap_only, data=a.data, save_weights=a.save_weights, overwrite=a.overwrite,
+            ranks=getattr(a, "ranks", 1))
 
     def allocator_of(self, policy: Policy) -> tuple[str, dict]:
         """The allocator ``policy`` places tensors with (--allocator, or its own default; a policy

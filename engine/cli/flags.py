@@ -108,6 +108,10 @@ def parser() -> argparse.ArgumentParser:
     search.add_argument("--load-plan", metavar="FILE",
                    help="run this saved swapadvisor Program instead of planning (it is verified first)")
     shared.add_backend(backend)
+    backend.add_argument("--ranks", type=positive_int, default=1, metavar="N",
+                   help="data-parallel training on N Ray actors (a local Ray, or --ray-address's cluster), each on "
+                        "its shard of --batch, gradients added in rank order: the bits of one rank accumulating N "
+                        "micro-batches (default 1: this process alone)")
     output.add_argument("--out", metavar="DIR",
                    help="the run's folder: plan.json, trace.json, steps.jsonl (default: a new runs/<model>/<UTC "
                         "time>/ for each run); a folder that holds a run is refused without --overwrite")

@@ -34,6 +34,7 @@ from ..report import PolicyRow, policy_table, rows_to_json
 from ..timing_trust import HostLoad, load_average, spread, timing_warnings
 from ..training import Trainer
 from ..units import format_bytes
+from . import ranks as data_parallel
 from .config import RunConfig
 from .flags import PROG, UsageError, parser
 from .command import Parsed, run_command
@@ -216,6 +217,8 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
     known (engine/cli/report_json.py writes them, whatever the end)."""
     report = report or JsonReport([], None)
     check_flags(cfg)
+    if cfg.ranks > 1:
+        return data_parallel.train(cfg, report)
     try:
         check_outputs(cfg)
     except JsonTaken:

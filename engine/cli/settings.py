@@ -72,6 +72,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("swap_only", "--swap-only", (bool,), lambda c: c.swap_only, _switch("--swap-only")),
     Setting("check", "--no-check", (bool,), lambda c: c.check, lambda v: [] if v else ["--no-check"]),
     Setting("data", "--data", (str,), lambda c: c.data, _plain("--data")),
+    Setting("ranks", "--ranks", (int,), lambda c: c.ranks, _plain("--ranks")),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
 

@@ -30,10 +30,11 @@ class Made:
             self.backend.close()
 
 
-def executor(program, g: Graph, placement: Placement, sanitize: bool, seed: int) -> Made:
+def executor(program, g: Graph, placement: Placement, sanitize: bool, seed: int, reduce=None) -> Made:
+    """``reduce``: a data-parallel Program's all-reduce (engine.executor.ProgramExecutor)."""
     backend = placement.kind.create(placement, sanitize, seed)
     try:
-        return Made(ProgramExecutor(program, g, backend), backend)
+        return Made(ProgramExecutor(program, g, backend, reduce), backend)
     except BaseException:
         backend.close()
         raise

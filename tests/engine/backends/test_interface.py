@@ -36,8 +36,8 @@ def parameters(fn) -> list[str]:
 def test_the_protocol_lists_what_the_executor_and_profiling_use():
     assert members(Backend) == {
         "name", "device_name", "timings", "allocate_arena", "allocate_virtual_arena", "view", "host_buffer",
-        "read", "write", "launch", "copy_h2d", "copy_d2h", "record", "wait", "capture", "replay", "synchronize",
-        "close"}
+        "read", "write", "launch", "copy_h2d", "copy_d2h", "host_call", "host_calls", "record", "wait", "capture",
+        "replay", "synchronize", "close"}
     used = set()
     for f in ("engine/executor.py", "engine/profiling.py", "engine/cuda_profiling.py"):
         for n in ast.walk(ast.parse((ROOT / f).read_text())):
