@@ -25,6 +25,7 @@ without it, as the swap planner's double pass does.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -209,7 +210,7 @@ class OnlineProgram:
         """The Program: the arena of the allocator's layout, and each object's first write
         ordered after everything that used the bytes it reuses (``reuse_edges``)."""
         arena = Arena.of(self.alloc.layout(), self.scratch_bytes)
-        for first, extra in reuse_edges(sharing_objects(arena), self.first_write, self.touch):
+        for first, extra in reuse_edges_by_bytes(arena, self.first_write, self.touch):
             if max(extra) >= first:
                 raise PlanError(f"{self.policy}: instruction {first} reuses bytes still in use (planner bug)")
             ins = self.instrs[first]
@@ -231,6 +232,67 @@ def reuse_edges(sharing: list[list[int]], first_write: list[int], touch: list[li
         extra = [d for d in latest if d >= 0]
         if extra:
             yield first, extra
+
+
+def reuse_edges_by_bytes(arena: Arena, first_write: list[int], touch: list[list[int]]):
+    """``reuse_edges(sharing_objects(arena), first_write, touch)``, the same edges in the same
+    order, without listing every pair of objects that share a byte (quadratic in the objects one
+    stretch of memory sees over an iteration): objects are visited in first-write order over
+    runs of physical bytes, each run holding per stream the last instruction that used any
+    object visited so far that covers it (neighbouring runs with equal holdings merged)."""
+    ptr, start, size = arena.physical_pieces()
+    n = min(len(first_write), len(ptr) - 1)
+    ptr, start, end = ptr.tolist(), start.tolist(), (start + size).tolist()
+    runs_at: list[int] = [-2**63]               # run k covers [runs_at[k], runs_at[k + 1])
+    held: list[tuple[int, int, int]] = [(-1, -1, -1)]
+    edges = {}
+    by_first: dict[int, list[int]] = {}
+    for o in range(n):
+        by_first.setdefault(first_write[o], []).append(o)
+    for first in sorted(by_first):
+        group = by_first[first]
+        if first >= 0:          # objects first written by one instruction do not precede each other
+            for o in group:
+                latest = [-1, -1, -1]
+                for p in range(ptr[o], ptr[o + 1]):
+                    if end[p] <= start[p]:
+                        continue
+                    k = bisect_right(runs_at, start[p]) - 1
+                    while k < len(runs_at) and runs_at[k] < end[p]:
+                        latest = [max(a, b) for a, b in zip(latest, held[k])]
+                        k += 1
+                extra = [d for d in latest if d >= 0]
+                if extra:
+                    edges[o] = (first, extra)
+        for o in group:
+            for p in range(ptr[o], ptr[o + 1]):
+                if end[p] > start[p]:
+                    _hold(runs_at, held, start[p], end[p], touch[o])
+    for o in sorted(edges):
+        yield edges[o]
+
+
+def _hold(runs_at: list[int], held: list[tuple[int, int, int]], s: int, e: int, touch) -> None:
+    """The runs over [s, e) now also hold ``touch``: per stream, the later instruction."""
+    k = _cut(runs_at, held, s)
+    j = _cut(runs_at, held, e)
+    for r in range(k, j):
+        held[r] = tuple(max(a, b) for a, b in zip(held[r], touch))
+    r, lo = j, max(k, 1)
+    while r >= lo:                                  # drop a run holding what the one before it holds
+        if held[r] == held[r - 1]:
+            del runs_at[r], held[r]
+        r -= 1
+
+
+def _cut(runs_at: list[int], held: list, at: int) -> int:
+    """The index of the run starting at ``at``, made by cutting the run containing it."""
+    k = bisect_right(runs_at, at) - 1
+    if runs_at[k] == at:
+        return k
+    runs_at.insert(k + 1, at)
+    held.insert(k + 1, held[k])
+    return k + 1
 
 
 def settle(one_pass, state: Iterable[int], policy: str, max_passes: int = 8) -> Program:
