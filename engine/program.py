@@ -70,7 +70,10 @@ FORMATS = (FORMAT, FORMAT_VIRTUAL, FORMAT_RECOMPUTE)
 def sharing_objects(arena) -> list[list[int]]:
     """Per object, the other objects that share at least one PHYSICAL byte with it (usually
     none: a size-class layout's objects are disjoint; under virtual addressing, objects whose
-    ranges map to one chunk). The one place that reads physical bytes."""
+    ranges map to one chunk). Every pair: quadratic in the objects one chunk sees over an
+    iteration, so the verifier (``engine.physical_bytes``) and the online policies
+    (``planner.online_program.reuse_edges_by_bytes``) walk runs of bytes instead; the executor
+    and the tests use it."""
     pieces = [(start, size, o) for o, extents in enumerate(arena.all_physical_extents())
               for start, size in extents if size > 0]
     pieces.sort(key=lambda piece: piece[0])

@@ -12,7 +12,7 @@ Edges (what the verifier demands, nothing more):
 - a swap-in depends on the swap-out that wrote its host copy (none for a host copy given at
   the start); a swap-out depends on its tensor's writer;
 - the first write into an object waits for every earlier object that shares bytes with it
-  (physical bytes: ``engine.program.sharing_objects``, the one place that reads them) to be
+  (physical bytes, from ``Arena.physical_pieces``; ``reuse_edges_by_bytes``) to be
   done with: per stream, the last instruction that touched any of them. Objects sharing bytes
   are never live at once, so "earlier" is allocation order, and these edges are added once the
   arena is known (``program``), which is also what lets a swap-in start as soon as the bytes it
@@ -33,7 +33,7 @@ import numpy as np
 from engine.graph_io import fingerprint
 from engine.inplace import InPlace
 from engine.ir import Graph
-from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program, sharing_objects
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
 from engine.units import format_bytes
 
 from .errors import OutOfRoom, PlanError
@@ -208,7 +208,7 @@ class OnlineProgram:
 
     def program(self) -> Program:
         """The Program: the arena of the allocator's layout, and each object's first write
-        ordered after everything that used the bytes it reuses (``reuse_edges``)."""
+        ordered after everything that used the bytes it reuses (``reuse_edges_by_bytes``)."""
         arena = Arena.of(self.alloc.layout(), self.scratch_bytes)
         for first, extra in reuse_edges_by_bytes(arena, self.first_write, self.touch):
             if max(extra) >= first:
@@ -219,25 +219,11 @@ class OnlineProgram:
                        self.policy, fingerprint(self.g))
 
 
-def reuse_edges(sharing: list[list[int]], first_write: list[int], touch: list[list[int]]):
-    """(instruction, its extra dependencies) for each object's first write: per stream, the last
-    instruction that used any earlier object sharing bytes with it (stream order implies the rest)."""
-    for o, first in enumerate(first_write):
-        if first < 0:
-            continue
-        latest = [-1, -1, -1]
-        for x in sharing[o]:
-            if first_write[x] < first:
-                latest = [max(a, b) for a, b in zip(latest, touch[x])]
-        extra = [d for d in latest if d >= 0]
-        if extra:
-            yield first, extra
-
-
 def reuse_edges_by_bytes(arena: Arena, first_write: list[int], touch: list[list[int]]):
-    """``reuse_edges(sharing_objects(arena), first_write, touch)``, the same edges in the same
-    order, without listing every pair of objects that share a byte (quadratic in the objects one
-    stretch of memory sees over an iteration): objects are visited in first-write order over
+    """(instruction, its extra dependencies) for each object's first write, in object order: per
+    stream, the last instruction that used any earlier object sharing bytes with it (stream order
+    implies the rest). Without listing every pair of objects that share a byte (quadratic in the
+    objects one stretch of memory sees over an iteration): objects are visited in first-write order over
     runs of physical bytes, each run holding per stream the last instruction that used any
     object visited so far that covers it (neighbouring runs with equal holdings merged)."""
     ptr, start, size = arena.physical_pieces()
