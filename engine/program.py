@@ -80,7 +80,10 @@ FORMATS = (FORMAT, FORMAT_VIRTUAL, FORMAT_RECOMPUTE, FORMAT_RANKS)
 def sharing_objects(arena) -> list[list[int]]:
     """Per object, the other objects that share at least one PHYSICAL byte with it (usually
     none: a size-class layout's objects are disjoint; under virtual addressing, objects whose
-    ranges map to one chunk). The one place that reads physical bytes."""
+    ranges map to one chunk). Every pair: quadratic in the objects one chunk sees over an
+    iteration, so the verifier (``engine.physical_bytes``) and the online policies
+    (``planner.online_program.reuse_edges_by_bytes``) walk runs of bytes instead; the executor
+    and the tests use it."""
     pieces = [(start, size, o) for o, extents in enumerate(arena.all_physical_extents())
               for start, size in extents if size > 0]
     pieces.sort(key=lambda piece: piece[0])
@@ -168,8 +171,47 @@ class Arena:
 
     def all_physical_extents(self) -> list[list[tuple[int, int]]]:
         """``physical_extents`` of every object (the page table sorted once)."""
-        rows = self.mappings[np.argsort(self.mappings[:, 0], kind="stable")] if self.virtual else None
-        return [self.physical_extents(o, rows) for o in range(self.num_objects)]
+        ptr, start, size = self.physical_pieces()
+        start, size, bounds = start.tolist(), size.tolist(), ptr.tolist()
+        return [list(zip(start[a:b], size[a:b])) for a, b in zip(bounds, bounds[1:])]
+
+    def physical_pieces(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every object's ``physical_extents`` at once, as arrays: object o's pieces are
+        ``start[ptr[o]:ptr[o + 1]]`` and ``size[...]`` in its range's order. Vectorized over the
+        page table (a chunked plan's objects have hundreds of thousands of pieces); a byte that
+        no row maps is the ValueError ``physical_extents`` raises for the first such object."""
+        off, nbytes = self.object_offset.astype(np.int64), self.object_bytes.astype(np.int64)
+        n_obj = len(off)
+        if not self.virtual:
+            return np.arange(n_obj + 1, dtype=np.int64), off.copy(), nbytes.copy()
+        rows = self.mappings[np.argsort(self.mappings[:, 0], kind="stable")].astype(np.int64)
+        v, ph, n = rows[:, 0], rows[:, 1], rows[:, 2]
+        plain = (len(rows) > 0 and n_obj > 0 and bool(np.all(n > 0)) and bool(np.all(v[:-1] + n[:-1] <= v[1:]))
+                 and bool(np.all((off >= 0) & (nbytes >= 0) & (off <= np.iinfo(np.int64).max - nbytes))))
+        if not plain:       # overlapping rows, empty ones, ranges past int64: the walk decides
+            extents = [self.physical_extents(o, rows) for o in range(n_obj)]
+            ptr = np.zeros(n_obj + 1, dtype=np.int64)
+            ptr[1:] = np.cumsum([len(e) for e in extents])
+            flat = [piece for e in extents for piece in e]
+            return (ptr, np.array([a for a, _ in flat], dtype=np.int64).reshape(-1),
+                    np.array([b for _, b in flat], dtype=np.int64).reshape(-1))
+        end = off + nbytes
+        first = np.searchsorted(v, off, side="right") - 1            # the row holding the first byte
+        last = np.searchsorted(v, end - 1, side="right") - 1         # the row holding the last byte
+        breaks = np.concatenate(([0], np.cumsum(v[:-1] + n[:-1] != v[1:])))   # gaps before each row
+        safe_first, safe_last = np.maximum(first, 0), np.maximum(last, 0)
+        mapped = ((first >= 0) & (off < v[safe_first] + n[safe_first]) & (end - 1 < v[safe_last] + n[safe_last])
+                  & (breaks[safe_last] == breaks[safe_first]))
+        empty = nbytes == 0
+        if not np.all(mapped | empty):
+            self.physical_extents(int(np.flatnonzero(~(mapped | empty))[0]), rows)   # raises, naming the byte
+        count = np.where(empty, 0, last - first + 1)
+        ptr = np.zeros(n_obj + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum(count)
+        owner = np.repeat(np.arange(n_obj), count)
+        row = first[owner] + (np.arange(int(ptr[-1])) - ptr[owner])
+        lo, hi = np.maximum(off[owner], v[row]), np.minimum(end[owner], v[row] + n[row])
+        return ptr, ph[row] + (lo - v[row]), hi - lo
 
     @property
     def num_objects(self) -> int:

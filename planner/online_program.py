@@ -12,7 +12,7 @@ Edges (what the verifier demands, nothing more):
 - a swap-in depends on the swap-out that wrote its host copy (none for a host copy given at
   the start); a swap-out depends on its tensor's writer;
 - the first write into an object waits for every earlier object that shares bytes with it
-  (physical bytes: ``engine.program.sharing_objects``, the one place that reads them) to be
+  (physical bytes, from ``Arena.physical_pieces``; ``reuse_edges_by_bytes``) to be
   done with: per stream, the last instruction that touched any of them. Objects sharing bytes
   are never live at once, so "earlier" is allocation order, and these edges are added once the
   arena is known (``program``), which is also what lets a swap-in start as soon as the bytes it
@@ -25,6 +25,7 @@ without it, as the swap planner's double pass does.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -32,7 +33,7 @@ import numpy as np
 from engine.graph_io import fingerprint
 from engine.inplace import InPlace
 from engine.ir import Graph
-from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program, sharing_objects
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
 from engine.units import format_bytes
 
 from .errors import OutOfRoom, PlanError
@@ -207,9 +208,9 @@ class OnlineProgram:
 
     def program(self) -> Program:
         """The Program: the arena of the allocator's layout, and each object's first write
-        ordered after everything that used the bytes it reuses (``reuse_edges``)."""
+        ordered after everything that used the bytes it reuses (``reuse_edges_by_bytes``)."""
         arena = Arena.of(self.alloc.layout(), self.scratch_bytes)
-        for first, extra in reuse_edges(sharing_objects(arena), self.first_write, self.touch):
+        for first, extra in reuse_edges_by_bytes(arena, self.first_write, self.touch):
             if max(extra) >= first:
                 raise PlanError(f"{self.policy}: instruction {first} reuses bytes still in use (planner bug)")
             ins = self.instrs[first]
@@ -218,19 +219,66 @@ class OnlineProgram:
                        self.policy, fingerprint(self.g))
 
 
-def reuse_edges(sharing: list[list[int]], first_write: list[int], touch: list[list[int]]):
-    """(instruction, its extra dependencies) for each object's first write: per stream, the last
-    instruction that used any earlier object sharing bytes with it (stream order implies the rest)."""
-    for o, first in enumerate(first_write):
-        if first < 0:
-            continue
-        latest = [-1, -1, -1]
-        for x in sharing[o]:
-            if first_write[x] < first:
-                latest = [max(a, b) for a, b in zip(latest, touch[x])]
-        extra = [d for d in latest if d >= 0]
-        if extra:
-            yield first, extra
+def reuse_edges_by_bytes(arena: Arena, first_write: list[int], touch: list[list[int]]):
+    """(instruction, its extra dependencies) for each object's first write, in object order: per
+    stream, the last instruction that used any earlier object sharing bytes with it (stream order
+    implies the rest). Without listing every pair of objects that share a byte (quadratic in the
+    objects one stretch of memory sees over an iteration): objects are visited in first-write order over
+    runs of physical bytes, each run holding per stream the last instruction that used any
+    object visited so far that covers it (neighbouring runs with equal holdings merged)."""
+    ptr, start, size = arena.physical_pieces()
+    n = min(len(first_write), len(ptr) - 1)
+    ptr, start, end = ptr.tolist(), start.tolist(), (start + size).tolist()
+    runs_at: list[int] = [-2**63]               # run k covers [runs_at[k], runs_at[k + 1])
+    held: list[tuple[int, int, int]] = [(-1, -1, -1)]
+    edges = {}
+    by_first: dict[int, list[int]] = {}
+    for o in range(n):
+        by_first.setdefault(first_write[o], []).append(o)
+    for first in sorted(by_first):
+        group = by_first[first]
+        if first >= 0:          # objects first written by one instruction do not precede each other
+            for o in group:
+                latest = [-1, -1, -1]
+                for p in range(ptr[o], ptr[o + 1]):
+                    if end[p] <= start[p]:
+                        continue
+                    k = bisect_right(runs_at, start[p]) - 1
+                    while k < len(runs_at) and runs_at[k] < end[p]:
+                        latest = [max(a, b) for a, b in zip(latest, held[k])]
+                        k += 1
+                extra = [d for d in latest if d >= 0]
+                if extra:
+                    edges[o] = (first, extra)
+        for o in group:
+            for p in range(ptr[o], ptr[o + 1]):
+                if end[p] > start[p]:
+                    _hold(runs_at, held, start[p], end[p], touch[o])
+    for o in sorted(edges):
+        yield edges[o]
+
+
+def _hold(runs_at: list[int], held: list[tuple[int, int, int]], s: int, e: int, touch) -> None:
+    """The runs over [s, e) now also hold ``touch``: per stream, the later instruction."""
+    k = _cut(runs_at, held, s)
+    j = _cut(runs_at, held, e)
+    for r in range(k, j):
+        held[r] = tuple(max(a, b) for a, b in zip(held[r], touch))
+    r, lo = j, max(k, 1)
+    while r >= lo:                                  # drop a run holding what the one before it holds
+        if held[r] == held[r - 1]:
+            del runs_at[r], held[r]
+        r -= 1
+
+
+def _cut(runs_at: list[int], held: list, at: int) -> int:
+    """The index of the run starting at ``at``, made by cutting the run containing it."""
+    k = bisect_right(runs_at, at) - 1
+    if runs_at[k] == at:
+        return k
+    runs_at.insert(k + 1, at)
+    held.insert(k + 1, held[k])
+    return k + 1
 
 
 def settle(one_pass, state: Iterable[int], policy: str, max_passes: int = 8) -> Program:

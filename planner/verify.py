@@ -41,7 +41,8 @@ from engine.graph_check import check_order
 from engine.inplace import in_place_input
 from engine.recompute import recomputable
 from engine.ir import Graph, Kind, PERSISTENT_KINDS
-from engine.program import ALLREDUCE, ALL_STREAMS, COMPUTE, SWAP_IN, SWAP_OUT, Program, sharing_objects
+from engine.physical_bytes import PhysicalBytes
+from engine.program import ALLREDUCE, ALL_STREAMS, COMPUTE, SWAP_IN, SWAP_OUT, Program
 
 from .allreduce import reduced_gradients
 from .facts import operator_scratch
@@ -135,23 +136,28 @@ def _check_page_table(p) -> None:
     if len(p.object_offset) and (p.object_offset.min() < 0 or p.object_bytes.min() < 0):
         raise VerificationError("an arena object has a negative offset or size")
     try:
-        extents = p.all_physical_extents()
+        ptr, start, size = p.physical_pieces()
     except ValueError as e:
         raise VerificationError(f"the arena's page table leaves {e}") from None
-    for o, pieces in enumerate(extents):
-        pieces = sorted(pieces)
-        if any(int(a) + int(an) > int(b) for (a, an), (b, _) in zip(pieces, pieces[1:])):
-            raise VerificationError(f"object {o}'s virtual range maps one physical byte twice")
+    owner = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
+    order = np.lexsort((start, owner))          # each object's pieces by physical offset
+    owner, start, size = owner[order], start[order], size[order]
+    twice = (owner[:-1] == owner[1:]) & (start[:-1] + size[:-1] > start[1:])
+    if np.any(twice):
+        raise VerificationError(f"object {int(owner[:-1][twice][0])}'s virtual range maps one physical byte twice")
 
 
 class _Checker:
     def __init__(self, program: Program, graph: Graph):
         self.p, self.g = program, graph
         n_obj = program.arena.num_objects
-        self.sharing = sharing_objects(program.arena)
+        self.bytes = PhysicalBytes(program.arena)   # who last wrote each physical byte; who shares one
         self.tenant = np.full(n_obj, -1, dtype=np.int64)
         self.writer = np.full(n_obj, INITIAL, dtype=np.int64)
         self.readers: list[list[int]] = [[] for _ in range(n_obj)]
+        # per object and stream, the stream position of its last reader since its write: every
+        # reader in a stream happens before i iff that stream's last one does (stream order)
+        self.last_read: list[list[int]] = [[-1] * len(ALL_STREAMS) for _ in range(n_obj)]
         self.clock: list[tuple[int, int, int]] = []
         self.stream_pos: list[int] = []
         self.host: dict[int, int] = {}   # tensor -> instruction that wrote its host copy (INITIAL: given)
@@ -196,20 +202,46 @@ class _Checker:
             self.fail(f"{self.instr(i)} may read '{self.name(t)}' from object {o} before "
                       f"{self.instr(self.writer[o])} finishes writing it: no edge orders them")
         self.readers[o].append(i)
+        self.last_read[o][self.p.instrs[i].kind] = self.stream_pos[i]
 
     def write(self, t: int, o: int, i: int) -> None:
+        """The write must follow every access to each byte it covers since that byte's last write:
+        the accesses of the objects whose writes last covered its bytes (``PhysicalBytes.owners``;
+        an earlier tenant of a byte was overwritten by a write that followed its accesses, so
+        checking the last one suffices, happens-before being transitive)."""
         self.check_object(t, o, i)
-        for x in [o, *self.sharing[o]]:
+        owners = self.bytes.take(o)     # o owns its bytes from here (a failure ends the check anyway)
+        owners.add(o)
+        if not all(self.settled(x, i) for x in owners):
+            self.overwrite_failure(o, i)
+        for x in owners:
+            if x != o:          # the write clobbers whatever lived in the bytes it shares; x keeps
+                self.tenant[x] = -1     # its own accesses: x's bytes that o does not share are not
+                                        # written here, so a later write into them need not follow i
+        self.tenant[o], self.writer[o], self.readers[o] = t, i, []
+        self.last_read[o] = [-1] * len(ALL_STREAMS)
+
+    def settled(self, x: int, i: int) -> bool:
+        """Whether object x's last write and every read since happen before instruction i (or are i)."""
+        w = int(self.writer[x])
+        if w != i and not self.happens_before(w, i):
+            return False
+        clock, kind = self.clock[i], self.p.instrs[i].kind
+        # a reader in i's own stream precedes i there (or is i); the other streams' last readers decide
+        return all(s == kind or last < clock[s] for s, last in enumerate(self.last_read[x]))
+
+    def overwrite_failure(self, o: int, i: int) -> None:
+        """Name the first access a write into o may race, objects in id order and each object's
+        accesses in program order (the objects sharing bytes with o listed only now, on failure)."""
+        for x in [o, *self.bytes.sharing(o)]:
             prev = self.tenant[x]
             for r in [self.writer[x], *self.readers[x]]:
                 if r != i and not self.happens_before(r, i):
                     where = f"object {o}" if x == o else f"object {o}, which shares bytes with object {x},"
                     self.fail(f"{self.instr(i)} may overwrite {where} while {self.instr(r)} still uses "
                               f"{repr(self.name(prev)) if prev >= 0 else 'its bytes'} there: no edge orders them")
-            if x != o:          # the write clobbers whatever lived in the bytes it shares; x keeps
-                self.tenant[x] = -1     # its own accesses: x's bytes that o does not share are not
-                                        # written here, so a later write into them need not follow i
-        self.tenant[o], self.writer[o], self.readers[o] = t, i, []
+        self.fail(f"{self.instr(i)} may overwrite object {o} while an earlier access to its bytes is unordered "
+                  "with it")   # not reached: the objects above hold every access settled() checks
 
     # ------------------------------------------------------------------ scan
     def run(self) -> None:
@@ -228,11 +260,14 @@ class _Checker:
             if g.tensors[t].kind not in PERSISTENT_KINDS or g.producer[t] != -1:
                 self.fail(f"'{self.name(t)}' is resident at the start but is not a parameter or state")
             self.check_object(t, o, INITIAL)
-            for x in [o, *self.sharing[o]]:
-                if self.tenant[x] != -1:
-                    self.fail(f"'{self.name(t)}' and '{self.name(self.tenant[x])}' both start in object {o}"
-                              + ("" if x == o else f" (which shares bytes with object {x})"))
+            # the residents placed so far own their bytes: one sharing a byte with o is an owner of it
+            live = [o] if self.tenant[o] != -1 else sorted(x for x in self.bytes.owners(o) if self.tenant[x] != -1)
+            if live:
+                x = live[0]
+                self.fail(f"'{self.name(t)}' and '{self.name(self.tenant[x])}' both start in object {o}"
+                          + ("" if x == o else f" (which shares bytes with object {x})"))
             self.tenant[o] = t
+            self.bytes.take(o)
         last_in_stream = [-1] * 4
         counts = [0] * 4
         next_compute = 0
@@ -323,7 +358,7 @@ class _Checker:
                           f"{self.p.ranks} ranks: the update would use this rank's gradient alone")
         out_objs = ins.objects[len(node.inputs):]
         for k, (t, o) in enumerate(zip(node.outputs, out_objs)):
-            clash = [m for m, eo in enumerate(out_objs[:k]) if eo == o or eo in self.sharing[o]]
+            clash = [m for m, eo in enumerate(out_objs[:k]) if eo == o or self.bytes.shares(eo, o)]
             if clash:   # one kernel writes both: neither would survive the other
                 self.fail(f"{self.instr(i)} writes outputs '{self.name(node.outputs[clash[0]])}' and "
                           f"'{self.name(t)}' into the same bytes (objects {out_objs[clash[0]]} and {o})")
@@ -332,7 +367,7 @@ class _Checker:
                 self.fail(f"{self.instr(i)} writes output '{self.name(t)}' over its input "
                           f"'{self.name(node.inputs[shared[0]])}' in object {o}, which the operator "
                           "does not allow")
-            apart = [j for j, io in enumerate(in_objs) if io != o and io in self.sharing[o]]
+            apart = [j for j, io in enumerate(in_objs) if io != o and self.bytes.shares(io, o)]
             if apart:   # in place means the very same object; partly shared bytes never are
                 j = apart[0]
                 self.fail(f"{self.instr(i)} writes output '{self.name(t)}' into object {o}, which shares "

@@ -100,11 +100,12 @@ def _one_pass(request: PlanRequest, order, steps: StepFacts, settings: LmsSettin
     return out
 
 
-def plan_lms(request: PlanRequest, settings: LmsSettings):
-    """The LMS Program for one setting; LmsOutOfMemory (one line) where it does not fit."""
+def plan_lms(request: PlanRequest, settings: LmsSettings, steps: StepFacts | None = None):
+    """The LMS Program for one setting; LmsOutOfMemory (one line) where it does not fit.
+    ``steps``: the request's StepFacts, when the caller plans several settings."""
     g = request.graph
     order = list(request.schedule if request.schedule is not None else request.facts.order)
-    steps = StepFacts(g, order)
+    steps = steps if steps is not None else StepFacts(g, order)
 
     def one_pass(resident):
         out = _one_pass(request, order, steps, settings, resident)
@@ -116,7 +117,8 @@ def tune(request: PlanRequest, thresholds=THRESHOLDS, aheads=AHEADS):
     """TFLMS's autotune on the simulator: the fastest (Program, seconds, settings) over the grid;
     LmsOutOfMemory (the most frugal setting's line) if none fits."""
     grid = [LmsSettings(threshold, ahead) for threshold in thresholds for ahead in aheads if ahead < threshold]
-    best, refused = fastest(request, grid, lambda settings: (plan_lms(request, settings), settings),
+    steps = StepFacts(request.graph, request.schedule if request.schedule is not None else request.facts.order)
+    best, refused = fastest(request, grid, lambda settings: (plan_lms(request, settings, steps), settings),
                             LmsOutOfMemory)
     if best is None:
         raise refused[0]

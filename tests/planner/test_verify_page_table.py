@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import zoo
-from engine.program import Arena, Program, ProgramFormatError, sharing_objects
+from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program, ProgramFormatError, sharing_objects
 from planner.facts import GraphFacts
 from planner.policy import plan_with
 from planner.verify import VerificationError, verify
@@ -88,3 +88,36 @@ def test_a_page_table_row_past_its_space_by_int64_wraparound_is_refused(moved, c
     rows[0, column] = (1 << 63) - 4096         # virtual or physical offset; + its bytes wraps
     with pytest.raises(VerificationError, match="outside physical memory"):
         verify(with_rows(program, rows), g)
+
+
+# ---------------------------------------------------------------- a chunk two objects map
+KIB = 1024
+
+
+def on_one_chunk(swap_in_y_after):
+    """x (1 KiB) swapped into object 0; a = relu(x) into object 2; x's copy dropped (a read of
+    object 0 on the swap-out stream); y swapped into object 1, whose virtual range maps the very
+    chunk object 0 maps, after ``swap_in_y_after``; out = add(a, y) into object 3."""
+    from tests.planner.test_verify import two_input_graph
+    g = two_input_graph()
+    rows = np.array([[0, 0, KIB], [KIB, 0, KIB], [2 * KIB, KIB, KIB], [3 * KIB, 2 * KIB, KIB]])
+    arena = Arena(np.arange(4) * KIB, np.full(4, KIB), 3 * KIB, 0, {"name": "test"}, rows, 4 * KIB)
+    instrs = [Instr(SWAP_IN, 0, 0), Instr(COMPUTE, 0, objects=(0, 2), deps=[0]),
+              Instr(SWAP_OUT, 0, 0, copy=False, deps=[0]), Instr(SWAP_IN, 1, 1, deps=list(swap_in_y_after)),
+              Instr(COMPUTE, 1, objects=(2, 1, 3), deps=[3])]
+    return g, Program(g.name, [0, 1], arena, instrs, {})
+
+
+def test_a_write_into_a_chunk_must_follow_every_read_of_its_earlier_tenant_on_every_stream():
+    g, program = on_one_chunk(swap_in_y_after=[1, 2])
+    verify(program, g)
+    # ordered after the compute that read x but not after the swap-out that read it too: the
+    # swap-in may overwrite the chunk while the swap-out still reads x there
+    g, program = on_one_chunk(swap_in_y_after=[1])
+    with pytest.raises(VerificationError, match=r"instruction 3 \(swap_in 'y'\) may overwrite object 1, which shares "
+                                                r"bytes with object 0, while instruction 2 \(swap_out 'x'\) still "
+                                                r"uses 'x' there: no edge orders them"):
+        verify(program, g)
+    g, program = on_one_chunk(swap_in_y_after=[2])
+    with pytest.raises(VerificationError, match=r"while instruction 1 \(compute 'a'\) still uses 'x'"):
+        verify(program, g)

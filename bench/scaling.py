@@ -1,0 +1,284 @@
+"""CPU seconds per stage against operator count, per policy, on four model ladders.
+
+Stages: build (the forward graph), autodiff (backward and update: ``build_training_graph``),
+plan (``Policy.make`` at one budget), verify (``planner.verify``), simulate. Policies:
+swapadvisor on the pool and on va (2 MiB chunks), lms, window, smartswap. Ladders: RNN
+(rnn-L-8k), GPT (gpt-L-1024-16), WResNet (wresnet-D-2), NasNet (nasnet-R). The budget of a
+rung lies 3/4 of the way (log scale) from its smallest budget to what it needs with nothing
+swapped (``--budget-position``), so every rung swaps.
+
+Each (model, policy) runs in its own process under a memory cap and a CPU-time cap: one that
+does not finish a stage within the cap shows "> cap" there (and, the ladder growing, on the
+rungs above it, which are not run). Per ladder, policy and stage, the exponent is the least-
+squares slope of log CPU seconds on log operators over the rungs measured (">=" where a rung
+above them hit the cap). Numba's compile is paid once, uncapped, before anything is timed.
+
+    python -m bench.scaling [--quick] [--cap-seconds 60] [--cap-mib 4000] [--ladders rnn,gpt]
+                            [--policies swapadvisor,lms] [--save NAME]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+STAGES = ("build", "autodiff", "plan", "verify", "simulate")
+POLICIES = {   # column name: (policy, allocator; None for the policy's default, the pool)
+    "swapadvisor": ("swapadvisor", None), "swapadvisor-va": ("swapadvisor", "va"),
+    "lms": ("lms", None), "window": ("window", None), "smartswap": ("smartswap", None),
+}
+LADDERS = {    # name: (model, batch) rungs, smallest first; --quick takes QUICK's instead
+    "rnn": [("rnn-1-8k", 256), ("rnn-2-8k", 256), ("rnn-4-8k", 256), ("rnn-8-8k", 256)],
+    "gpt": [("gpt-2-1024-16", 8), ("gpt-4-1024-16", 8), ("gpt-8-1024-16", 8), ("gpt-16-1024-16", 8)],
+    "wresnet": [("wresnet-50-2", 64), ("wresnet-101-2", 64), ("wresnet-152-2", 64), ("wresnet-200-2", 64)],
+    "nasnet": [("nasnet-2", 64), ("nasnet-4", 64), ("nasnet-8", 64), ("nasnet-16", 64)],
+}
+QUICK = {
+    "rnn": [("rnn-1-1k", 16), ("rnn-2-1k", 16)],
+    "gpt": [("gpt-1-64-2", 2), ("gpt-2-64-2", 2)],
+    "wresnet": [("wresnet-50-1", 2), ("wresnet-101-1", 2)],
+    "nasnet": [("nasnet-1", 2), ("nasnet-2", 2)],
+}
+CAPPED = "> cap"
+
+
+# ---------------------------------------------------------------------------- one measurement
+def budget_at(facts, position: float) -> int:
+    """The budget ``position`` of the way from the smallest budget to what nothing swapped needs,
+    on a log scale."""
+    from planner.allocation import unlimited_allocation
+
+    unlimited = unlimited_allocation(facts).pool_bytes + facts.scratch.bytes
+    low = float(facts.smallest_budget)
+    return int(math.exp(math.log(low) + position * (math.log(max(unlimited, low)) - math.log(low))))
+
+
+def measure(model: str, batch: int, policy_name: str, allocator: str | None, position: float, emit) -> None:
+    """Run the five stages of one (model, policy), calling ``emit(stage, value)`` after each."""
+    from threadpoolctl import threadpool_limits
+
+    import engine.autodiff
+    import zoo
+    from engine.profile import analytic_profile
+    from planner import policy as policies
+    from planner.budget import make_budget
+    from planner.facts import GraphFacts
+    from planner.simulate import simulate
+    from planner.verify import verify
+
+    autodiff = [0.0]
+    real = engine.autodiff.build_training_graph
+
+    def timed_autodiff(*args, **kwargs):
+        t0 = time.process_time()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            autodiff[0] += time.process_time() - t0
+
+    for family in zoo.FAMILIES.values():         # each builder calls its own import of autodiff
+        module = importlib.import_module(family.module)
+        if getattr(module, "build_training_graph", None) is real:
+            module.build_training_graph = timed_autodiff
+    profile = analytic_profile("v100")
+    policy = policies.get(policy_name)
+    with threadpool_limits(1):
+        # numba's compiled code loads from its cache on first call: load it on a tiny graph first
+        try:
+            tiny = zoo.tiny("rnn")
+            tiny_facts = GraphFacts(tiny)
+            tiny_budget = make_budget(tiny_facts, budget_at(tiny_facts, 0.9), [policy.placed_by(allocator)])
+            warm = policy.make(policies.PlanRequest(tiny, tiny_facts, tiny_budget, profile, allocator=allocator))
+            verify(warm, tiny, tiny_budget.device_bytes)
+            simulate(warm, tiny, profile)
+        except Exception:   # a policy that cannot plan the tiny graph: its first call is timed cold
+            pass
+        autodiff[0] = 0.0
+        t0 = time.process_time()
+        g = zoo.build(model, batch=batch)
+        total = time.process_time() - t0
+        emit("operators", len(g.nodes))
+        emit("build", total - autodiff[0])
+        emit("autodiff", autodiff[0])
+        facts = GraphFacts(g)
+        t0 = time.process_time()
+        budget = make_budget(facts, budget_at(facts, position), [policy.placed_by(allocator)])
+        request = policies.PlanRequest(g, facts, budget, profile, profile.node_seconds(g), allocator=allocator)
+        program = policy.make(request)
+        emit("plan", time.process_time() - t0)
+        t0 = time.process_time()
+        verify(program, g, budget.device_bytes)
+        emit("verify", time.process_time() - t0)
+        t0 = time.process_time()
+        simulate(program, g, profile)
+        emit("simulate", time.process_time() - t0)
+
+
+def child_main(model: str, batch: int, policy_name: str, allocator: str | None, position: float) -> None:
+    def emit(stage, value):
+        print(json.dumps([stage, value]), flush=True)
+
+    try:
+        measure(model, batch, policy_name, allocator, position, emit)
+    except MemoryError:
+        print(json.dumps(["error", "memory cap"]), flush=True)
+    except Exception as e:   # a policy that cannot plan this rung: its message is the cell
+        print(json.dumps(["error", f"fails: {type(e).__name__}"]), flush=True)
+        print(f"{model} {policy_name}: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+def run_one(model: str, batch: int, column: str, cap_seconds: float, cap_mib: int, position: float,
+            env: dict) -> dict:
+    """The stages of one (model, policy) measured in a child process under the caps: stage ->
+    CPU seconds, "> cap", or an error's one line; "operators" -> the graph's size."""
+    policy_name, allocator = POLICIES[column]
+
+    def limits():
+        resource.setrlimit(resource.RLIMIT_CPU, (int(cap_seconds), int(cap_seconds) + 5))
+        resource.setrlimit(resource.RLIMIT_AS, (cap_mib << 20, cap_mib << 20))
+
+    cmd = [sys.executable, "-m", "bench.scaling", "--child", model, str(batch), policy_name, allocator or "",
+           str(position)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=limits, env=env,
+                              timeout=6 * cap_seconds + 60)
+        out, code = done.stdout, done.returncode
+    except subprocess.TimeoutExpired as e:     # CPU-capped, so only a machine loaded far past its cores
+        out, code = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), -signal.SIGKILL
+    result: dict = {}
+    for line in out.splitlines():
+        try:
+            stage, value = json.loads(line)
+        except ValueError:
+            continue
+        result[stage] = value
+    error = result.pop("error", None)
+    for stage in STAGES:
+        if stage not in result:
+            result[stage] = error if error else CAPPED if code in (-signal.SIGXCPU, -signal.SIGKILL) else f"exit {code}"
+            error = error and "-"     # the stages after the one that failed were not reached
+    return result
+
+
+# ---------------------------------------------------------------------------- the table
+def exponent(points: list[tuple[int, float]]) -> float | None:
+    """Least-squares slope of log seconds on log operators (None under two points)."""
+    pts = [(n, max(s, 1e-3)) for n, s in points]
+    if len(pts) < 2 or len({n for n, _ in pts}) < 2:
+        return None
+    x, y = np.log([n for n, _ in pts]), np.log([s for _, s in pts])
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def cell(value) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def ladder_table(ladder: str, rungs, columns, cap_seconds: float, cap_mib: int, position: float, env: dict,
+                 log) -> list[list[str]]:
+    rows = []
+    capped_from: dict[str, int] = {}
+    measured: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    beyond: dict[tuple[str, str], bool] = {}
+    for r, (model, batch) in enumerate(rungs):
+        ops = None
+        for column in columns:
+            if column in capped_from:            # a smaller rung hit the cap: this one would too
+                result = {stage: CAPPED for stage in STAGES}
+            else:
+                result = run_one(model, batch, column, cap_seconds, cap_mib, position, env)
+                if any(result[s] == CAPPED for s in STAGES):
+                    capped_from[column] = r
+            ops = result.get("operators", ops)
+            log(f"{model} {column}: " + ", ".join(f"{s} {cell(result[s])}" for s in STAGES))
+            stages = STAGES if column == columns[0] else STAGES[2:]
+            for stage in stages:
+                if isinstance(result[stage], float) and ops:
+                    measured.setdefault((column, stage), []).append((ops, result[stage]))
+                elif result[stage] == CAPPED:
+                    beyond[(column, stage)] = True
+            rows.append([ladder, model, ops if ops else "?", column]
+                        + [cell(result[s]) if s in stages else "" for s in STAGES])
+    for column in columns:
+        row = [ladder, "exponent", "", column]
+        for stage in STAGES:
+            if column != columns[0] and stage in STAGES[:2]:
+                row.append("")
+                continue
+            k = exponent(measured.get((column, stage), []))
+            row.append("-" if k is None else (">=" if beyond.get((column, stage)) else "") + f"{k:.2f}")
+        rows.append(row)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.scaling", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="the two small rungs of each ladder (seconds, for tests)")
+    ap.add_argument("--cap-seconds", type=float, default=60.0, help="CPU seconds one (model, policy) may take")
+    ap.add_argument("--cap-mib", type=int, default=4000, help="address space one (model, policy) may take")
+    ap.add_argument("--ladders", default=",".join(LADDERS))
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--save", metavar="NAME", help="also write the table to bench/results/NAME_<date>.txt")
+    ap.add_argument("--budget-position", type=float, default=0.75,
+                    help="each rung's budget: this far from its smallest budget (0) to unswapped (1), log scale")
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        model, batch, policy_name, allocator, position = args.child
+        child_main(model, int(batch), policy_name, allocator or None, float(position))
+        return 0
+    ladders = LADDERS if not args.quick else QUICK
+    chosen = [x for x in args.ladders.split(",") if x]
+    columns = [x for x in args.policies.split(",") if x]
+    bad = [x for x in chosen if x not in ladders] + [x for x in columns if x not in POLICIES]
+    if bad or not chosen or not columns:
+        print(f"python -m bench.scaling: unknown ladder or policy {', '.join(bad) or '(none given)'} (ladders: "
+              f"{', '.join(LADDERS)}; policies: {', '.join(POLICIES)})", file=sys.stderr)
+        return 2
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))     # the children import this copy
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    log = (lambda line: print(line, file=sys.stderr, flush=True))
+    # Numba compiles on first use and caches: pay it here, uncapped, so no cap counts it.
+    first_model, first_batch = ladders[chosen[0]][0]
+    run_one(first_model, first_batch, "swapadvisor", 3600, args.cap_mib, args.budget_position, env)
+    rows = []
+    for ladder in chosen:
+        rows += ladder_table(ladder, ladders[ladder], columns, args.cap_seconds, args.cap_mib, args.budget_position,
+                             env, log)
+    text = render(rows, args)
+    print(text)
+    if args.save:
+        from bench.results_file import save_results
+        print("saved to", save_results(args.save, text))
+    return 0
+
+
+def render(rows, args) -> str:
+    from tabulate import tabulate
+
+    from bench.results_file import cpu_name
+    import datetime
+    import platform
+
+    head = (f"# bench.scaling{' --quick' if args.quick else ''}: CPU seconds per stage (time.process_time of "
+            f"a child process, one BLAS thread), cap {args.cap_seconds:g} CPU-s and {args.cap_mib} MiB each; "
+            f"budget {args.budget_position:g} of the way from the smallest to unswapped (log scale)\n"
+            f"# machine: {platform.platform()}, {os.cpu_count()} cores: {cpu_name()}; "
+            f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}\n"
+            "# build and autodiff are the first policy's process; exponent: slope of log seconds on log "
+            "operators\n")
+    return head + tabulate(rows, headers=["ladder", "model", "operators", "policy", *STAGES],
+                           disable_numparse=True) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

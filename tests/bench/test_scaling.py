@@ -1,0 +1,36 @@
+"""bench.scaling's quick mode: one ladder, two policies, the table's shape (not its timings)."""
+import pytest
+
+from bench import scaling
+
+
+def test_the_quick_table_has_a_row_per_rung_and_policy_and_an_exponent_per_policy(capsys):
+    assert scaling.main(["--quick", "--ladders", "gpt", "--policies", "swapadvisor,swapadvisor-va",
+                         "--cap-seconds", "120"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("ladder"))
+    assert lines[header].split() == ["ladder", "model", "operators", "policy", *scaling.STAGES]
+    rows = [line.split() for line in lines[header + 2:] if line.strip()]
+    measured = [r for r in rows if r[1] != "exponent"]
+    rungs = [model for model, _ in scaling.QUICK["gpt"]]
+    assert [(r[1], r[3]) for r in measured] == [(m, p) for m in rungs for p in ("swapadvisor", "swapadvisor-va")]
+    ops = [int(r[2]) for r in measured[::2]]
+    assert ops[0] < ops[1]                          # the ladder grows
+    first, second = measured[0], measured[1]
+    assert len(first) == 4 + len(scaling.STAGES)    # the first policy's row has build and autodiff
+    assert len(second) == 4 + len(scaling.STAGES) - 2
+    for value in first[4:] + second[4:]:
+        float(value)                                # every stage finished well inside the cap
+    exponents = [r for r in rows if r[1] == "exponent"]
+    assert [r[2] for r in exponents] == ["swapadvisor", "swapadvisor-va"]   # (operators left empty)
+    assert len(exponents[0]) == 3 + len(scaling.STAGES)
+
+
+def test_the_exponent_is_the_log_log_slope():
+    assert scaling.exponent([(100, 0.5), (400, 4.0)]) == pytest.approx(1.5)
+    assert scaling.exponent([(100, 0.5)]) is None
+
+
+def test_an_unknown_ladder_is_one_line(capsys):
+    assert scaling.main(["--quick", "--ladders", "alexnet"]) == 2
+    assert "unknown ladder or policy alexnet" in capsys.readouterr().err
