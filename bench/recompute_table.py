@@ -44,7 +44,8 @@ def search_options(seconds: float):
     return SearchOptions(seed=0, time_limit_s=seconds, workers=os.cpu_count() or 1, progress=False)
 
 
-def model_rows(name: str, device_bytes: int, search_seconds: float, say) -> list[list]:
+def model_rows(name: str, device_bytes: int, search_seconds: float, say, rows_wanted=ROWS) -> list[list]:
+    """The table's rows for ``name`` (``rows_wanted``: a subset of ``ROWS``, in their order)."""
     batch = next(p for p in PAPER if p.model == name).batch
     g = zoo.build(name, batch=batch)
     facts = GraphFacts(g)
@@ -53,7 +54,7 @@ def model_rows(name: str, device_bytes: int, search_seconds: float, say) -> list
     ideal = float(secs.sum())
     search = search_options(search_seconds)
     rows = []
-    for label, name_, options in ROWS:
+    for label, name_, options in rows_wanted:
         t0 = time.perf_counter()
         try:
             p = plan(g, policy.get(name_), profile, device_bytes, policy_options=options, search=search,
