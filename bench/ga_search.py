@@ -6,6 +6,9 @@ allocation, LRU eviction), the unsearched SwapAdvisor plan (default order, simpl
 allocation, Belady), and the genetic search for a fixed number of seconds, each as a
 fraction of ideal throughput (ideal time / time) beside the paper's Figure 6 numbers. Then
 the ablation of Figure 10 for the RNN and Inception: schedule-only, allocation-only, joint.
+ODSwap, the unsearched plan and the allocation-only search also run on MXNet's default order
+(engine.schedules.mxnet_order), the order the paper's baselines ran in: on an unrolled RNN it
+interleaves the layers, where our insertion order runs them one after another.
 
 The paper searches 30 minutes with 144 individuals on 72 cores. Here each search gets
 ``--seconds`` on this machine's cores, so the population is chosen from the measured time of
@@ -29,6 +32,7 @@ from tabulate import tabulate
 import zoo
 from bench.results_file import save_results
 from engine.profile import analytic_profile
+from engine.schedules import mxnet_order
 from ga.fitness import Evaluator
 from ga.search import SearchOptions, search
 from ga.workers import default_workers
@@ -163,6 +167,20 @@ def main(argv=None) -> int:
             budget = None
         odswap = unsearched = default_bound = None
         per_candidate = math.nan
+        mx_facts = GraphFacts(g, mxnet_order(g))
+        try:
+            mx_budget = make_budget(mx_facts, device_bytes)
+        except PlanError:
+            mx_budget = None
+        mx_odswap = mx_unsearched = None
+        if mx_budget is not None:
+            try:
+                mx_odswap = simulated(g, policy.get("odswap").make(policy.PlanRequest(
+                    g, mx_facts, mx_budget, profile, secs, allocator="pool")), profile, secs)
+                mx_unsearched = Evaluator(mx_facts, profile, mx_budget, node_seconds=secs).time(
+                    mx_facts.order, simple_allocation(mx_facts, mx_budget, profile, secs))
+            except PlanError:
+                pass
         if budget is not None:
             default_bound = lower_bounds(facts, budget, profile, secs).bound
             try:
@@ -187,17 +205,19 @@ def main(argv=None) -> int:
         speed_row = [paper.label, len(g.nodes), f"{per_candidate:.2f}", population, f"{setup:.1f}"]
 
         results = {}
-        for mode in ["both"] + (["schedule", "allocation"] if name in ablation else []):
+        for mode in ["both"] + (["schedule", "allocation", "allocation, MXNet order"] if name in ablation else []):
             opts = SearchOptions(population=population, mutation=args.mutation,
                                  schedule_mutation=args.schedule_mutation, seeded=not args.random_only,
                                  seed=args.seed,
-                                 workers=workers, time_limit_s=args.seconds, mode=mode, **given_options,
-                                 progress=not args.quiet, ideal=False)
-            if budget is None:
+                                 workers=workers, time_limit_s=args.seconds, mode=mode.partition(",")[0],
+                                 **given_options, progress=not args.quiet, ideal=False)
+            on_mxnet = mode.endswith("MXNet order")
+            if (mx_budget if on_mxnet else budget) is None:
                 results[mode] = None
                 continue
             try:
-                results[mode] = search(facts, budget, profile, opts)
+                results[mode] = (search(mx_facts, mx_budget, profile, opts) if on_mxnet
+                                 else search(facts, budget, profile, opts))
             except (PlanError, ValueError) as e:
                 say(f"{paper.label} {mode}: {e}")
                 results[mode] = None
@@ -209,33 +229,39 @@ def main(argv=None) -> int:
                       if joint and joint.best_schedule is not None else None)
         sa_paper, od_paper = PAPER_FIG6[name]
         main_rows.append([paper.label, seconds(ideal), seconds(default_bound), seconds(odswap),
-                          fraction(ideal, odswap), times_bound(odswap, default_bound), od_paper,
+                          fraction(ideal, odswap), times_bound(odswap, default_bound), fraction(ideal, mx_odswap),
+                          od_paper,
                           seconds(unsearched), fraction(ideal, unsearched), times_bound(unsearched, default_bound),
+                          fraction(ideal, mx_unsearched),
                           seconds(best), fraction(ideal, best), times_bound(best, best_bound), sa_paper,
                           f"{joint.generations}/{joint.evaluations}" if joint else "n/a"])
         if joint:
             histories.append((paper.label, joint))
         if name in ablation:
             row = [paper.label]
-            for mode in ("schedule", "allocation", "both"):
+            for mode in ("schedule", "allocation", "allocation, MXNet order", "both"):
                 r = results.get(mode)
                 row += [seconds(r.best_time if r else None), fraction(ideal, r.best_time if r else None)]
-            alloc_only = results.get("allocation")
-            rel = (f"{best / alloc_only.best_time:.2f}" if alloc_only and best and
-                   math.isfinite(alloc_only.best_time) else "n/a")
-            row += [rel, PAPER_FIG10_ALLOCATION_ONLY.get(name, "?")]
+            for mode in ("allocation", "allocation, MXNet order"):
+                alloc_only = results.get(mode)
+                row.append(f"{best / alloc_only.best_time:.2f}" if alloc_only and best and
+                           math.isfinite(alloc_only.best_time) else "n/a")
+            row.append(PAPER_FIG10_ALLOCATION_ONLY.get(name, "?"))
             ablation_rows.append(row)
         print(f"  [{paper.label} done, {time.perf_counter() - started:.0f} s so far]", file=sys.stderr)
 
     say()
     say("Figure 6: seconds per iteration (simulated) and throughput as a fraction of ideal")
     say(tabulate(main_rows, headers=["model", "ideal s", "bound s", "odswap s", "odswap frac", "x bound",
-                                     "paper odswap", "unsearched s", "unsearched frac", "x bound", "search s",
+                                     "odswap frac, MXNet order", "paper odswap", "unsearched s", "unsearched frac",
+                                     "x bound", "unsearched frac, MXNet order", "search s",
                                      "search frac", "x bound", "paper SA frac", "gens/evals"],
                  disable_numparse=True))
     say("unsearched: SwapAdvisor planner on the default order and the simple allocation (the search's "
         "individual 0). bound: the lower bound on the default order under the budget (planner.bounds); "
-        "x bound: seconds over the bound of the plan's order (the search's: its best order's).")
+        "x bound: seconds over the bound of the plan's order (the search's: its best order's). "
+        "MXNet order: the same plan on engine.schedules.mxnet_order, the order the paper's baselines ran in "
+        "(the columns without it: our insertion order).")
     say()
     say("Per-candidate cost (one plan + simulate, default order and simple allocation) and the population used")
     say(tabulate(speed_rows, headers=["model", "nodes", "plan+simulate s", "population", "setup s",
@@ -246,9 +272,11 @@ def main(argv=None) -> int:
         say(f"Figure 10: search with one half fixed ({args.seconds:g} s each); seconds per iteration and "
             "fraction of ideal")
         say(tabulate(ablation_rows, headers=["model", "schedule-only s", "frac", "allocation-only s", "frac",
-                                             "joint s", "frac", "alloc-only/joint thr.", "paper"],
+                                             "alloc-only, MXNet order s", "frac", "joint s", "frac",
+                                             "alloc-only/joint thr.", "MXNet order", "paper"],
                      disable_numparse=True))
-        say("schedule-only: the simple allocation is kept; allocation-only: the default order is kept; "
+        say("schedule-only: the simple allocation is kept; allocation-only: our default (insertion) order is "
+            "kept; MXNet order: allocation-only on engine.schedules.mxnet_order (the paper's default order); "
             "paper: Figure 10's allocation-only throughput relative to the joint search.")
     say()
     say("Search progress (best alive, seconds per iteration, at elapsed search seconds)")

@@ -44,6 +44,35 @@ def searched_swapadvisor(g, facts, budget, profile, secs, seconds: float, worker
     return pol.make(result.request(g, facts, budget, profile, secs))
 
 
+def column_seconds(c: str, g, facts, profile, secs, search_seconds: float = 0.0, workers: int = 2,
+                   device_bytes: int = DEVICE_BYTES) -> float:
+    """Simulated seconds of one column's verified Program (EngineError where it cannot run)."""
+    if c == "ideal":
+        program, budget = policy.get("ideal").make(policy.PlanRequest(g, facts, None, profile, secs)), None
+    elif c == "lms":
+        budget = Budget(device_bytes, facts.scratch.bytes)
+        program = policy.get("lms").make(policy.PlanRequest(g, facts, budget, profile, secs, allocator="bestfit"))
+    elif c == "swapadvisor searched":
+        budget = make_budget(facts, device_bytes)
+        program = searched_swapadvisor(g, facts, budget, profile, secs, search_seconds, workers)
+    else:
+        budget = make_budget(facts, device_bytes)
+        program = policy.get(c).make(policy.PlanRequest(g, facts, budget, profile, secs, allocator="pool"))
+    verify(program, g, None if budget is None else budget.device_bytes)
+    return simulate(program, g, profile, secs).total
+
+
+def cell(c: str, batch: int, model: str = MODEL, device_bytes: int = DEVICE_BYTES) -> tuple[float | None, str]:
+    """(images/s or None, why not) of one unsearched column at one batch, as the table prints it."""
+    g = zoo.build(model, batch=batch)
+    profile = analytic_profile("v100")
+    try:
+        return batch / column_seconds(c, g, GraphFacts(g), profile, profile.node_seconds(g),
+                                      device_bytes=device_bytes), ""
+    except EngineError as e:
+        return None, str(e)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", default=",".join(map(str, BATCHES)))
@@ -78,20 +107,7 @@ def main(argv=None) -> None:
         for c in columns:
             t0 = time.perf_counter()
             try:
-                if c == "ideal":
-                    program, budget = policy.get("ideal").make(policy.PlanRequest(g, facts, None, profile, secs)), None
-                elif c == "lms":
-                    budget = Budget(DEVICE_BYTES, facts.scratch.bytes)
-                    program = policy.get("lms").make(policy.PlanRequest(g, facts, budget, profile, secs,
-                                                                        allocator="bestfit"))
-                elif c == "swapadvisor searched":
-                    budget = make_budget(facts, DEVICE_BYTES)
-                    program = searched_swapadvisor(g, facts, budget, profile, secs, args.search_seconds, args.workers)
-                else:
-                    budget = make_budget(facts, DEVICE_BYTES)
-                    program = policy.get(c).make(policy.PlanRequest(g, facts, budget, profile, secs, allocator="pool"))
-                verify(program, g, None if budget is None else budget.device_bytes)
-                ips[c].append(b / simulate(program, g, profile, secs).total)
+                ips[c].append(b / column_seconds(c, g, facts, profile, secs, args.search_seconds, args.workers))
             except EngineError as e:
                 ips[c].append(None)
                 notes.append(f"batch {b} {c}: x ({e})")

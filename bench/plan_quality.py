@@ -11,7 +11,9 @@ class of the simple allocation; their class bound (``planner.bounds.class_bounds
 bound) is what no plan on those classes can beat, so "x class bound" is what the planner leaves
 unhidden and the gap between the two bounds what the classes cost. A last row per model plans unsearched SwapAdvisor on the order that
 runs each update as soon as it can (engine.schedules.updates_when_ready, the search's second
-seed), bounded by that order's own bound.
+seed), bounded by that order's own bound. Two more plan ODSwap and unsearched SwapAdvisor on MXNet's
+default order (engine.schedules.mxnet_order: the order the paper's baselines ran in, which
+interleaves an unrolled RNN's layers), bounded by that order's bound.
 
     python -m bench.plan_quality [--models inception-4,rnn-8-8k] [--budget-gib 16] [--save]
 """
@@ -32,7 +34,7 @@ from bench.ga_search import PAPER_FIG6
 from bench.results_file import cpu_name, save_results
 from engine.library.planning import plan_quality
 from engine.profile import analytic_profile
-from engine.schedules import updates_when_ready
+from engine.schedules import mxnet_order, updates_when_ready
 from planner import policy
 from planner.allocation import simple_allocation
 from planner.bounds import class_bounds, lower_bounds
@@ -49,6 +51,29 @@ from zoo.stats import PAPER
 PLANS = (("ideal", "ideal", "pool"), ("odswap", "odswap", "pool"), ("swapadvisor", "swapadvisor", "auto"),
          ("swapadvisor, pool", "swapadvisor", "pool"))
 EAGER = "swapadvisor, updates when ready"
+# (row, policy, allocator) on MXNet's default order, the paper's (its Figure 6 baselines).
+MXNET = (("odswap, MXNet order", "odswap", "pool"), ("swapadvisor, MXNet order", "swapadvisor", "auto"))
+
+
+def plan_time(name: str, plan_name: str, device_bytes: int = 16 * 2**30, batch: int | None = None) -> float:
+    """One plan's simulated seconds (a row of ``PLANS`` or ``MXNET``, on the default or MXNet's
+    order) for ``name`` at ``batch`` (the paper's if None), unsearched, on the analytic V100 profile."""
+    paper = next((p for p in PAPER if p.model == name), None)
+    g = zoo.build(name, batch=batch or (paper.batch if paper else None))
+    profile = analytic_profile("v100")
+    secs = profile.node_seconds(g)
+    row = {r[0]: r for r in PLANS + MXNET}[plan_name]
+    facts = GraphFacts(g, mxnet_order(g) if row in MXNET else None)
+    p = policy.get(row[1])
+    limit = make_budget(facts, device_bytes) if p.needs_budget else None
+    program = p.make(policy.PlanRequest(g, facts, limit, profile, secs, allocator=row[2]))
+    verify(program, g, limit.device_bytes if limit else None)
+    return float(simulate(program, g, profile, secs).total)
+
+
+def plan_seconds(name: str, plan_name: str) -> str:
+    """``plan_time`` at the paper's batch and 16 GiB as the table prints it (bench.committed_tables)."""
+    return f"{plan_time(name, plan_name):.3f}"
 
 
 def machine() -> str:
@@ -73,9 +98,11 @@ def plan_rows(name: str, label: str, device_bytes: int, profile, say) -> tuple[l
     sa_paper, od_paper = PAPER_FIG6[name]
     rows, ideal = [], None
     eager = GraphFacts(g, updates_when_ready(g))
+    mxnet = GraphFacts(g, mxnet_order(g))
     class_bound = {}        # per order: max(bound, class bounds of its simple allocation)
     for plan_name, policy_name, allocator, plan_facts in ([(*row, facts) for row in PLANS]
-                                                          + [(EAGER, "swapadvisor", "auto", eager)]):
+                                                          + [(EAGER, "swapadvisor", "auto", eager)]
+                                                          + [(*row, mxnet) for row in MXNET]):
         p = policy.get(policy_name)
         limit = budget if p.needs_budget else None
         try:
@@ -90,14 +117,19 @@ def plan_rows(name: str, label: str, device_bytes: int, profile, say) -> tuple[l
         if limit is not None and id(plan_facts) not in class_bound:
             alloc = simple_allocation(plan_facts, budget, profile, secs)
             class_bound[id(plan_facts)] = max(q.bounds.bound, *class_bounds(plan_facts, alloc, profile, secs))
-        # The class bound is the pool's: it does not bound a plan on va's chunks.
-        by_class = class_bound.get(id(plan_facts)) if limit is not None and not program.arena.virtual else None
+        # The class bound is the pool's: it does not bound a plan on va's chunks,
+        # nor one that recomputes (the class bound is a swap-only bound).
+        by_class = (class_bound.get(id(plan_facts)) if limit is not None and not program.arena.virtual
+                    and not program.recomputes else None)
         ideal = sim.total if p.unlimited else ideal
         paper_frac = {"odswap": od_paper, "swapadvisor": sa_paper, "swapadvisor, pool": sa_paper,
-                      EAGER: sa_paper}.get(plan_name, "1")
+                      EAGER: sa_paper, MXNET[0][0]: od_paper, MXNET[1][0]: sa_paper}.get(plan_name, "1")
         if allocator_record(allocator).plans_each:
             plan_name += " (va)" if program.arena.virtual else " (pool)"
-        rows.append([label, plan_name, f"{sim.total:.3f}", f"{sim.total / q.bounds.bound:.2f}",
+        # A plan that recomputes is bounded by the bound that allows recomputing (the swap-only bound
+        # is not a bound for it: NasNet-25's swapadvisor ran at 0.27 of it).
+        bound = q.bounds.recompute_bound if program.recomputes else q.bounds.bound
+        rows.append([label, plan_name, f"{sim.total:.3f}", f"{sim.total / bound:.2f}",
                      f"{sim.total / by_class:.2f}" if by_class else "-",
                      f"{ideal / sim.total:.3f}" if ideal else "n/a", paper_frac,
                      f"{s.compute_idle_s:.3f}", f"{s.copy_compute_overlap_s:.3f}", f"{s.both_directions_s:.3f}",
@@ -134,7 +166,8 @@ def main(argv=None) -> int:
 
     say(f"# python -m bench.plan_quality {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
     say(f"# {datetime.datetime.now():%Y-%m-%d %H:%M}, {machine()}")
-    say(f"# analytic V100 profile, {args.budget_gib:g} GiB budget, default order, paper batches")
+    say(f"# analytic V100 profile, {args.budget_gib:g} GiB budget, default (insertion) order unless a row "
+        "names MXNet's, paper batches, no search")
     bound_rows, rows = [], []
     for name in models:
         bound_row, plan_rows_ = plan_rows(name, papers[name].label, device_bytes, profile, say)
@@ -161,8 +194,11 @@ def main(argv=None) -> int:
     say("swapadvisor: unsearched (default order) on its default allocator, auto: the simple size-class "
         "allocation (pool) or va's chunks (the chunked allocation, 2 MiB chunks), whichever simulates faster "
         "(which, in brackets); 'pool': on the simple allocation alone (the paper's); 'updates when ready': "
-        "auto on that order. x bound: seconds over the bound of "
-        "the plan's order under the budget it was planned for (ideal: none); x class bound: over the class "
+        "auto on that order; 'MXNet order': on engine.schedules.mxnet_order, the order MXNet's executor "
+        "runs (the paper's baselines ran in it; its swapadvisor row is the paper's allocation-only start). "
+        "x bound: seconds over the bound of "
+        "the plan's order under the budget it was planned for (the bound allowing recomputation for a plan "
+        "that recomputes; ideal: none); x class bound: over the class "
         "bound of that order and its simple allocation (plans on the pool only). copy+compute: time a "
         "byte-moving copy and a compute both run; both dirs: a swap-in and a swap-out both move bytes; "
         "held swap-ins: started when a write-back of their object finished; wait on in: compute idle "

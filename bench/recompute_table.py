@@ -44,7 +44,8 @@ def search_options(seconds: float):
     return SearchOptions(seed=0, time_limit_s=seconds, workers=os.cpu_count() or 1, progress=False)
 
 
-def model_rows(name: str, device_bytes: int, search_seconds: float, say, labels=None) -> list[list]:
+def model_rows(name: str, device_bytes: int, search_seconds: float, say, rows_wanted=ROWS) -> list[list]:
+    """The table's rows for ``name`` (``rows_wanted``: a subset of ``ROWS``, in their order)."""
     batch = next(p for p in PAPER if p.model == name).batch
     g = zoo.build(name, batch=batch)
     facts = GraphFacts(g)
@@ -53,9 +54,7 @@ def model_rows(name: str, device_bytes: int, search_seconds: float, say, labels=
     ideal = float(secs.sum())
     search = search_options(search_seconds)
     rows = []
-    for label, name_, options in ROWS:
-        if labels is not None and label not in labels:
-            continue
+    for label, name_, options in rows_wanted:
         t0 = time.perf_counter()
         try:
             p = plan(g, policy.get(name_), profile, device_bytes, policy_options=options, search=search,
@@ -87,7 +86,9 @@ def main(argv=None) -> int:
 
     rows = []
     for name in a.models.split(","):
-        rows += model_rows(name, int(a.budget_gib * 2**30), a.search_seconds, say, set(a.rows.split(";")))
+        labels = set(a.rows.split(";"))
+        rows += model_rows(name, int(a.budget_gib * 2**30), a.search_seconds, say,
+                           tuple(r for r in ROWS if r[0] in labels))
     print(f"# {machine()}; analytic V100 profile, {a.budget_gib:g} GiB, the paper's batches; "
           f"search {a.search_seconds:g} s per SwapAdvisor row", file=out)
     print(tabulate(rows, headers=["model", "plan", "sim s", "of ideal", "recomputes", "h2d GB", "x bound",

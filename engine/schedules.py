@@ -147,3 +147,146 @@ def priority_order(g: Graph, priority) -> list[int]:
     """The topological order that always runs the ready node of smallest ``priority[node]``."""
     heap: list[tuple[Any, int]] = []
     return _schedule(g, lambda n: heapq.heappush(heap, (priority[n], n)), lambda: heapq.heappop(heap)[1])
+
+
+# MXNet sums a gradient's contributions with one ElementWiseSum below this many, with a chain of
+# in-place adds from it on (graph_executor.cc, AggregateGradient: MXNET_EXEC_INPLACE_GRAD_SUM_CAP).
+MXNET_INPLACE_SUM_CAP = 8
+
+
+def mxnet_order(g: Graph) -> list[int]:
+    """The schedule MXNet's graph executor runs a training graph in (SwapAdvisor's "default
+    schedule": the order of its baselines and of its allocation-only search).
+
+    Derived from MXNet 1.x's source: ``GraphExecutor::InitFullGraph``
+    (src/executor/graph_executor.cc) makes the full graph's outputs the forward outputs, then the
+    gradient of every argument in ``Symbol::ListInputs(kReadOnlyArgs)`` order (the order a
+    depth-first walk from the outputs meets the variables); the schedule is that graph's
+    ``nnvm::IndexedGraph`` (nnvm src/core/graph.cc, its constructor), whose node ids are
+    ``DFSVisit(g.outputs, ...)`` (nnvm include/nnvm/graph.h, ``PostOrderDFSVisit``: each node's
+    inputs in their order, then its control dependencies): a post-order depth-first walk. So the
+    whole forward pass comes first (walked from the loss), then each parameter's gradient walked
+    in argument order. MXNet runs the optimizer outside the graph, after the backward pass
+    (``Module.update``), parameter after parameter: so do the updates here, in argument order.
+
+    The backward nodes are ours (engine.autodiff), with two of MXNet's rules put back: the nodes
+    one operator's gradient emits (named ``<node>.grad/...``) are placed together, as MXNet's one
+    ``_backward_<op>`` node (so a fully connected layer's weight gradient is made with its data
+    gradient, not left for the walk from the weight); and a gradient of ``MXNET_INPLACE_SUM_CAP``
+    or more contributions gets AggregateGradient's control dependencies (each contribution after
+    the sum of the ones before it), so an unrolled RNN's weight gradients are summed step by step.
+    The write-after-read edges (``write_after_read_edges``) are visited as control dependencies
+    too, so the order is a schedule like any other (checked before it is returned).
+
+    On an unrolled RNN whose loss sums every step's output, the walk from the loss reaches step
+    0 of every layer before step 1 of any: the layers interleave, which is what made the paper's
+    ODSwap and its allocation-only search collapse on RNN-8-8K and BRNN-4-8K (its Figures 6, 10)."""
+    n = len(g.nodes)
+    unit = list(range(n))                                     # node -> the node standing for its group
+    members: dict[int, list[int]] = {}
+    first_of: dict[str, int] = {}
+    for node in g.nodes:
+        cut = node.name.rfind(".grad/")
+        if cut > 0:
+            head = first_of.setdefault(node.name[:cut], node.id)
+            unit[node.id] = head
+            members.setdefault(head, []).append(node.id)
+    control: list[list[int]] = [[] for _ in range(n)]         # node -> nodes to run before it, after its inputs
+    for reader, update in write_after_read_edges(g):
+        control[update].append(reader)
+    for reader, before in _mxnet_sum_dependencies(g):
+        control[reader].append(before)
+    placed = [False] * n
+    order: list[int] = []
+    params_met: list[int] = []                                # parameters in the order the walk meets them
+    seen_params: set[int] = set()
+
+    def children(u: int):
+        """A unit's inputs in their order, then its control dependencies, as the walk meets them:
+        a parameter (a variable node to nnvm, without inputs) is met when the walk reaches it."""
+        group = members.get(u, [u])
+        for m in group:
+            for t in g.nodes[m].inputs:
+                p = g.producer[t]
+                if p >= 0:
+                    if unit[p] != u:
+                        yield unit[p]
+                elif g.tensors[t].kind is Kind.PARAMETER and t not in seen_params:
+                    seen_params.add(t)
+                    params_met.append(t)
+        for m in group:
+            for c in control[m]:
+                if unit[c] != u:
+                    yield unit[c]
+
+    def walk(root: int) -> None:
+        """Post-order from ``root`` (iterative: graphs have tens of thousands of nodes); a
+        control dependency that would close a cycle is dropped, as nnvm asserts none does."""
+        root = unit[root]
+        if placed[root]:
+            return
+        on_path = {root}
+        stack = [(root, children(root))]
+        while stack:
+            u, pending = stack[-1]
+            for c in pending:
+                if not placed[c] and c not in on_path:
+                    on_path.add(c)
+                    stack.append((c, children(c)))
+                    break
+            else:
+                stack.pop()
+                on_path.discard(u)
+                placed[u] = True
+                order.extend(members.get(u, [u]))
+
+    for t in g.read_back():                                   # the forward outputs
+        if g.producer[t] >= 0:
+            walk(g.producer[t])
+    updates = {cur: g.producer[nxt] for cur, nxt in g.state_pairs if cur != nxt and g.producer[nxt] >= 0}
+    params = params_met + [p for p in g.leaves(Kind.PARAMETER) if p not in seen_params]
+    for p in params:                                          # each argument's gradient, in argument order
+        if p in updates:
+            for t in g.nodes[updates[p]].inputs:
+                if g.producer[t] >= 0:
+                    walk(g.producer[t])
+    for p in params:                                          # the optimizer, after the backward pass
+        if p in updates:
+            walk(updates[p])
+    for node in range(n):                                     # anything else (other state's updates)
+        walk(node)
+    _check_schedule(g, order)
+    return order
+
+
+def _mxnet_sum_dependencies(g: Graph) -> list[tuple[int, int]]:
+    """(node, node it must follow) for AggregateGradient's chain of in-place adds: the producer
+    of each contribution after the sum of the contributions before it (after the first
+    contribution, for the second), for gradients of ``MXNET_INPLACE_SUM_CAP`` or more. Our
+    autodiff sums contributions as ``sum_n(g1, g2)`` then ``accumulate(sum, g_k)``."""
+    chains: dict[int, list[tuple[int, int]]] = {}            # sum_n node -> [(reader, before)]
+    head_of: dict[int, int] = {}                             # running-sum tensor -> its chain's sum_n node
+    for node in g.nodes:
+        if node.op == "sum_n" and node.name.endswith(".grad_sum") and len(node.inputs) == 2:
+            first, second = (g.producer[t] for t in node.inputs)
+            chains[node.id] = [(second, first)] if first >= 0 and second >= 0 and first != second else []
+            head_of[node.outputs[0]] = node.id
+        elif node.op == "accumulate" and ".grad_acc" in node.name and node.inputs[0] in head_of:
+            head = head_of[node.inputs[0]]
+            running, contribution = node.inputs
+            if g.producer[contribution] >= 0:
+                chains[head].append((g.producer[contribution], g.producer[running]))
+            head_of[node.outputs[0]] = head
+    return [dep for deps in chains.values() if len(deps) + 1 >= MXNET_INPLACE_SUM_CAP for dep in deps]
+
+
+def _check_schedule(g: Graph, order: list[int]) -> None:
+    """Raise unless ``order`` runs every node once, after its data and write-after-read predecessors."""
+    position = {node: i for i, node in enumerate(order)}
+    if len(position) != len(g.nodes) or len(order) != len(g.nodes):
+        raise GraphError(f"not a schedule of '{g.name}': {len(position)} distinct nodes of {len(g.nodes)}")
+    for node, succ in enumerate(schedule_successors(g)):
+        for s in succ:
+            if position[s] < position[node]:
+                raise GraphError(f"not a schedule of '{g.name}': '{g.nodes[s].name}' before "
+                                 f"'{g.nodes[node].name}', which it depends on")

@@ -139,7 +139,9 @@ class Breeder:
                  simple: Allocation | None):
         self.ctx, self.evaluator, self.variation, self.seed = ctx, evaluator, variation, int(seed)
         self.pool_bytes = evaluator.budget.pool_bytes      # what allocations may use (scratch is apart)
-        self.default_order = np.arange(ctx.num_nodes, dtype=np.int32)
+        # Individual 0's order and the allocation-only search's: the order the facts were made
+        # for (insertion order unless the caller gave another, e.g. engine.schedules.mxnet_order).
+        self.default_order = np.asarray(evaluator.facts.order, dtype=np.int32)
         self.simple = simple
         # Knob values of the seeds and of ablations (which vary one half of the genome only).
         self.default_options = tuple(sorted((name, k.default) for name, k in variation.knobs.items()))

@@ -95,7 +95,7 @@ class SearchOptions:
     # (allocation_ops.transfer). BRNN-4-8K, 150 s on 2 cores: 15.044 s at 0, 14.838 s at 0.5
     # (0.842 and 0.853 of ideal); RNN-8-8K 16.493 and 16.492 (ga_search_transfer_ab_150s_*.txt).
     transfer: float = 0.5
-    mode: str = "both"                 # "both", "schedule" (simple allocation fixed), "allocation" (default order fixed)
+    mode: str = "both"                 # "both", "schedule" (simple allocation fixed), "allocation" (the facts' order fixed)
     children: int | None = None        # children per generation; None: Np
     sigma: float = DEFAULT_SIGMA       # count mutation: Gaussian sd as a fraction of the count
     # Survival: Eq. 1 with t_norm divided by ``temperature`` and the ``elite`` fastest always kept.

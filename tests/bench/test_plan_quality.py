@@ -11,7 +11,7 @@ def test_one_model_saved(tmp_path, monkeypatch, capsys):
     assert plan_quality.main(["--models", "inception-4", "--save"]) == 0
     out = capsys.readouterr().out
     assert "Lower bounds on one iteration" in out and "x bound" in out and "held swap-ins" in out
-    for plan in ("ideal", "odswap", "swapadvisor"):
+    for plan in ("ideal", "odswap", "swapadvisor", "odswap, MXNet order", "swapadvisor, MXNet order"):
         assert f"Inception-4  {plan}" in out
     saved = (tmp_path / "bench" / "results" / f"plan_quality_{datetime.date.today().isoformat()}.txt").read_text()
     assert "cores:" in saved.splitlines()[1] and "5.618" in saved       # the machine; inception-4's bound

@@ -292,3 +292,15 @@ def test_segment_crossover_searches_are_reproducible_and_checked():
     assert [i.time for i in plain.population] != [i.time for i in one.population]
     with pytest.raises(ValueError, match="segment"):
         search(facts, budget, PROFILE, quick(segment=2.0))
+
+
+def test_an_allocation_only_search_keeps_the_order_its_facts_were_made_for():
+    """Figure 10's allocation-only search on MXNet's order, not insertion order."""
+    from engine.schedules import mxnet_order
+    from planner.facts import GraphFacts
+    g = cnn_facts().graph
+    order = mxnet_order(g)
+    assert order != g.default_order()
+    facts = GraphFacts(g, order)
+    r = search(facts, cnn_budget(), PROFILE, quick(mode="allocation", max_generations=1))
+    assert all(ind.schedule.tolist() == order for ind in r.population)

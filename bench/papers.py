@@ -1,0 +1,361 @@
+"""The three papers' claims, regenerated from one command: each figure's cells beside the paper's,
+the setting of every cell, and whether the claim holds here (and why not where it does not).
+
+SwapAdvisor (ASPLOS'20, "000"): Figure 6 (fraction of ideal at the largest batch; ODSwap on
+our insertion order and on MXNet's default order, the paper's), Figure 7 (WResNet-152-4 against
+TFLMS), Figure 10 (search with the schedule fixed). Paper 001 (schedule window + virtual
+addressing): its Table 1 (ResNet-50, growing batch). The cells come from the benches that print
+the full tables (bench.plan_quality, bench.lms_vs_swapadvisor, bench.ga_search's search,
+bench.table1_001), called here, not copied; every time is simulated (analytic profiles), so
+every figure is deterministic: no search is timed by the clock (the Figure 10 searches stop at
+a generation cap, seeded). SmartSwap (004) is measured on an Ascend NPU with PyTorch; its claims
+have benches of their own (bench.smartswap, bench.smartswap_long), listed at the end with their
+committed files, as are the other figures this command does not regenerate.
+
+    python -m bench.papers [--quick] [--save] [--png DIR]
+
+--quick: small models, a budget scaled to them, Figure 10's search 2 generations of 4: the
+pipeline in under two minutes (the tests run it); its verdicts are about those small settings.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+from tabulate import tabulate
+
+from bench.results_file import planning_machine_line, save_results
+
+GIB = 2**30
+
+
+@dataclass
+class Section:
+    title: str
+    source: str                       # where the paper says it (section, figure or table)
+    setting: str                      # what every cell of ours was made with
+    headers: list[str]
+    rows: list[list] = field(default_factory=list)
+    verdicts: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        lines = [f"## {self.title}", f"paper: {self.source}", f"ours: {self.setting}", "",
+                 tabulate(self.rows, headers=self.headers, disable_numparse=True), ""]
+        lines += [f"- {v}" for v in self.verdicts]
+        return "\n".join(lines) + "\n"
+
+
+def frac(x: float | None) -> str:
+    return "x" if x is None else f"{x:.3f}"
+
+
+# ------------------------------------------------------------------ SwapAdvisor Figure 6
+# Section 6.2, Figure 6 and its text: throughput as a fraction of ideal at each model's largest batch.
+FIG6_PAPER = {   # model: (SwapAdvisor, ODSwap), None where the text gives no number
+    "wresnet-152-10": (0.95, 0.80), "inception-4": (None, None), "nasnet-25": (0.53, None),
+    "rnn-8-8k": (0.75, 0.01), "brnn-4-8k": (0.75, 0.01)}
+FIG6_TEXT = {"rnn-8-8k": ("0.70-0.80", "<0.01"), "brnn-4-8k": ("0.70-0.80", "<0.01"),
+             "wresnet-152-10": ("0.95", "0.80"), "nasnet-25": ("0.53", "-"), "inception-4": ("-", "-")}
+
+
+def figure6(quick: bool) -> Section:
+    from bench.plan_quality import plan_time
+    from engine.errors import EngineError
+    from zoo.stats import PAPER
+
+    batches = {p.model: p.batch for p in PAPER}
+    if quick:     # small RNNs, a budget they exceed as the paper's exceed 16 GiB
+        models, device, batches = ["rnn-4-2k", "brnn-2-2k"], 2 * GIB, {"rnn-4-2k": 64, "brnn-2-2k": 32}
+    else:
+        models, device = ["rnn-8-8k", "brnn-4-8k", "wresnet-152-10", "inception-4", "nasnet-25"], 16 * GIB
+    s = Section("SwapAdvisor Figure 6: throughput as a fraction of ideal, largest batch",
+                "SwapAdvisor (ASPLOS'20) Section 6.2, Figure 6 and its text (bars not in our copy)",
+                f"analytic V100 profile (PCIe 12 GB/s one way, 20 both), {device / GIB:g} GiB, batch as listed, "
+                "no search (swapadvisor unsearched: the default order and the simple allocation; the paper's "
+                "bars are after a 30-minute search); order: ours = the zoo's insertion order, MXNet = "
+                "engine.schedules.mxnet_order",
+                ["model", "batch", "ideal s", "odswap ours", "odswap MXNet", "paper odswap",
+                 "SA unsearched ours", "SA unsearched MXNet", "paper SA (searched)"])
+    for m in models:
+        b = batches[m]
+        ideal = plan_time(m, "ideal", device, b)
+        cells = {}
+        for plan in ("odswap", "odswap, MXNet order", "swapadvisor", "swapadvisor, MXNet order"):
+            try:
+                cells[plan] = ideal / plan_time(m, plan, device, b)
+            except EngineError:             # a budget too small for that order: the cell says x
+                cells[plan] = None
+        sa_text, od_text = FIG6_TEXT.get(m, ("-", "-"))
+        s.rows.append([m, b, f"{ideal:.3f}", frac(cells["odswap"]), frac(cells["odswap, MXNet order"]), od_text,
+                       frac(cells["swapadvisor"]), frac(cells["swapadvisor, MXNet order"]), sa_text])
+        ours, mx = cells["odswap"], cells["odswap, MXNet order"]
+        if m.startswith(("rnn", "brnn")) and ours and mx:
+            if mx < 0.01:
+                verdict = "holds"
+            elif mx < ours / 3:
+                verdict = (f"holds in direction, not in size: on MXNet's order ODSwap falls to {mx:.3f} of ideal "
+                           f"({ours / mx:.1f}x slower than on ours, {ours:.3f}), not to the paper's <0.01")
+            else:
+                verdict = f"does not hold: {mx:.3f} on MXNet's order, {ours:.3f} on ours"
+            s.verdicts.append(f"{m}: 'ODSwap is less than 1% of ideal' (the paper: because MXNet's default "
+                              f"schedule interleaves the layers): {verdict}. Why ours stays above 1% we have not "
+                              "found: the paper gives neither ODSwap's seconds nor its traffic.")
+        if m == "wresnet-152-10" and ours:
+            ok = abs(ours - 0.80) <= 0.10
+            s.verdicts.append(f"{m}: 'ODSwap achieves 80% of ideal': {'holds' if ok else 'does not hold'} "
+                              f"({ours:.3f} on our order, {frac(mx)} on MXNet's"
+                              + ("; the order is not why: both within 1%" if mx and abs(mx - ours) < 0.01 * ours
+                                 else "") + ("" if ok else "; why ours is slower we have not found") + ")")
+        sa_paper = FIG6_PAPER.get(m, (None, None))[0]
+        sa, sa_mx = cells["swapadvisor"], cells["swapadvisor, MXNet order"]
+        if sa_paper is not None and sa:
+            s.verdicts.append(f"{m}: SwapAdvisor at {FIG6_TEXT[m][0]} of ideal after its search: "
+                              + (f"holds already unsearched on our order ({sa:.3f}; on MXNet's {frac(sa_mx)})"
+                                 if sa >= sa_paper - 0.05 else
+                                 f"not shown without a search (unsearched {sa:.3f} on our order, {frac(sa_mx)} on "
+                                 "MXNet's; bench.ga_search searches)"))
+    return s
+
+
+# ------------------------------------------------------------------ SwapAdvisor Figure 7
+# Section 6.2, Figure 7 (images/s, read from the figure's text layer in bar order).
+FIG7_PAPER = {"SwapAdvisor": (15.2, 15.0, 14.3), "ODSwap": (14.2, 14.0, 11.5), "TFLMS": (4.74, 4.34, 3.72)}
+
+
+def figure7(quick: bool) -> Section:
+    from bench.lms_vs_swapadvisor import BATCHES, MODEL, cell
+
+    model, batches, device = (("wresnet-50-1", (16,), 2 * GIB) if quick else (MODEL, BATCHES, 16 * GIB))
+    s = Section("SwapAdvisor Figure 7: against TFLMS",
+                "SwapAdvisor Section 6.2, Figure 7 (WResNet-152-4, images/s) and its text: SwapAdvisor at least "
+                "3x TFLMS, ODSwap at least 2x",
+                f"{model}, analytic V100 profile, {device / GIB:g} GiB, no search; lms = our TFLMS with thresholds "
+                "tuned on the simulator (planner.policies.lms), not TFLMS as published",
+                ["images/s", *(f"B={b}" for b in batches)])
+    ours = {c: [cell(c, b, model, device)[0] for b in batches] for c in ("ideal", "lms", "odswap", "swapadvisor")}
+    fmt = (lambda v: "x" if v is None else f"{v:.2f}")
+    s.rows += [[f"ours: {c}", *map(fmt, v)] for c, v in ours.items()]
+    if not quick:
+        s.rows += [[f"paper: {k}", *map(fmt, v)] for k, v in FIG7_PAPER.items()]
+    for c, need, paper in (("swapadvisor", 3.0, "SwapAdvisor"), ("odswap", 2.0, "ODSwap")):
+        ratios = [a / t for a, t in zip(ours[c], ours["lms"]) if a and t]
+        if not ratios:
+            continue
+        ok = min(ratios) >= need
+        ceiling = min(i / t for i, t in zip(ours["ideal"], ours["lms"]) if i and t) if all(ours["ideal"]) else None
+        why = "" if ok else (f"; no plan beats ideal, and ideal is only {ceiling:.2f}x our lms, whose thresholds "
+                             "are tuned on our simulator: the paper's TFLMS ran with its published settings, which "
+                             "this command does not model yet" if ceiling else "")
+        s.verdicts.append(f"'{paper} at least {need:g}x TFLMS': {'holds' if ok else 'does not hold'} "
+                          f"({', '.join(f'{r:.2f}x' for r in ratios)} over our lms{why})")
+    return s
+
+
+# ------------------------------------------------------------------ SwapAdvisor Figure 10
+# Section 6.4, Figure 10's text: without the schedule search, 7% of the full search (RNN), 93% (Inception-4).
+FIG10_PAPER = {"rnn-8-8k": 0.07, "inception-4": 0.93}
+
+
+def figure10(quick: bool) -> Section:
+    import zoo
+    from engine.profile import analytic_profile
+    from engine.schedules import mxnet_order
+    from ga.search import SearchOptions, search
+    from planner.budget import make_budget
+    from planner.facts import GraphFacts
+    from zoo.stats import PAPER
+
+    if quick:
+        models, device, population, generations = {"rnn-4-2k": 64}, 2 * GIB, 4, 2
+    else:
+        models, device, population, generations = ({p.model: p.batch for p in PAPER if p.model in FIG10_PAPER},
+                                                   16 * GIB, 16, 4)
+    s = Section("SwapAdvisor Figure 10: the search with the schedule fixed",
+                "SwapAdvisor Section 6.4, Figure 10 and its text (allocation-only throughput over the full search's)",
+                f"analytic V100 profile, {device / GIB:g} GiB, batch {', '.join(f'{m} {b}' for m, b in models.items())}; "
+                f"a short seeded search (seed 0, "
+                f"population {population}, {generations} generations, one worker; the paper: 144 individuals for 30 "
+                "minutes on 72 cores): deterministic, far shorter than the paper's",
+                ["model", "joint s", "alloc-only ours s", "alloc-only MXNet s", "ratio ours", "ratio MXNet",
+                 "paper ratio"])
+    profile = analytic_profile("v100")
+    for m, b in models.items():
+        g = zoo.build(m, batch=b)
+        results = {}
+        for key, facts in (("joint", GraphFacts(g)), ("ours", GraphFacts(g)), ("mxnet", GraphFacts(g, mxnet_order(g)))):
+            opts = SearchOptions(population=population, max_generations=generations, seed=0, workers=1,
+                                 mode="both" if key == "joint" else "allocation", progress=False, ideal=False)
+            results[key] = search(facts, make_budget(facts, device), profile, opts).best_time
+        joint = results["joint"]
+        ratio = {k: joint / results[k] for k in ("ours", "mxnet")}
+        paper = FIG10_PAPER.get(m)
+        s.rows.append([m, f"{joint:.3f}", f"{results['ours']:.3f}", f"{results['mxnet']:.3f}",
+                       f"{ratio['ours']:.2f}", f"{ratio['mxnet']:.2f}", "-" if paper is None else f"{paper:.2f}"])
+        if paper is not None:
+            close = abs(ratio["mxnet"] - paper) <= 0.10
+            apart = ratio["ours"] - ratio["mxnet"] > 0.10
+            s.verdicts.append(
+                f"{m}: 'without the schedule search, {paper:.0%} of the full search': "
+                + ("holds on MXNet's order" if close else "does not hold")
+                + f" ({ratio['mxnet']:.2f} on MXNet's order, {ratio['ours']:.2f} on ours"
+                + ("; our insertion order already runs the layers one after another, so fixing it costs little"
+                   if apart else "") + ")")
+    return s
+
+
+# ------------------------------------------------------------------ paper 001 Table 1
+def table1_001(quick: bool) -> Section:
+    import zoo
+    from bench import table1_001 as t
+    from engine.errors import EngineError
+    from engine.profile import analytic_profile
+    from planner.facts import GraphFacts
+
+    batches = (64, 256) if quick else t.BATCHES
+    s = Section("Paper 001 Table 1: ResNet-50 at growing batch in 16 GB",
+                "paper 001 (schedule window + virtual addressing), Table 1 (images/s; its LMS rows on P100, its own "
+                "on V100) and Section 4's text: scheduling alone stops at batch 928 (fragmentation), with VA 1440 "
+                "(1.6x larger)",
+                "wresnet-50-1 224x224, analytic v100-nvlink profile (50 GB/s each way), 16 GiB, no search; window "
+                "size searched on the simulator (deterministic), lms thresholds tuned on it, va chunk 40 MiB",
+                ["images/s", *map(str, batches)])
+    profile = analytic_profile("v100-nvlink")
+    ips = {c: [] for c in t.COLUMNS}
+    for b in batches:
+        g = zoo.build("wresnet-50-1", batch=b, size=224)
+        facts = GraphFacts(g)
+        secs = profile.node_seconds(g)
+        for c in t.COLUMNS:
+            try:
+                seconds, _ = t.run_one(c, g, facts, profile, secs, 40 << 20)
+            except EngineError:
+                seconds = None
+            ips[c].append(None if seconds is None else b / seconds)
+    fmt = (lambda v: "x" if v is None else f"{v:.0f}")
+    s.rows += [[f"ours: {c}", *map(fmt, ips[c])] for c in t.COLUMNS]
+    if not quick:
+        s.rows += [[f"paper: {k}", *map(fmt, v)] for k, v in t.PAPER.items()]
+
+    def largest(c):
+        return max((b for b, v in zip(batches, ips[c]) if v is not None), default=None)
+    bestfit, va = largest("window+bestfit"), largest("window+va")
+    holds = bestfit is not None and va is not None and va > bestfit
+    s.verdicts.append(
+        f"'scheduling alone (best fit) stops at batch 928, VA reaches 1440': {'holds' if holds else 'does not hold'} "
+        f"(largest batch run here: best fit {bestfit}, va {va} of {', '.join(map(str, batches))})"
+        + ("" if holds else "; the paper puts its limit on fragmentation ('almost 2x differences at 928 batch size. "
+           "This indicates memory fragmentation', Section 4); our best fit splits and coalesces free blocks as "
+           "PyTorch's caching allocator does, which may be why it does not fragment out of 16 GiB here (not "
+           "verified)"))
+    best = max((v for v in ips["ideal"] if v is not None), default=None)
+    va_last = ips["window+va"][-1]
+    if best and batches[-1] == 1440 and va_last:
+        paper = t.PAPER["schedule + VA (V100)"][-1] / max(v for v in t.PAPER["baseline (V100)"] if v)
+        ours = va_last / best
+        s.verdicts.append(f"'schedule + VA at batch 1440 keeps {paper:.2f} of the in-memory best' (Table 1: 321 of "
+                          f"581 images/s): {'holds' if abs(ours - paper) <= 0.05 else 'does not hold'} (ours "
+                          f"{ours:.2f}: {va_last:.0f} of {best:.0f})")
+    lms = largest("lms")
+    s.verdicts.append(f"'LMS (Le et al.) stops at batch 928': {'holds' if lms == 928 else 'does not hold'} "
+                      f"(our lms's largest batch here: {lms})")
+    return s
+
+
+# ------------------------------------------------------------------ what this command does not regenerate
+NOT_HERE = (
+    ("SwapAdvisor Figure 6, searched bars", "bench.ga_search (a timed search: bench/results/ga_search_*.txt)"),
+    ("SwapAdvisor Figure 8 (serving)", "bench.serving (bench/results/serving_*.txt)"),
+    ("SwapAdvisor Figure 9 (best/mean/worst against search time)", "not reproduced yet"),
+    ("SwapAdvisor Figure 11 (simulated against measured)", "bench.sim_vs_measured (timed on this CPU: load-dependent)"),
+    ("SwapAdvisor Table 2 (inference)", "bench.table2 (timed searches: bench/results/table2_*.txt)"),
+    ("001 Figures 4 and 5", "not reproduced yet"),
+    ("004 SmartSwap Table 1, Figures 5, 6", "bench.smartswap, bench.smartswap_long (the monitor's overhead is "
+     "timed; Figure 5 and Table 1's detailed mode have no counterpart yet)"),
+)
+
+SECTIONS = (("fig6", figure6), ("fig7", figure7), ("fig10", figure10), ("table1_001", table1_001))
+
+
+def figure6_png(section: Section, path: str) -> None:
+    """Figure 6 as bars: ODSwap on our order and on MXNet's, beside the paper's, per model (a paper
+    bar missing where its text gives no number)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = [r[0] for r in section.rows]
+    series = {"ODSwap, our order": 3, "ODSwap, MXNet order": 4, "SwapAdvisor unsearched, our order": 6}
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / (len(series) + 2)
+    for k, (label, col) in enumerate(series.items()):
+        ys = [float(r[col]) if r[col] != "x" else 0 for r in section.rows]
+        ax.bar([i + k * width for i in range(len(models))], ys, width, label=label)
+    for k, (label, which, color) in enumerate((("ODSwap, paper (<0.01 drawn as 0.01)", 1, "black"),
+                                               ("SwapAdvisor searched, paper", 0, "grey")), start=len(series)):
+        paper = [FIG6_PAPER.get(m, (None, None))[which] or 0 for m in models]
+        ax.bar([i + k * width for i in range(len(models))], paper, width, label=label, color=color)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(models))], models)
+    ax.set_ylabel("throughput / ideal")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("SwapAdvisor Figure 6, simulated: the order the baselines run in")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.papers", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small models, short search: the pipeline in under 2 min")
+    ap.add_argument("--only", default="", help=f"comma-separated sections ({', '.join(n for n, _ in SECTIONS)})")
+    ap.add_argument("--save", action="store_true", help="write bench/results/papers[_quick]_<date>.txt and the PNG")
+    ap.add_argument("--png", default=None, help="folder for figure6.png (default: beside the results with --save)")
+    args = ap.parse_args(argv)
+    only = [n for n in args.only.split(",") if n]
+    unknown = [n for n in only if n not in dict(SECTIONS)]
+    if unknown:
+        ap.error(f"unknown section {unknown[0]}; choose from {', '.join(n for n, _ in SECTIONS)}")
+    out = io.StringIO()
+
+    def say(text: str = "") -> None:
+        print(text, flush=True)
+        out.write(text + "\n")
+
+    say(f"# python -m bench.papers {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
+    say(f"# {planning_machine_line()}")
+    say("# " + ("QUICK: small models and budgets, a 2-generation search; the verdicts are about these settings, "
+                "not the papers'" if args.quick else "the papers' settings; no timed search (see each setting)"))
+    say()
+    started = time.process_time()
+    fig6 = None
+    for name, make in SECTIONS:
+        if only and name not in only:
+            continue
+        t0 = time.process_time()
+        section = make(args.quick)
+        fig6 = section if name == "fig6" else fig6
+        say(section.text())
+        say(f"({name}: {time.process_time() - t0:.0f} CPU s)")
+        say()
+    say("## Not regenerated by this command")
+    for what, where in NOT_HERE:
+        say(f"- {what}: {where}")
+    say()
+    say(f"total {time.process_time() - started:.0f} CPU s")
+    png_dir = args.png or (os.path.join("bench", "results") if args.save else None)
+    if fig6 is not None and png_dir:
+        os.makedirs(png_dir, exist_ok=True)
+        path = os.path.join(png_dir, f"papers_fig6{'_quick' if args.quick else ''}.png")
+        figure6_png(fig6, path)
+        print(f"figure: {path}")
+    if args.save:
+        print(f"saved {save_results('papers_quick' if args.quick else 'papers', out.getvalue())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
