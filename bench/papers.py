@@ -350,8 +350,11 @@ def main(argv=None) -> int:
     if fig6 is not None and png_dir:
         os.makedirs(png_dir, exist_ok=True)
         path = os.path.join(png_dir, f"papers_fig6{'_quick' if args.quick else ''}.png")
-        figure6_png(fig6, path)
-        print(f"figure: {path}")
+        try:
+            figure6_png(fig6, path)
+            print(f"figure: {path}")
+        except ImportError:         # the plot extra is not installed: the tables stand without it
+            print("figure: not drawn (matplotlib is not installed: pip install '.[plot]')")
     if args.save:
         print(f"saved {save_results('papers_quick' if args.quick else 'papers', out.getvalue())}")
     return 0
