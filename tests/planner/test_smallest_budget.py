@@ -509,8 +509,8 @@ def test_a_chunked_plan_with_no_placement_verifies():
 
 
 def unread_output() -> Graph:
-    """x (4 KiB input); a = tanh(x), an output nothing reads; b = tanh(x)."""
-    g = Graph("unread-output")
+    """x (4 KiB input); a = tanh(x), an output nothing reads; b = tanh(x), its twin on purpose."""
+    g = Graph("unread-output", common_expr=False)
     x = g.input("x", (1024,))
     a, = g.apply("tanh", [x], name="a")
     g.apply("tanh", [x], name="b")
