@@ -248,7 +248,12 @@ class Graph:
         expressions kept, or an operator whose outputs depend on more than its inputs."""
         if self._exprs is None or not decl.recomputable or decl.state_outputs:
             return None
-        return op, _frozen(attrs), inputs, self._default_kind
+        key = (op, _frozen(attrs), inputs, self._default_kind)
+        try:
+            hash(key)
+        except TypeError:           # an attribute of a kind we cannot compare: built again, as before
+            return None
+        return key
 
     def set_loss(self, t: int) -> None:
         self.loss = int(t)
