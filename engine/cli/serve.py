@@ -17,11 +17,10 @@ from ..backend_registry import choose
 from ..data import TeacherData
 from ..errors import UsageError
 from ..files import memory_refusal
-from ..ir import PERSISTENT_KINDS
 from ..library.inference import forward_graph
 from ..library.models import batch_of
 from ..library.planning import profile_of
-from ..library.server import Server, check_share, serving_costs  # noqa: F401  (serving_costs: engine.serve's library)
+from ..library.server import Server, check_share, serving_costs, weight_bytes  # noqa: F401  (serving_costs: engine.serve's library)
 from ..serving import poisson_arrivals
 from ..units import format_bytes
 from . import common_flags as shared
@@ -66,7 +65,7 @@ def check_host(args, g, batch: int, device: int) -> int:
     if why:
         raise UsageError(f"--rate {args.rate:g} for --seconds {args.seconds:g}: {why}; give a lower --rate or fewer "
                          "--seconds")
-    weights = sum(g.tensors[t].nbytes for t in g.leaves(*PERSISTENT_KINDS))
+    weights = weight_bytes(g)
     why = memory_refusal(device + args.models * weights, f"{args.models} models (their device memory and weights)")
     if why:
         raise UsageError(f"--models {args.models}: {why}; serve fewer models or a smaller one")
