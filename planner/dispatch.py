@@ -72,6 +72,9 @@ def allreduce_seconds(program: Program, g: Graph, profile: Profile) -> np.ndarra
     return out
 
 
+_NO_REDUCTIONS = np.zeros(0)
+
+
 def run_arrays(a: ProgramArrays, tensor_bytes: np.ndarray, node_seconds: np.ndarray, profile: Profile,
                priority: np.ndarray | None = None, in_order=(COMPUTE, SWAP_IN, SWAP_OUT),
                reduce_seconds: np.ndarray | None = None):
@@ -83,7 +86,8 @@ def run_arrays(a: ProgramArrays, tensor_bytes: np.ndarray, node_seconds: np.ndar
     ordered = np.zeros(4, dtype=np.bool_)
     ordered[list(in_order)] = True
     ordered[ALLREDUCE] = True
-    fixed = np.zeros(n) if reduce_seconds is None else np.asarray(reduce_seconds, dtype=np.float64)
+    # read only for all-reduces (kind 3): none on the search's path, so nothing is allocated per candidate
+    fixed = _NO_REDUCTIONS if reduce_seconds is None else np.asarray(reduce_seconds, dtype=np.float64)
     with announced(_dispatch, "the simulator"):
         start, finish, order, ok = _dispatch(
             a.kind, a.target, a.copy, a.dep_ptr, a.deps, tensor_bytes, node_seconds, float(profile.dispatch_s),
