@@ -213,9 +213,15 @@ class _Schedule:
         self.layout = swap_scan.PassLayout(klass=self.klass, class_first=self.class_first,
                                            object_class=self.object_class, headroom=self.headroom,
                                            chunk_class=int(self.chunk_class), width=self.width, slot_ptr=self.slot_ptr)
-        self.capacity = swap_scan.Capacity(instrs=int(self.n_instr_max), deps=int(self.n_deps_max),
-                                           objects=int(self.n_objs_max), placements=int(self.n_pl_max),
-                                           placement_chunks=int(self.n_pl_chunks_max))
+        # The bounds count each operator once. Recomputations add computes no bound counts up front,
+        # so a pass that may recompute starts with twice the room: a full buffer costs a whole pass
+        # again (BRNN-4-8K, default order: every pass overran its objects by about 10%, doubling the
+        # search's per-candidate time), and a buffer a pass grew stays grown for the next (``_scan``).
+        room = 2 if opts.recompute > 0 or opts.recompute_only else 1
+        self.bound_capacity = swap_scan.Capacity(instrs=int(self.n_instr_max), deps=int(self.n_deps_max),
+                                                 objects=int(self.n_objs_max), placements=int(self.n_pl_max),
+                                                 placement_chunks=int(self.n_pl_chunks_max))
+        self.capacity = swap_scan.Capacity(*(room * c for c in self.bound_capacity))
         self.rules = swap_scan.PassRules(victim=swap_scan.LRU if opts.victim == "lru" else swap_scan.BELADY,
                                          threshold_s=-1.0 if opts.threshold_s is None else float(opts.threshold_s),
                                          link=self.link, evict_ahead=opts.headroom > 0 and not opts.recompute_only,
@@ -269,9 +275,10 @@ def _scan(g: Graph, ga: GraphArrays, sc: _Schedule, layout: SizeClassLayout, res
         # recreated at each of its reads): their buffers grow instead. Without them a full
         # buffer means the bound is wrong.
         if code != swap_scan.BUFFER_FULL or not (sc.rules.recompute > 0 or sc.rules.recompute_only) \
-                or capacity.instrs > 64 * sc.capacity.instrs:
+                or capacity.instrs > 64 * sc.bound_capacity.instrs:
             break
         capacity = swap_scan.Capacity(*(2 * c for c in capacity))
+        sc.capacity = capacity
     if code == swap_scan.BUFFER_FULL:
         name = swap_scan.CAPACITY_NAMES[subject]
         raise RuntimeError(f"planner bug: the swap pass's {name} buffer (capacity {getattr(capacity, name)}) is full")

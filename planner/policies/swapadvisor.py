@@ -105,7 +105,11 @@ def _timed(request: PlanRequest):
     options = _options(request)
     # Recomputing is a per-tensor estimate: with a profile to time them, the swap-only plan is
     # timed too and the faster kept, so keeping, swapping or recomputing never loses to swapping.
-    variants = [options] if profile is None or options.recompute == 0 else [options, replace(options, recompute=0.0)]
+    # A value someone chose is planned as chosen: the search's gene (whose values include 0, so the
+    # search compares the two itself, at half the cost per candidate) or --swap-only.
+    chosen = RECOMPUTE_OPTION in request.policy_options
+    variants = [options] if profile is None or options.recompute == 0 or chosen \
+        else [options, replace(options, recompute=0.0)]
     for k, alloc in enumerate(allocations if profile is not None else allocations[:1]):
         for opts in variants:
             try:
