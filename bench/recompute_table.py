@@ -44,6 +44,11 @@ def search_options(seconds: float):
     return SearchOptions(seed=0, time_limit_s=seconds, workers=os.cpu_count() or 1, progress=False)
 
 
+def knob_text(options) -> str:
+    """The searched knobs' values, e.g. ``headroom 0.25, max_chain 16, recompute 1``."""
+    return ", ".join(f"{k} {v:g}" for k, v in sorted(dict(options).items()))
+
+
 def model_rows(name: str, device_bytes: int, search_seconds: float, say, rows_wanted=ROWS) -> list[list]:
     """The table's rows for ``name`` (``rows_wanted``: a subset of ``ROWS``, in their order)."""
     batch = next(p for p in PAPER if p.model == name).batch
@@ -56,16 +61,20 @@ def model_rows(name: str, device_bytes: int, search_seconds: float, say, rows_wa
     rows = []
     for label, name_, options in rows_wanted:
         t0 = time.perf_counter()
+        searched = []
         try:
             p = plan(g, policy.get(name_), profile, device_bytes, policy_options=options, search=search,
-                     facts=facts)
+                     facts=facts, on_search=searched.append)
         except PlanError as e:
             say(f"{name} {label}: {e}")
-            rows.append([name, label, "does not plan", "", "", "", "", ""])
+            rows.append([name, label, "does not plan", "", "", "", "", "", "", ""])
             continue
         b = plan_bounds(p.program, facts, p.budget, profile, secs)
+        found = searched[0] if searched else None
         rows.append([name, label, f"{p.seconds:.3f}", f"{ideal / p.seconds:.3f}", p.program.recomputes,
-                     f"{p.h2d_bytes / 1e9:.1f}", f"{p.seconds / b.recompute_bound:.2f}", f"{p.seconds / b.bound:.2f}"])
+                     f"{p.h2d_bytes / 1e9:.1f}", f"{p.seconds / b.recompute_bound:.2f}", f"{p.seconds / b.bound:.2f}",
+                     f"{found.generations}/{found.evaluations}" if found else "",
+                     knob_text(found.best_options) if found else ""])
         say(f"{name} {label}: {p.seconds:.3f} s ({time.perf_counter() - t0:.0f} s to plan)")
     return rows
 
@@ -92,7 +101,7 @@ def main(argv=None) -> int:
     print(f"# {machine()}; analytic V100 profile, {a.budget_gib:g} GiB, the paper's batches; "
           f"search {a.search_seconds:g} s per SwapAdvisor row", file=out)
     print(tabulate(rows, headers=["model", "plan", "sim s", "of ideal", "recomputes", "h2d GB", "x bound",
-                                  "x swap bound"], disable_numparse=True), file=out)
+                                  "x swap bound", "gens/evals", "knobs chosen"], disable_numparse=True), file=out)
     print(out.getvalue(), end="")
     if a.save:
         suffix = f"_search{a.search_seconds:g}s" if a.search_seconds else ""

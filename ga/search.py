@@ -84,12 +84,16 @@ class SearchOptions:
     # reached 0.88 of ideal in 10 minutes on 2 cores at 0.2, against 0.30 without; seeded
     # searches of the five Table 1 models at 150 s were within noise of without it.
     locality: float = 0.2
-    # Search the policy's knobs (Policy.knobs: swapadvisor's headroom) as genes beside the
-    # schedule and allocation; False: every plan takes the policy's defaults. Probability that a
+    # Search the policy's knobs (Policy.knobs: swapadvisor's headroom, how readily it recomputes
+    # and its longest chain) as genes beside the schedule and allocation; False: every plan takes
+    # the policy's defaults. On since recomputation became a knob: 120 s on 2 cores, analytic V100,
+    # 16 GiB, seed 0, off -> on: Inception-4 0.906 -> 0.936 of ideal, BRNN-4-8K 0.869 -> 0.891,
+    # NasNet-25 0.704 -> 0.724 (a candidate with a chosen recompute value plans it alone instead
+    # of beside the swap-only plan: 1.4-1.8x the evaluations). Headroom alone, before: within
+    # noise (bench/results/ga_search_knobs_segment_ab_150s_2026-11-24.txt). Probability that a
     # schedule crossover takes a random stretch of the other parent (schedule_ops.segment_crossover)
-    # instead of Figure 4's prefix. Both off: on the five Table 1 models at 150 s neither moved the
-    # result beyond a run's noise (bench/results/ga_search_knobs_segment_ab_150s_2026-11-24.txt).
-    knobs: bool = False
+    # instead of Figure 4's prefix: off, within a run's noise in the same A/B.
+    knobs: bool = True
     segment: float = 0.0
     # Probability that an allocation child also trades objects between two classes
     # (allocation_ops.transfer). BRNN-4-8K, 150 s on 2 cores: 15.044 s at 0, 14.838 s at 0.5

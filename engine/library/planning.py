@@ -134,11 +134,11 @@ class Plan:
 
 def plan(graph: Graph, policy: Policy, profile: Profile, memory: int | None = None, *, allocator: str | None = None,
          allocator_options: Mapping[str, object] | None = None, policy_options: Mapping[str, object] | None = None,
-         search=None, facts: GraphFacts | None = None) -> Plan:
+         search=None, facts: GraphFacts | None = None, on_search=None) -> Plan:
     """``policy``'s verified, simulated Plan of ``graph`` on ``profile`` under ``memory`` device
     bytes (None: ``choose_budget``'s default, grown as ``grow_budget`` grows it), its tensors
     placed by ``allocator`` (None: its default). ``search`` (ga.search.SearchOptions) runs the
-    genetic search first, for a policy that searches."""
+    genetic search first, for a policy that searches; ``on_search`` then hears its SearchResult."""
     if not policy.runs_program:
         raise EngineError(f"policy '{policy.name}' runs no Program; plan with one of "
                           f"{', '.join(n for n, p in REGISTRY.items() if p.runs_program)}")
@@ -156,7 +156,9 @@ def plan(graph: Graph, policy: Policy, profile: Profile, memory: int | None = No
         budget, made = grow_budget(facts, budget, [(policy, request)], placed)
     request = replace(request, budget=budget)
     if search is not None and policy.searches:
-        request, _ = searched_request(policy, request, search)
+        request, result = searched_request(policy, request, search)
+        if on_search is not None:
+            on_search(result)
     return Plan(policy.name, *verified(policy, request, made.get(policy.name)), budget, graph)
 
 
