@@ -2,12 +2,12 @@
 graphs whose plan can be read off, and on seeded random graphs.
 
 Every tensor is 1 KiB (256 float32); one size class of three objects unless said otherwise."""
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import numpy as np
 import pytest
 
-from allocator import Allocation
+from allocator import Allocation, SizeClassLayout
 from engine.backends.cpu import CpuBackend
 from engine.executor import ProgramExecutor
 from engine import reference
@@ -21,7 +21,8 @@ from planner import policy
 from planner.errors import PlanError
 from planner.policy import RECOMPUTE_OPTION
 from planner.facts import GraphFacts
-from planner.swap_planner import PlanOptions, plan
+from planner import swap_scan
+from planner.swap_planner import GraphArrays, PlanOptions, _scan, _Schedule, plan
 from planner.verify import verify
 
 from .test_end_to_end import LINK
@@ -101,6 +102,22 @@ def test_a_tensor_read_late_is_dropped_and_recomputed_not_copied_out(options, pr
     verify(p, g)
     assert recomputed(g, p) == ["a"] and copied_out(g, p) == []
     assert trains_as_unlimited(g, p)
+
+
+def test_a_recomputing_pass_grows_buffers_too_small_and_keeps_the_room():
+    """Recomputations have no up-front bound: a pass that may recompute starts with twice the
+    bounds' room, and one whose buffer fills grows it, plans the same, and keeps the room for the
+    next pass of the plan (instead of overrunning, and running twice, each time)."""
+    g = late_reader_graph()
+    ga, layout = GraphArrays.of(g), SizeClassLayout.from_allocation(one_class(3))
+    sc = _Schedule(g, ga, g.default_order(), layout, SLOW_LINK.node_seconds(g), SLOW_LINK.link.h2d_bytes_per_s,
+                   PlanOptions(recompute=1.0))
+    assert sc.capacity == swap_scan.Capacity(*(2 * c for c in sc.bound_capacity))
+    ample = _scan(g, ga, sc, layout, {})[0]
+    sc.capacity = sc.capacity._replace(objects=1)
+    grown = _scan(g, ga, sc, layout, {})[0]
+    assert sc.capacity.objects > 1 and ample.recompute.any()
+    assert all(np.array_equal(getattr(ample, f.name), getattr(grown, f.name)) for f in fields(ample))
 
 
 def test_swap_only_copies_it_out_and_back():
