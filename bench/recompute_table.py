@@ -44,11 +44,6 @@ def search_options(seconds: float):
     return SearchOptions(seed=0, time_limit_s=seconds, workers=os.cpu_count() or 1, progress=False)
 
 
-def knob_text(options) -> str:
-    """The searched knobs' values, e.g. ``headroom 0.25, max_chain 16, recompute 1``."""
-    return ", ".join(f"{k} {v:g}" for k, v in sorted(dict(options).items()))
-
-
 def model_rows(name: str, device_bytes: int, search_seconds: float, say, rows_wanted=ROWS) -> list[list]:
     """The table's rows for ``name`` (``rows_wanted``: a subset of ``ROWS``, in their order)."""
     batch = next(p for p in PAPER if p.model == name).batch
@@ -74,7 +69,7 @@ def model_rows(name: str, device_bytes: int, search_seconds: float, say, rows_wa
         rows.append([name, label, f"{p.seconds:.3f}", f"{ideal / p.seconds:.3f}", p.program.recomputes,
                      f"{p.h2d_bytes / 1e9:.1f}", f"{p.seconds / b.recompute_bound:.2f}", f"{p.seconds / b.bound:.2f}",
                      f"{found.generations}/{found.evaluations}" if found else "",
-                     knob_text(found.best_options) if found else ""])
+                     found.knobs_chosen() if found else ""])
         say(f"{name} {label}: {p.seconds:.3f} s ({time.perf_counter() - t0:.0f} s to plan)")
     return rows
 

@@ -179,6 +179,12 @@ class SearchResult:
                            self.allocator, dict(self.allocator_options),
                            policy_options={**self.best_options, **dict(self.policy_options)})
 
+    def knobs_chosen(self) -> str:
+        """The best individual's knob values in words, e.g. ``headroom 0.25, max_chain 16,
+        recompute 1`` ('' where no knob was searched)."""
+        return ", ".join(f"{k} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}"
+                         for k, v in sorted(self.best_options.items()))
+
     def fraction_of_ideal(self) -> float | None:
         """Ideal time over best time: the throughput relative to ideal (Figure 6's bars)."""
         if self.ideal_time is None or not math.isfinite(self.best_time):

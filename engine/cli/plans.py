@@ -169,9 +169,11 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
     effort.update(generations=result.generations, evaluations=result.evaluations, elapsed_s=result.elapsed_s,
                   stopped=result.stopped, best_s=result.best_time, initial_s=result.initial_time)
     initial = f"{result.initial_time:.4f}" if result.initial_time is not None else "does not fit"
+    knobs = result.knobs_chosen()
     print(f"search {result.generations} generations, {result.evaluations} candidates in "
-          f"{result.elapsed_s:.1f} s ({result.stopped}): best simulated {result.best_time:.4f} s/iter, "
-          f"default order with the simple allocation {initial}; log {out_dir}/search.csv"
+          f"{result.elapsed_s:.1f} s ({result.stopped}): best simulated {result.best_time:.4f} s/iter"
+          + (f" ({knobs})" if knobs else "") +
+          f", default order with the simple allocation {initial}; log {out_dir}/search.csv"
           + (" and search.png" if plotted else " (no plot: matplotlib is not installed; pip install '.[plot]')"))
     if result.generations == 0 and result.stopped != "generations":     # cut short, not asked for 0
         print(f"search: NOT ONE GENERATION finished ({result.evaluations} of {s.population} first candidates "

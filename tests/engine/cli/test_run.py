@@ -1,5 +1,6 @@
 """The command line (engine/cli/run.py): one clear line and exit status 2 for bad input; runs, checkpoints, resumes."""
 import json
+import re
 import subprocess
 import sys
 
@@ -131,6 +132,7 @@ def test_search_then_save_and_load_the_plan(tmp_path, capsys):
     assert main(argv + ["--save-plan", plan]) == 0
     out = capsys.readouterr().out
     assert "search 2 generations" in out and (tmp_path / "search.csv").exists()
+    assert re.search(r"s/iter \(headroom [0-9.]+, max_chain \d+, recompute [0-9.]+\)", out), out   # the knobs chosen
     assert (tmp_path / "search.png").exists() or "no plot: matplotlib is not installed" in out
     assert main(TINY_LSTM + ["--policy", "swapadvisor", "--iterations", "2", "--load-plan", plan,
                              "--out", str(tmp_path), "--overwrite"]) == 0
