@@ -156,8 +156,8 @@ class Breeder:
         """A value of each knob drawn from its grid (the defaults in an ablation)."""
         if self.variation.mode != "both":
             return self.default_options
-        return tuple((name, k.values[int(rng.integers(len(k.values)))])
-                     for name, k in sorted(self.variation.knobs.items()))
+        return canonical_options(tuple((name, k.values[int(rng.integers(len(k.values)))])
+                                       for name, k in sorted(self.variation.knobs.items())), self.variation.knobs)
 
     def options_child(self, generation: int, k: int, i: int, p1: Individual, p2: Individual,
                       attempt: int = 0) -> tuple:
@@ -174,7 +174,7 @@ class Breeder:
             if rng.random() < self.variation.mutation:
                 j = min(max(j + (1 if rng.random() < 0.5 else -1), 0), len(knob.values) - 1)
             out.append((name, knob.values[j]))
-        return tuple(out)
+        return canonical_options(tuple(out), self.variation.knobs)
 
     def first(self, index: int) -> Individual:
         """Individual ``index`` of the first generation, evaluated."""
@@ -281,6 +281,16 @@ class Breeder:
                  known: frozenset = frozenset()) -> list[Individual | None]:
         """All children of crossover ``k``, in order (in this process)."""
         return [self.child((generation, k, j, p1, p2, known)) for j in range(self.variation.children_per_crossover)]
+
+
+def canonical_options(options: tuple, knobs: Mapping[str, Knob]) -> tuple:
+    """``options`` ((name, value) pairs, sorted) with each knob that the others leave without
+    effect (``Knob.inert_unless`` at 0) at its default: one genome for plans that are alike."""
+    values = dict(options)
+    for name, knob in knobs.items():
+        if knob.inert_unless is not None and values.get(knob.inert_unless) == 0 and name in values:
+            values[name] = knob.default
+    return tuple(sorted(values.items()))
 
 
 def first_task(breeder: Breeder, index: int) -> Individual:

@@ -287,6 +287,15 @@ class _Run:
         return row
 
 
+def searched_knobs(policy: Policy, opts: SearchOptions) -> dict:
+    """The policy's knobs that are genes: not those the caller held fixed (``policy_options``:
+    --swap-only's recompute 0), nor those a fixed value leaves without effect (max_chain then),
+    whose values would only breed genomes that plan alike."""
+    fixed = dict(opts.policy_options)
+    return {name: k for name, k in policy.knobs.items()
+            if name not in fixed and not (k.inert_unless in fixed and fixed[k.inert_unless] == 0)}
+
+
 def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchOptions | None = None,
            policy: Policy | None = None) -> SearchResult:
     """Search schedules and allocations of ``facts.graph`` under ``budget`` (made by
@@ -306,7 +315,7 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
         simple = simple_allocation(facts, budget, profile, node_seconds)
     except PlanError:
         simple = None
-    knobs = dict(policy.knobs) if opts.knobs else {}
+    knobs = searched_knobs(policy, opts) if opts.knobs else {}
     variation = Variation(opts.mode, opts.mutation, opts.sigma, opts.schedule_mutation_for(ctx.num_nodes),
                           opts.seeded, opts.locality, knobs, opts.segment, opts.transfer)
     run = _Run(graph.name, budget, opts, ctx, knobs)

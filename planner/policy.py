@@ -97,6 +97,10 @@ class Knob:
     values it moves on, and the value a plan takes when nobody chose one."""
     values: tuple
     default: object
+    # The knob (or option held fixed) whose value 0 leaves this one without effect (max_chain
+    # when nothing is recomputed): the search then holds this one at its default, so that genomes
+    # that plan alike are one genome.
+    inert_unless: str | None = None
 
     def __post_init__(self):
         if self.default not in self.values:

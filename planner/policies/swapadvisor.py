@@ -45,8 +45,9 @@ HEADROOM = Knob((0.0, 0.125, 0.25, 0.375, 0.5), OPTIONS.headroom)
 # its next read when its chain costs less than this many times the copies out and back (0: swap
 # only, --swap-only); a gene of the search.
 RECOMPUTE = Knob((0.0, 0.5, 1.0, 2.0, 4.0), 1.0)
-# How long a recompute chain may grow; a gene too (the best differs by model and order).
-MAX_CHAIN = Knob((4, 8, 16), OPTIONS.max_chain)
+# How long a recompute chain may grow; a gene too (the best differs by model and order), held at
+# its default where recompute is 0 (it then changes nothing).
+MAX_CHAIN = Knob((4, 8, 16), OPTIONS.max_chain, inert_unless=RECOMPUTE_OPTION)
 
 # The chunked allocation of a graph's facts, by budget and chunk: the search asks for it once
 # per candidate, and it depends on neither the schedule nor the search's allocation.

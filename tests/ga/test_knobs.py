@@ -87,3 +87,17 @@ def test_knobs_keep_the_search_reproducible_and_resumable(tmp_path):
 def test_without_knobs_every_individual_takes_the_defaults():
     r = search(cnn_facts(), cnn_budget(), PROFILE, quick(knobs=False, max_generations=2))
     assert r.best_options == {} and all(i.options == () for i in r.population)
+
+
+def test_a_knob_without_effect_is_held_at_its_default_and_a_fixed_one_is_no_gene():
+    """max_chain means nothing when nothing is recomputed: every individual whose recompute gene
+    is 0 carries max_chain's default (one genome per plan), and a search with recompute held at 0
+    (--swap-only) has neither as a gene."""
+    facts, budget = cnn_facts(), cnn_budget()
+    r = search(facts, budget, PROFILE, quick(max_generations=3, population=16))
+    swap_only = [dict(i.options) for i in r.population if dict(i.options)["recompute"] == 0]
+    assert swap_only and all(o["max_chain"] == swapadvisor.MAX_CHAIN.default for o in swap_only)
+    assert len({dict(i.options)["max_chain"] for i in r.population}) > 1      # still a gene elsewhere
+    fixed = search(facts, budget, PROFILE, quick(max_generations=2, policy_options=(("recompute", 0.0),)))
+    assert all(set(dict(i.options)) == {"headroom"} for i in fixed.population)
+    assert set(fixed.best_options) == {"headroom"}
