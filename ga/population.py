@@ -145,6 +145,11 @@ class Breeder:
         self.simple = simple
         # Knob values of the seeds and of ablations (which vary one half of the genome only).
         self.default_options = tuple(sorted((name, k.default) for name, k in variation.knobs.items()))
+        # The seeds' knob values: the defaults, and each knob's seed values (Knob.seeds) one at a time.
+        self.seed_options = list(dict.fromkeys(
+            [self.default_options] + [canonical_options(tuple(sorted({**dict(self.default_options), name: v}.items())),
+                                                        variation.knobs)
+                                      for name, k in sorted(variation.knobs.items()) for v in k.seeds]))
         if variation.mode == "schedule" and simple is None:
             raise ValueError("a schedule-only search keeps the simple allocation, which does not fit "
                              "this budget")
@@ -191,6 +196,8 @@ class Breeder:
             allocation = self.simple
         else:
             allocation = allocation_ops.random_allocation(self.ctx, self.pool_bytes, rng)
+        if seeded and mode == "both":
+            return min((self.evaluated(schedule, allocation, o) for o in self.seed_options), key=lambda i: i.time)
         options = self.default_options if seeded else self.random_options(rng)
         return self.evaluated(schedule, allocation, options)
 

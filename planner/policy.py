@@ -101,10 +101,15 @@ class Knob:
     # when nothing is recomputed): the search then holds this one at its default, so that genomes
     # that plan alike are one genome.
     inert_unless: str | None = None
+    # Other values the search's seeded first individuals are planned with too, the fastest kept
+    # (recompute's 0: whether recomputing pays differs by model, as the unsearched plan finds).
+    seeds: tuple = ()
 
     def __post_init__(self):
         if self.default not in self.values:
             raise ValueError(f"a knob's default {self.default!r} is not among its values {self.values!r}")
+        if not set(self.seeds) <= set(self.values):
+            raise ValueError(f"a knob's seed values {self.seeds!r} are not among its values {self.values!r}")
 
 
 @dataclass(frozen=True)

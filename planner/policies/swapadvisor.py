@@ -44,7 +44,7 @@ HEADROOM = Knob((0.0, 0.125, 0.25, 0.375, 0.5), OPTIONS.headroom)
 # Keep, swap or recompute: a tensor leaving with a stale host copy is dropped and recomputed at
 # its next read when its chain costs less than this many times the copies out and back (0: swap
 # only, --swap-only); a gene of the search.
-RECOMPUTE = Knob((0.0, 0.5, 1.0, 2.0, 4.0), 1.0)
+RECOMPUTE = Knob((0.0, 0.5, 1.0, 2.0, 4.0), 1.0, seeds=(0.0,))
 # How long a recompute chain may grow; a gene too (the best differs by model and order), held at
 # its default where recompute is 0 (it then changes nothing).
 MAX_CHAIN = Knob((4, 8, 16), OPTIONS.max_chain, inert_unless=RECOMPUTE_OPTION)

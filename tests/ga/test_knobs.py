@@ -61,7 +61,11 @@ def test_a_search_with_knobs_returns_the_best_s_values_and_its_request_reproduce
     assert set(r.best_options) == set(grids)
     assert all(dict(i.options)[name] in knob.values for i in r.population for name, knob in grids.items())
     first = search(facts, budget, PROFILE, quick(max_generations=0, ideal=False)).population
-    assert dict(first[0].options) == {name: knob.default for name, knob in grids.items()}   # the unsearched plan
+    # The unsearched plan: the defaults, or recompute's seed value 0 where swapping alone is faster
+    # (as the unsearched plan itself chooses), and its time.
+    defaults = {name: knob.default for name, knob in grids.items()}
+    assert dict(first[0].options) in (defaults, {**defaults, "recompute": 0.0})
+    assert first[0].time == swapadvisor.seconds(PlanRequest(g, facts, budget, PROFILE))
     for name in grids:                                                              # random individuals vary them
         assert len({dict(i.options)[name] for i in first[2:]}) > 1
     program = policy.get("swapadvisor").make(r.request(g, facts, budget, PROFILE))
@@ -101,3 +105,27 @@ def test_a_knob_without_effect_is_held_at_its_default_and_a_fixed_one_is_no_gene
     fixed = search(facts, budget, PROFILE, quick(max_generations=2, policy_options=(("recompute", 0.0),)))
     assert all(set(dict(i.options)) == {"headroom"} for i in fixed.population)
     assert set(fixed.best_options) == {"headroom"}
+
+
+def test_the_seeds_are_planned_with_each_seed_value_and_keep_the_faster():
+    """Whether recomputing pays differs by model: a seeded individual is planned with the knobs'
+    defaults and with each seed value (Knob.seeds: recompute's 0), and keeps the faster, so the
+    search starts from the unsearched plan whichever way it went. Here recomputing is made to lose."""
+    facts, budget = cnn_facts(), cnn_budget()
+    base = policy.get("swapadvisor")
+
+    def seconds(request):
+        return base.seconds(request) * (2.0 if request.policy_options["recompute"] else 1.0)
+
+    def first_of(knob):
+        mine = policy.Policy("seed-test", "a test policy", base.make, searches=True, seconds=seconds,
+                             knobs={"recompute": knob})
+        return search(facts, budget, PROFILE, quick(max_generations=0, ideal=False), policy=mine).population[0]
+
+    seeded = first_of(Knob((0.0, 1.0), 1.0, seeds=(0.0,)))
+    assert dict(seeded.options) == {"recompute": 0.0}
+    assert seeded.time == base.seconds(PlanRequest(cnn(), facts, budget, PROFILE, policy_options={"recompute": 0.0}))
+    assert dict(first_of(Knob((0.0, 1.0), 1.0)).options) == {"recompute": 1.0}     # no seed values: the default
+    assert swapadvisor.RECOMPUTE.seeds == (0.0,)
+    with pytest.raises(ValueError, match="seed values"):
+        Knob((0.0, 1.0), 1.0, seeds=(2.0,))
