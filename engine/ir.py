@@ -211,8 +211,9 @@ class Graph:
             decl.check_arity(len(inputs))
             attrs = decl.canon(attrs)
             expr = self._expr_key(decl, op, attrs, inputs)
-            if expr is not None and expr in self._exprs:
-                return self._exprs[expr]            # built already: the same values
+            built = None if expr is None else self._exprs.get(expr)
+            if built is not None:
+                return built                        # built already: the same values
             specs = decl.infer(attrs, [self.tensors[t] for t in inputs])
         except OpError as e:
             raise GraphError(f"node '{node_name}' ({op}): {e}") from None

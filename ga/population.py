@@ -146,10 +146,10 @@ class Breeder:
         # Knob values of the seeds and of ablations (which vary one half of the genome only).
         self.default_options = tuple(sorted((name, k.default) for name, k in variation.knobs.items()))
         # The seeds' knob values: the defaults, and each knob's seed values (Knob.seeds) one at a time.
-        self.seed_options = list(dict.fromkeys(
-            [self.default_options] + [canonical_options(tuple(sorted({**dict(self.default_options), name: v}.items())),
-                                                        variation.knobs)
-                                      for name, k in sorted(variation.knobs.items()) for v in k.seeds]))
+        defaults = dict(self.default_options)
+        one_changed = [canonical_options(tuple(sorted({**defaults, name: v}.items())), variation.knobs)
+                       for name, k in sorted(variation.knobs.items()) for v in k.seeds]
+        self.seed_options = list(dict.fromkeys([self.default_options, *one_changed]))
         if variation.mode == "schedule" and simple is None:
             raise ValueError("a schedule-only search keeps the simple allocation, which does not fit "
                              "this budget")
@@ -295,7 +295,7 @@ def canonical_options(options: tuple, knobs: Mapping[str, Knob]) -> tuple:
     effect (``Knob.inert_unless`` at 0) at its default: one genome for plans that are alike."""
     values = dict(options)
     for name, knob in knobs.items():
-        if knob.inert_unless is not None and values.get(knob.inert_unless) == 0 and name in values:
+        if name in values and knob.inert_given(values):
             values[name] = knob.default
     return tuple(sorted(values.items()))
 

@@ -292,8 +292,7 @@ def searched_knobs(policy: Policy, opts: SearchOptions) -> dict:
     --swap-only's recompute 0), nor those a fixed value leaves without effect (max_chain then),
     whose values would only breed genomes that plan alike."""
     fixed = dict(opts.policy_options)
-    return {name: k for name, k in policy.knobs.items()
-            if name not in fixed and not (k.inert_unless in fixed and fixed[k.inert_unless] == 0)}
+    return {name: k for name, k in policy.knobs.items() if name not in fixed and not k.inert_given(fixed)}
 
 
 def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchOptions | None = None,

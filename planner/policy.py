@@ -111,6 +111,10 @@ class Knob:
         if not set(self.seeds) <= set(self.values):
             raise ValueError(f"a knob's seed values {self.seeds!r} are not among its values {self.values!r}")
 
+    def inert_given(self, values: Mapping[str, object]) -> bool:
+        """Whether ``values`` (other knobs' or fixed options', by name) leave this knob without effect."""
+        return self.inert_unless is not None and values.get(self.inert_unless) == 0
+
 
 @dataclass(frozen=True)
 class Policy:
