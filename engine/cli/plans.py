@@ -12,6 +12,7 @@ import sys
 import time
 
 from planner.budget import Budget
+from planner.budget_ladder import made
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest, Policy, unlimited_program
 
@@ -151,7 +152,7 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
     if cfg.load_plan:
         return load_plan(cfg.load_plan, request.graph, loaded)
     if not cfg.search.wanted:
-        return policy.make(request)
+        return made(policy, request)
     from ga.search import SearchOptions
 
     s = cfg.search

@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from allocator.registry import check_options, smallest_is_exact, takes_option
 from planner.bounds import Bounds, lower_bounds
 from planner.budget import Budget, make_budget, smallest_budget, smallest_that_plans
+from planner.budget_ladder import made
 from planner.facts import GraphFacts
 from planner.policy import REGISTRY, PlanRequest, Policy, check_allocator, get
 from planner.simulate import Timeline, simulate
@@ -102,9 +103,10 @@ def searched_request(policy: Policy, request: PlanRequest, options):
 
 
 def verified(policy: Policy, request: PlanRequest, program: Program | None = None) -> tuple[Program, Timeline]:
-    """``program`` (None: ``policy.make(request)``), verified against the request's budget and
+    """``program`` (None: ``policy``'s, made on the budget ladder where it plans there:
+    ``planner.budget_ladder.made``), verified against the request's budget and
     simulated on its profile."""
-    program = policy.make(request) if program is None else program
+    program = made(policy, request) if program is None else program
     verify(program, request.graph, request.budget.device_bytes if request.budget else None)
     return program, simulate(program, request.graph, request.profile, request.op_seconds)
 

@@ -27,4 +27,4 @@ def make(request: PlanRequest):
 
 
 POLICY = register(Policy("capuchin", "Capuchin: each evicted tensor swapped or recomputed by cost, graph order, "
-                         "no search", make))
+                         "no search", make, budget_ladder=True))

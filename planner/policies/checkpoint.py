@@ -45,4 +45,4 @@ def make(request: PlanRequest):
 
 
 POLICY = register(Policy("checkpoint", "recompute only: sqrt(n) segment checkpointing (Chen et al.), graph order, "
-                         "no search", make))
+                         "no search", make, budget_ladder=True))

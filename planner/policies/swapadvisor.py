@@ -138,4 +138,4 @@ def seconds(request: PlanRequest) -> float:
 POLICY = register(Policy("swapadvisor", "SwapAdvisor: Belady eviction, each tensor kept, swapped or recomputed, "
                          "on a searched schedule and allocation", make, searches=True, seconds=seconds,
                          knobs={"headroom": HEADROOM, RECOMPUTE_OPTION: RECOMPUTE, "max_chain": MAX_CHAIN}, kinds=(SIZE_CLASSES, CHUNKED),
-                         options=(RECOMPUTE_OPTION,)))
+                         options=(RECOMPUTE_OPTION,), budget_ladder=True))

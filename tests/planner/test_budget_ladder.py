@@ -1,0 +1,100 @@
+"""The budget ladder (planner.budget_ladder): the rungs a budget sees include every rung a smaller
+budget sees; the walk's early stop at a rung's lower bound finds the same plan as trying every
+rung; the smallest budget that runs still plans; a search's candidate is planned at its own budget."""
+import random
+
+import pytest
+
+import zoo
+from engine.profile import Link, Profile, Rates
+from planner import budget_ladder
+from planner.budget import make_budget
+from planner.budget_ladder import STEPS_PER_OCTAVE, fastest_rung, made, rungs_down_from, timed, top_rung
+from planner.facts import GraphFacts
+from planner.policy import PlanRequest, get, plan_with
+from planner.simulate import simulate
+
+from .test_end_to_end import PROFILE
+
+
+def test_a_larger_budget_sees_every_rung_a_smaller_one_sees():
+    rng = random.Random(0)
+    smallest, top = 3_000_000, 900_000_000
+    for _ in range(300):
+        low, high = sorted(rng.randrange(smallest, 2 * top) for _ in range(2))
+        below_low, below_high = list(rungs_down_from(low, smallest, top)), list(rungs_down_from(high, smallest, top))
+        assert set(below_low) <= set(below_high)
+        assert below_high == sorted(below_high, reverse=True) and below_high[-1] == smallest
+        assert all(r <= high for r in below_high)
+        # The highest rung leaves at most one step of the budget unused.
+        assert below_high[0] == top or below_high[0] * 2 ** (1 / STEPS_PER_OCTAVE) > high
+    assert list(rungs_down_from(smallest - 1, smallest, top)) == []
+
+
+def test_powers_of_two_and_the_ends_are_rungs():
+    assert next(rungs_down_from(16 << 30, 1 << 30, 64 << 30)) == 16 << 30
+    assert next(rungs_down_from(1234567, 1234567, 64 << 30)) == 1234567
+    assert next(rungs_down_from(10 ** 12, 1 << 20, 5_000_001)) == 5_000_001
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    g = zoo.tiny("resnet")
+    return g, GraphFacts(g)
+
+
+# A link slow enough that the lower bound rises steeply as the budget falls (with PROFILE's,
+# copies hide behind compute and the bounds of the tiny models stay below every plan).
+SLOW_LINK = Profile("slow link", Link(h2d_bytes_per_s=2e7, d2h_bytes_per_s=2e7, duplex_bytes_per_s=3e7, latency_s=1e-6),
+                    Rates(flops_per_s=1e11, bytes_per_s=5e10))
+
+
+@pytest.mark.parametrize("name", ["swapadvisor", "capuchin"])
+def test_the_walk_stops_early_only_where_no_lower_rung_can_be_faster(resnet, name, monkeypatch):
+    """Stopping at the first rung whose bound is no less than the best plan gives the plan that
+    trying every rung gives (the bounds are bounds), in fewer tries."""
+    g, facts = resnet
+    policy = get(name)
+    roomy = facts.smallest_budget + 9 * (top_rung(facts) - facts.smallest_budget) // 10
+    request = PlanRequest(g, facts, make_budget(facts, roomy, [policy.placed_by(None)]), SLOW_LINK)
+    attempt = timed(policy)
+    tried = []
+
+    def counted(r):
+        tried.append(r.budget.device_bytes)
+        return attempt(r)
+
+    seconds, _, rung = fastest_rung(request, policy, counted)
+    early = len(tried)
+    tried.clear()
+    monkeypatch.setattr(budget_ladder, "lower_bounds", lambda *a, **k: type("B", (), {"recompute_bound": 0.0}))
+    every_seconds, _, every_rung = fastest_rung(request, policy, counted)
+    assert (seconds, rung) == (every_seconds, every_rung)
+    assert early < len(tried)
+
+
+def test_the_smallest_budget_still_plans_and_a_large_one_plans_as_unlimited(resnet):
+    g, facts = resnet
+    ideal = simulate(plan_with("ideal", g, None, PROFILE, facts=facts), g, PROFILE).total
+    for name in ("swapadvisor", "capuchin"):
+        policy = get(name)
+        for device_bytes in (facts.smallest_budget, 4 * top_rung(facts)):
+            budget = make_budget(facts, device_bytes, [policy.placed_by(None)])
+            program = made(policy, PlanRequest(g, facts, budget, PROFILE))
+            assert program.arena.arena_bytes <= device_bytes
+        assert simulate(program, g, PROFILE).total == pytest.approx(ideal, rel=0.02)
+
+
+def test_a_searched_candidate_is_planned_at_its_own_budget(resnet, monkeypatch):
+    g, facts = resnet
+    policy = get("swapadvisor")
+    budget = make_budget(facts, (facts.smallest_budget + top_rung(facts)) // 2, [policy.placed_by(None)])
+
+    def walk(*_):
+        raise AssertionError("a search's candidate walked the ladder")
+
+    monkeypatch.setattr(budget_ladder, "fastest_rung", walk)
+    made(policy, PlanRequest(g, facts, budget, PROFILE, schedule=list(facts.order)))
+    made(policy, PlanRequest(g, facts, budget, None))       # no profile: nothing to time rungs by
+    with pytest.raises(AssertionError, match="walked"):
+        made(policy, PlanRequest(g, facts, budget, PROFILE))
