@@ -120,3 +120,13 @@ def made(policy: Policy, request: PlanRequest):
     if not (policy.budget_ladder and walked(request)):
         return policy.make(request)
     return fastest_rung(request, policy, timed(policy))[1]()
+
+
+def faster_of(policy: Policy, request: PlanRequest, searched, searched_seconds: float):
+    """(Program, seconds of the ladder's plan or None): the searched Program, or the unsearched
+    plan on the ladder (``request`` without the search's schedule and allocation) where that is
+    faster, so that searching never gives a slower plan than not searching."""
+    if not (policy.budget_ladder and walked(request)):
+        return searched, None
+    seconds, make, _ = fastest_rung(request, policy, timed(policy))
+    return (make(), seconds) if seconds < searched_seconds else (searched, None)

@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from allocator.registry import check_options, smallest_is_exact, takes_option
 from planner.bounds import Bounds, lower_bounds
 from planner.budget import Budget, make_budget, smallest_budget, smallest_that_plans
-from planner.budget_ladder import made
+from planner.budget_ladder import faster_of, made
 from planner.facts import GraphFacts
 from planner.policy import REGISTRY, PlanRequest, Policy, check_allocator, get
 from planner.simulate import Timeline, simulate
@@ -157,11 +157,14 @@ def plan(graph: Graph, policy: Policy, profile: Profile, memory: int | None = No
     if memory is None:
         budget, made = grow_budget(facts, budget, [(policy, request)], placed)
     request = replace(request, budget=budget)
+    program = made.get(policy.name)
     if search is not None and policy.searches:
+        unsearched = request
         request, result = searched_request(policy, request, search)
         if on_search is not None:
             on_search(result)
-    return Plan(policy.name, *verified(policy, request, made.get(policy.name)), budget, graph)
+        program, _ = faster_of(policy, unsearched, policy.make(request), result.best_time)
+    return Plan(policy.name, *verified(policy, request, program), budget, graph)
 
 
 def profile_of(spec: str | Profile = "v100") -> Profile:

@@ -7,6 +7,7 @@ import pytest
 
 import zoo
 from engine.profile import Link, Profile, Rates
+from engine.library.planning import plan
 from planner import budget_ladder
 from planner.budget import make_budget
 from planner.budget_ladder import STEPS_PER_OCTAVE, fastest_rung, made, rungs_down_from, timed, top_rung
@@ -98,3 +99,22 @@ def test_a_searched_candidate_is_planned_at_its_own_budget(resnet, monkeypatch):
     made(policy, PlanRequest(g, facts, budget, None))       # no profile: nothing to time rungs by
     with pytest.raises(AssertionError, match="walked"):
         made(policy, PlanRequest(g, facts, budget, PROFILE))
+
+
+def test_searching_never_gives_a_slower_plan_than_the_ladder():
+    """A search that finds nothing better than the default order at the budget (one individual,
+    no knobs, no generation) gives the ladder's plan where a lower rung is faster (tiny rnn, 0.9
+    of the way to the unlimited allocation: the rung at about 0.6 plans faster than the budget)."""
+    from ga.search import SearchOptions
+
+    g = zoo.tiny("rnn")
+    facts = GraphFacts(g)
+    policy = get("swapadvisor")
+    roomy = facts.smallest_budget + 9 * (top_rung(facts) - facts.smallest_budget) // 10
+    at_budget = simulate(policy.make(PlanRequest(g, facts, make_budget(facts, roomy), PROFILE)), g, PROFILE).total
+    unsearched = plan(g, policy, PROFILE, roomy, facts=facts)
+    searched = plan(g, policy, PROFILE, roomy, facts=facts,
+                    search=SearchOptions(seed=0, population=1, knobs=False, max_generations=0, workers=1,
+                                        progress=False))
+    assert unsearched.seconds < at_budget
+    assert searched.seconds == unsearched.seconds
