@@ -6,19 +6,22 @@ slower (tiny ResNet: swapadvisor +0.7%, capuchin +1.4% at one step of ten; tests
 test_budget_sweep.py). PyTorch's memory-budget knob has the same defect (pytorch issue 197838).
 
 A Program planned within fewer bytes also runs within more. So a policy that plans on the
-ladder (``Policy.budget_ladder``; ``made`` is the one place that reads it) plans, for a budget of B device bytes, at the rungs of one fixed ladder at or
-below B and keeps the fastest. The ladder does not depend on B, so a larger budget sees every
-rung a smaller one saw: its plan is never slower (a budget no rung plans counts as infinitely
-slow; only budgets below one that plans can be refused).
+ladder (``Policy.budget_ladder``; ``made`` is the one place that reads it) plans, for a budget
+of B device bytes, at the rungs of one fixed ladder at or below B and keeps the fastest. The
+ladder does not depend on B, so a larger budget sees every rung a smaller one saw: its plan is
+never slower (a budget no rung plans counts as infinitely slow; only budgets below one that
+plans can be refused).
 
 - The rungs: 2**(k / STEPS_PER_OCTAVE) device bytes (every power of two among them, 16 GiB
   too), the smallest budget that runs (so it still plans) and the budget that holds the
   unlimited allocation (above it nothing changes). A budget between two rungs is planned at
-  the rung below: at most one step (2.2%) of it unused.
+  the rung below: at most one step (4.4%) of it unused.
 - The walk down stops at the first rung whose lower bound (``planner.bounds``, recomputing
   allowed, for the graph's own order) is no less than the fastest plan found: a Program within
   that rung's bytes or fewer is a Program within that rung's bytes, so none below can be faster.
-  Plans are usually within a few percent of their bound, so the walk is a few rungs long.
+  Where the link is slow the bound rises fast as the budget falls and the walk is short; where
+  copies hide behind compute it stays below the plans and the walk goes down to the smallest
+  budget (one plan per rung: that is the price of the guarantee).
 
 Only the unsearched plan (the graph's own order, no allocation given) with a profile to time
 plans is walked; a searched candidate is planned at its budget as given (its allocation is
