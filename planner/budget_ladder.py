@@ -6,7 +6,7 @@ slower (tiny ResNet: swapadvisor +0.7%, capuchin +1.4% at one step of ten; tests
 test_budget_sweep.py). PyTorch's memory-budget knob has the same defect (pytorch issue 197838).
 
 A Program planned within fewer bytes also runs within more. So a policy that plans on the
-ladder (``Policy.budget_ladder``; ``made`` is the one place that reads it) plans, for a budget
+ladder (``Policy.budget_ladder``, read by ``on_ladder`` alone) plans, for a budget
 of B device bytes, at the rungs of one fixed ladder at or below B and keeps the fastest. The
 ladder does not depend on B, so a larger budget sees every rung a smaller one saw: its plan is
 never slower (a budget no rung plans counts as infinitely slow; only budgets below one that
@@ -117,19 +117,26 @@ def timed(policy: Policy) -> Attempt:
     return attempt
 
 
-def made(policy: Policy, request: PlanRequest):
-    """``policy``'s Program for ``request``: on the ladder where the policy plans there
-    (``Policy.budget_ladder``) and the request is ``walked``, else as the policy makes it."""
-    if not (policy.budget_ladder and walked(request)):
+def on_ladder(policy: Policy, request: PlanRequest) -> bool:
+    """Whether ``policy`` plans ``request`` on the ladder: it plans there (``Policy.budget_ladder``)
+    and the request is ``walked``."""
+    return policy.budget_ladder and walked(request)
+
+
+def ladder_program(policy: Policy, request: PlanRequest):
+    """``policy``'s Program for ``request``: the fastest rung's where ``on_ladder``, else as the
+    policy makes it."""
+    if not on_ladder(policy, request):
         return policy.make(request)
     return fastest_rung(request, policy, timed(policy))[1]()
 
 
-def faster_of(policy: Policy, request: PlanRequest, searched, searched_seconds: float):
-    """(Program, seconds of the ladder's plan or None): the searched Program, or the unsearched
-    plan on the ladder (``request`` without the search's schedule and allocation) where that is
-    faster, so that searching never gives a slower plan than not searching."""
-    if not (policy.budget_ladder and walked(request)):
-        return searched, None
+def faster_of(policy: Policy, request: PlanRequest, make_searched: Callable[[], object], searched_seconds: float):
+    """(Program, seconds of the ladder's plan or None): the searched Program (made by
+    ``make_searched`` only when it is kept), or the unsearched plan on the ladder (``request``
+    without the search's schedule and allocation) where that is faster, so that searching never
+    gives a slower plan than not searching."""
+    if not on_ladder(policy, request):
+        return make_searched(), None
     seconds, make, _ = fastest_rung(request, policy, timed(policy))
-    return (make(), seconds) if seconds < searched_seconds else (searched, None)
+    return (make(), seconds) if seconds < searched_seconds else (make_searched(), None)

@@ -136,7 +136,7 @@ class Policy:
     # The PlanRequest.policy_options it reads (e.g. window's "window"): a flag setting one that no
     # chosen policy reads changes nothing, and the command line refuses it.
     options: tuple[str, ...] = ()
-    # Its unsearched plans are made on the budget ladder (planner.budget_ladder.made), so that
+    # Its unsearched plans are made on the budget ladder (planner.budget_ladder.ladder_program), so that
     # more memory never plans slower.
     budget_ladder: bool = False
 

@@ -12,7 +12,7 @@ import sys
 import time
 
 from planner.budget import Budget
-from planner.budget_ladder import faster_of, made
+from planner.budget_ladder import faster_of, ladder_program
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest, Policy, unlimited_program
 
@@ -152,7 +152,7 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
     if cfg.load_plan:
         return load_plan(cfg.load_plan, request.graph, loaded)
     if not cfg.search.wanted:
-        return made(policy, request)
+        return ladder_program(policy, request)
     from ga.search import SearchOptions
 
     s = cfg.search
@@ -180,7 +180,7 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
         print(f"search: NOT ONE GENERATION finished ({result.evaluations} of {s.population} first candidates "
               f"evaluated): the plan is the best of those, not a searched one; give more --search-seconds or a "
               f"smaller --population")
-    program, ladder_s = faster_of(policy, request, policy.make(best), result.best_time)
+    program, ladder_s = faster_of(policy, request, lambda: policy.make(best), result.best_time)
     if ladder_s is not None:
         print(f"search: the unsearched plan on the budget ladder is faster ({ladder_s:.4f} s/iter, within "
               f"{format_bytes(program.arena.arena_bytes)}); it is the plan")

@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from allocator.registry import check_options, smallest_is_exact, takes_option
 from planner.bounds import Bounds, lower_bounds
 from planner.budget import Budget, make_budget, smallest_budget, smallest_that_plans
-from planner.budget_ladder import faster_of, made
+from planner.budget_ladder import faster_of, ladder_program
 from planner.facts import GraphFacts
 from planner.policy import REGISTRY, PlanRequest, Policy, check_allocator, get
 from planner.simulate import Timeline, simulate
@@ -104,9 +104,9 @@ def searched_request(policy: Policy, request: PlanRequest, options):
 
 def verified(policy: Policy, request: PlanRequest, program: Program | None = None) -> tuple[Program, Timeline]:
     """``program`` (None: ``policy``'s, made on the budget ladder where it plans there:
-    ``planner.budget_ladder.made``), verified against the request's budget and
+    ``planner.budget_ladder.ladder_program``), verified against the request's budget and
     simulated on its profile."""
-    program = made(policy, request) if program is None else program
+    program = ladder_program(policy, request) if program is None else program
     verify(program, request.graph, request.budget.device_bytes if request.budget else None)
     return program, simulate(program, request.graph, request.profile, request.op_seconds)
 
@@ -163,7 +163,7 @@ def plan(graph: Graph, policy: Policy, profile: Profile, memory: int | None = No
         request, result = searched_request(policy, request, search)
         if on_search is not None:
             on_search(result)
-        program, _ = faster_of(policy, unsearched, policy.make(request), result.best_time)
+        program, _ = faster_of(policy, unsearched, lambda: policy.make(request), result.best_time)
     return Plan(policy.name, *verified(policy, request, program), budget, graph)
 
 
