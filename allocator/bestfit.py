@@ -77,6 +77,10 @@ class BestFitAllocator:
         self._block_of_key: dict[tuple, _Block] = {}
         self._segments: dict[int, tuple[int, int]] = {}   # segment id -> (offset, size)
         self._segment_first: dict[int, _Block] = {}
+        # Segments that are one cached free block (segment id -> that block): what a release gives
+        # back, kept as blocks are cached and taken (a cached block's neighbours never change)
+        # so that a failed request does not walk every segment.
+        self._whole_free: dict[int, _Block] = {}
         self._holes = [(0, self.capacity_bytes)] if self.capacity_bytes else []   # arena not in a segment
         self._next_segment = 0
         self._live: dict[int, tuple[_Block, int]] = {}   # object -> (its block, requested bytes)
@@ -143,12 +147,16 @@ class BestFitAllocator:
         key = (block.size, block.offset, id(block))
         bisect.insort(self._free[block.small], key)
         self._block_of_key[key] = block
+        if block.prev is None and block.next is None:
+            self._whole_free[block.segment] = block
 
     def _take(self, block: _Block) -> None:
         key = (block.size, block.offset, id(block))
         pool = self._free[block.small]
         del pool[bisect.bisect_left(pool, key)]
         del self._block_of_key[key]
+        if block.prev is None and block.next is None:
+            del self._whole_free[block.segment]
 
     def _best_fit(self, size: int, small: bool) -> _Block | None:
         pool = self._free[small]
@@ -207,14 +215,15 @@ class BestFitAllocator:
         return None
 
     def _release_cached_segments(self) -> None:
-        """Give back every segment that is one free block (PyTorch's release_cached_blocks)."""
-        for seg, block in list(self._segment_first.items()):
-            if block.obj == -1 and block.prev is None and block.next is None:
-                self._take(block)
-                start, seg_size = self._segments.pop(seg)
-                del self._segment_first[seg]
-                self._give_hole(start, seg_size)
-                self.counter.change(reserved=-seg_size)
+        """Give back every segment that is one free block (PyTorch's release_cached_blocks), in
+        the order the segments were made."""
+        for seg in sorted(self._whole_free):
+            block = self._whole_free[seg]
+            self._take(block)
+            start, seg_size = self._segments.pop(seg)
+            del self._segment_first[seg]
+            self._give_hole(start, seg_size)
+            self.counter.change(reserved=-seg_size)
 
     def _give_hole(self, start: int, length: int) -> None:
         holes = self._holes

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from allocator.bestfit import LARGE_SEGMENT, MIN_BLOCK, SMALL_SEGMENT, BestFitAllocator
@@ -122,3 +123,34 @@ def test_oldest_within_takes_the_block_freed_earliest_among_near_best_fits():
 def test_oldest_within_keeps_live_objects_apart_on_random_workloads():
     for seed in range(2):
         random_workload(make_online_allocator("bestfit", 64 * MIB, oldest_within=1.0), 500, 8 * MIB, seed)
+
+
+def _whole_free_by_walking(a: BestFitAllocator) -> set[int]:
+    """The segments that are one free block, found by walking every segment (the definition)."""
+    return {seg for seg, b in a._segment_first.items() if b.obj == -1 and b.prev is None and b.next is None}
+
+
+def test_the_segments_a_release_gives_back_are_tracked_exactly():
+    """The allocator keeps the wholly free segments as blocks are cached and taken instead of
+    walking every segment at each failed request: after every request, free and release, the
+    kept set equals the walk's, under a capacity tight enough that releases happen."""
+    rng = np.random.default_rng(0)
+    a = BestFitAllocator(96 * MIB)
+    released = []
+    release = a._release_cached_segments
+
+    def counted_release():
+        released.append(len(a._whole_free))
+        release()
+    a._release_cached_segments = counted_release
+    live = []
+    for _ in range(3000):
+        if live and rng.random() < 0.45:
+            a.free(live.pop(int(rng.integers(len(live)))))
+        else:
+            n = int(rng.choice([rng.integers(1, SMALL_SEGMENT), rng.integers(MIB, 30 * MIB)]))
+            obj = a.alloc(n)
+            if obj is not None:
+                live.append(obj)
+        assert set(a._whole_free) == _whole_free_by_walking(a)
+    assert sum(n > 0 for n in released) > 10     # the tight capacity made it give segments back
