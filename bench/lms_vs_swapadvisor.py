@@ -30,8 +30,9 @@ from planner.verify import verify
 MODEL = "wresnet-152-4"
 BATCHES = (16, 32, 64)
 DEVICE_BYTES = 16 * 2**30
-# TFLMS's columns (tuned, as published): bestfit (TensorFlow's BFC) over the whole device.
-ONLINE_COLUMNS = ("lms", "tflms")
+# TFLMS's columns, each a policy and its options: tuned on the simulator (lms), as published
+# (tflms: v1, the paper's; v2: TFLMSv2's first defaults); bestfit (TensorFlow's BFC), whole device.
+ONLINE_COLUMNS = {"lms": ("lms", {}), "tflms": ("tflms", {}), "tflms v2": ("tflms", {"version": "v2"})}
 # SwapAdvisor Figure 7 (images/s), read from the paper's text layer in bar order.
 PAPER = {"SwapAdvisor": (15.2, 15.0, 14.3), "ODSwap": (14.2, 14.0, 11.5), "TFLMS": (4.74, 4.34, 3.72)}
 
@@ -53,7 +54,9 @@ def column_seconds(c: str, g, facts, profile, secs, search_seconds: float = 0.0,
         program, budget = policy.get("ideal").make(policy.PlanRequest(g, facts, None, profile, secs)), None
     elif c in ONLINE_COLUMNS:
         budget = Budget(device_bytes, facts.scratch.bytes)
-        program = policy.get(c).make(policy.PlanRequest(g, facts, budget, profile, secs, allocator="bestfit"))
+        name, options = ONLINE_COLUMNS[c]
+        program = policy.get(name).make(policy.PlanRequest(g, facts, budget, profile, secs, allocator="bestfit",
+                                                           policy_options=options))
     elif c == "swapadvisor searched":
         budget = make_budget(facts, device_bytes)
         program = searched_swapadvisor(g, facts, budget, profile, secs, search_seconds, workers)

@@ -133,25 +133,42 @@ def figure7(quick: bool) -> Section:
     s = Section("SwapAdvisor Figure 7: against TFLMS",
                 "SwapAdvisor Section 6.2, Figure 7 (WResNet-152-4, images/s) and its text: SwapAdvisor at least "
                 "3x TFLMS, ODSwap at least 2x",
-                f"{model}, analytic V100 profile, {device / GIB:g} GiB, no search; lms = our TFLMS with thresholds "
-                "tuned on the simulator (planner.policies.lms), not TFLMS as published",
+                f"{model}, analytic V100 profile, {device / GIB:g} GiB, no search; tflms = TFLMS as published "
+                "(planner.policies.tflms: IBM's tflmsv1 defaults and rewriting rules, nothing tuned), the TFLMS "
+                "of the paper's figure; lms = our TFLMS with thresholds tuned on the simulator "
+                "(planner.policies.lms); both on bestfit with the parameters resident",
                 ["images/s", *(f"B={b}" for b in batches)])
-    ours = {c: [cell(c, b, model, device)[0] for b in batches] for c in ("ideal", "lms", "odswap", "swapadvisor")}
+    ours = {c: [cell(c, b, model, device)[0] for b in batches]
+            for c in ("ideal", "tflms", "tflms v2", "lms", "odswap", "swapadvisor")}
     fmt = (lambda v: "x" if v is None else f"{v:.2f}")
     s.rows += [[f"ours: {c}", *map(fmt, v)] for c, v in ours.items()]
     if not quick:
         s.rows += [[f"paper: {k}", *map(fmt, v)] for k, v in FIG7_PAPER.items()]
+
+    def over(c, base):
+        return [a / t for a, t in zip(ours[c], ours[base]) if a and t]
+
+    def ceiling(base):
+        return min(over("ideal", base), default=None) if all(ours["ideal"]) else None
+
     for c, need, paper in (("swapadvisor", 3.0, "SwapAdvisor"), ("odswap", 2.0, "ODSwap")):
-        ratios = [a / t for a, t in zip(ours[c], ours["lms"]) if a and t]
-        if not ratios:
+        published, tuned = over(c, "tflms"), over(c, "lms")
+        if not published and not tuned:
             continue
-        ok = min(ratios) >= need
-        ceiling = min(i / t for i, t in zip(ours["ideal"], ours["lms"]) if i and t) if all(ours["ideal"]) else None
-        why = "" if ok else (f"; no plan beats ideal, and ideal is only {ceiling:.2f}x our lms, whose thresholds "
-                             "are tuned on our simulator: the paper's TFLMS ran with its published settings, which "
-                             "this command does not model yet" if ceiling else "")
-        s.verdicts.append(f"'{paper} at least {need:g}x TFLMS': {'holds' if ok else 'does not hold'} "
-                          f"({', '.join(f'{r:.2f}x' for r in ratios)} over our lms{why})")
+        ok = bool(published) and min(published) >= need
+        top = ceiling("tflms")
+        why = "" if ok or top is None else (
+            f"; no plan beats ideal, and ideal is {top:.2f}x TFLMS as published at the closest batch: our "
+            "TFLMS loses to ideal by less than the paper's (its ideal is not in the figure; its SwapAdvisor "
+            f"bars, {max(FIG7_PAPER['SwapAdvisor']):.1f} images/s, pass our ideal)")
+        s.verdicts.append(
+            f"'{paper} at least {need:g}x TFLMS': {'holds' if ok else 'does not hold'} against TFLMS as published "
+            f"({', '.join(f'{r:.2f}x' for r in published) or 'tflms: x'} over tflms{why}); over our tuned lms "
+            f"{', '.join(f'{r:.2f}x' for r in tuned) or 'x'}")
+    missing = [b for b, v in zip(batches, ours["tflms"]) if v is None]
+    if missing:
+        s.verdicts.append(f"TFLMS as published does not fit {device / GIB:g} GiB at batch "
+                          f"{', '.join(map(str, missing))} ('x'; the paper's ran every batch)")
     return s
 
 

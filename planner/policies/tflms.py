@@ -61,9 +61,10 @@ from dataclasses import dataclass
 from allocator.registry import ONLINE
 from engine.ir import Graph, Kind
 
+from ..errors import PlanError
 from ..online_program import StepFacts
 from ..policy import PlanRequest, Policy, register
-from .lms import LmsOutOfMemory, SwapPoints, plan_swap_points
+from .lms import SwapPoints, plan_swap_points
 
 # TFLMS v1's ATOMIC_TYPES with a counterpart among our operators (Const, Identity, Assign,
 # VariableV2, Shape, ShapeN and Placeholder make leaves or nothing here).
@@ -81,10 +82,11 @@ class TflmsSettings:
     def describe(self) -> str:
         return f"lb={self.lb}, ub={self.ub}, n_tensors={self.n_tensors}"
 
+    def points(self, g: Graph, steps: StepFacts) -> SwapPoints:
+        return swap_points(g, steps, self)
+
 
 PUBLISHED = TflmsSettings()
-
-__all__ = ["EXCLUDED_OPS", "PUBLISHED", "TflmsSettings", "Phases", "swap_points", "plan_tflms", "LmsOutOfMemory"]
 
 
 class Phases:
@@ -107,6 +109,7 @@ class Phases:
         for nid in order:
             depth[nid] = max((depth[g.producer[t]] + 1 for t in g.nodes[nid].inputs if g.producer[t] >= 0),
                              default=0)
+        self.depth = depth                    # TFLMSv2's levels: toposort's, nothing removed
         kept = [not self.update[i] for i in range(n)]
         forward_levels = {depth[i] for i in range(n) if kept[i] and self.forward[i]}
         self.level = [NO_LEVEL if not kept[i] or (self.backward[i] and depth[i] in forward_levels) else depth[i]
@@ -163,20 +166,22 @@ def direct_order(g: Graph, ph: Phases, fw: int, bw: int, lb: int, ub: int, first
     operator from which ``bw`` is reachable; one of them, or -1."""
     fw_order, bw_order = ph.level[fw], ph.level[bw]
     for level in range(bw_order - lb - 1, max(bw_order - ub, fw_order + 1) - 1, -1):
-        cands = [op for op in ph.by_level.get(level, ()) if _reaches(g, ph, op, bw)]
+        cands = [op for op in ph.by_level.get(level, ()) if reaches(g, ph, op, bw)]
         if cands:
             return first(cands)
     return -1
 
 
-def _reaches(g: Graph, ph: Phases, src: int, dst: int) -> bool:
-    todo, seen = deque([src]), {src}
+def reaches(g: Graph, ph: Phases, src: int, dst: int) -> bool:
+    """Whether a path leads from node ``src`` to node ``dst`` (depth grows along every edge: the
+    walk stops at ``dst``'s depth)."""
+    todo, seen, limit = deque([src]), {src}, ph.depth[dst]
     while todo:
         op = todo.popleft()
         if op == dst:
             return True
         for c in ph.consumers(g, op):
-            if c not in seen:
+            if c not in seen and (c == dst or ph.depth[c] < limit):
                 seen.add(c)
                 todo.append(c)
     return False
@@ -227,20 +232,28 @@ def swap_points(g: Graph, steps: StepFacts, settings: TflmsSettings = PUBLISHED)
     return SwapPoints(out_after, in_before, copy_after)
 
 
-def settings_of(request: PlanRequest) -> TflmsSettings:
-    """The published defaults, or ``lb``/``ub``/``n_tensors`` from ``policy_options``."""
+def settings_of(request: PlanRequest):
+    """The published defaults of ``version`` (``policy_options``; "v1", the paper's, unless told;
+    "v2": TFLMSv2's first defaults, planner.policies.tflms_v2), each knob overridable by name."""
     opts = dict(request.policy_options or {})
-    return TflmsSettings(int(opts.get("lb", PUBLISHED.lb)), int(opts.get("ub", PUBLISHED.ub)),
-                         int(opts.get("n_tensors", PUBLISHED.n_tensors)))
+    version = str(opts.get("version", "v1"))
+    if version == "v2":
+        from .tflms_v2 import PUBLISHED_V2, TflmsV2Settings     # tflms_v2 builds on this module's Phases
+        return TflmsV2Settings(*(int(opts.get(k, getattr(PUBLISHED_V2, k)))
+                                 for k in ("swapout_threshold", "swapin_groupby", "swapin_ahead")))
+    if version != "v1":
+        raise PlanError(f"tflms: unknown version '{version}' (v1: TFLMS as the paper cited it; v2: TFLMSv2's "
+                        "first defaults)")
+    return TflmsSettings(*(int(opts.get(k, getattr(PUBLISHED, k))) for k in ("lb", "ub", "n_tensors")))
 
 
-def plan_tflms(request: PlanRequest, settings: TflmsSettings = PUBLISHED):
-    """TFLMS v1's Program with ``settings`` (the published defaults unless told); LmsOutOfMemory,
-    one line, where it does not fit."""
+def plan_tflms(request: PlanRequest, settings=PUBLISHED):
+    """TFLMS's Program with ``settings`` (v1's published defaults unless told; a TflmsV2Settings
+    for v2); LmsOutOfMemory, one line, where it does not fit."""
     g = request.graph
     order = list(request.schedule if request.schedule is not None else request.facts.order)
     steps = StepFacts(g, order)
-    return plan_swap_points(request, order, steps, swap_points(g, steps, settings), POLICY.name,
+    return plan_swap_points(request, order, steps, settings.points(g, steps), POLICY.name,
                             f"tflms ({settings.describe()})")
 
 

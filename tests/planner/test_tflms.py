@@ -15,9 +15,12 @@ from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
 from engine.training import Trainer
 from planner import policy
 from planner.online_program import StepFacts
+from planner.errors import PlanError
 from planner.policies.lms import LmsOutOfMemory
 from planner.policies.tflms import (EXCLUDED_OPS, PUBLISHED, Phases, TflmsSettings, chain_rule, plan_tflms,
-                                    settings_of, swap_points, swapped_readers)
+                                    reaches, settings_of, swap_points, swapped_readers)
+from planner.policies.tflms_v2 import (EXCLUDED_OPS as V2_EXCLUDED, PUBLISHED_V2, TflmsV2Settings, groupby,
+                                       levels_in_order, sequential_controls, swap_records)
 from planner.simulate import simulate
 from planner.verify import verify
 
@@ -172,3 +175,79 @@ def test_swap_points_follow_the_schedule_given():
         for t in ts:
             assert any(u >= b for u in steps.uses[t]) and b > min(steps.uses[t])
     assert evicted_after and all(t in {x for ts in points.copy_after for x in ts} for t in evicted_after)
+
+
+# ------------------------------------------------------------------ version v2 (TFLMSv2's first defaults)
+def v2_request(g, b, **options):
+    facts = request(g, b).facts
+    return policy.PlanRequest(g, facts, request(g, b).budget, None, allocator="bestfit",
+                              policy_options={"version": "v2", **options})
+
+
+def test_v2_defaults_and_an_unknown_version():
+    g = zoo.tiny("rnn")
+    assert settings_of(v2_request(g, full_budget(g))) == PUBLISHED_V2 == TflmsV2Settings(-1, 0, -1)
+    with pytest.raises(PlanError) as e:
+        settings_of(policy.PlanRequest(g, request(g, full_budget(g)).facts, policy_options={"version": "v3"}))
+    assert "\n" not in str(e.value) and "unknown version 'v3'" in str(e.value)
+
+
+def test_v2_groups_readers_within_groupby_levels():
+    assert groupby([9, 1, 2, 5, 6], 1) == [[1, 2], [5, 6], [9]]
+    assert groupby([9, 1, 2, 5, 6], 0) == [[1], [2], [5], [6], [9]]
+    assert groupby([9, 1, 2, 5, 6], 3) == [[1, 2, 5, 6, 9]]
+
+
+@pytest.mark.parametrize("family", ["wresnet", "brnn"])
+def test_v2_swaps_what_is_half_the_levels_away_and_nothing_1d(family):
+    g = zoo.tiny(family)
+    b = int(1.5 * full_budget(g))
+    program = policy.get("tflms").make(v2_request(g, b))
+    verify(program, g, b)
+    ph = Phases(g, program.schedule)
+    half = (max(ph.depth) + 1) // 2                    # LMS.run: self._topo_sort.size//2
+    state_next = {nxt for _, nxt in g.state_pairs}
+    far = {t for t in range(len(g.tensors)) if g.producer[t] >= 0 and len(g.tensors[t].shape) > 1
+           and not ph.update[g.producer[t]] and g.nodes[g.producer[t]].op not in V2_EXCLUDED
+           and any(ph.depth[r] - ph.depth[g.producer[t]] > half for r in ph.readers[t])}
+    out = copied_out(program) - state_next
+    assert far and out == far                          # forward or backward alike, by level distance only
+    assert all(len(g.tensors[t].shape) > 1 for t in out)
+
+
+def test_v2_swap_ins_are_chained_by_reader_level():
+    """The sequential strategy: the first reader level's swap-ins are controlled from at least 3
+    levels ahead, each later one's from below the previous reader level, within 10 levels."""
+    g = zoo.tiny("wresnet")
+    steps = StepFacts(g, g.default_order())
+    ph = Phases(g, steps.schedule)
+    swaps = swap_records(g, ph, steps, (max(ph.depth) + 1) // 2, 0)
+    ctrl = sequential_controls(g, ph, swaps, levels_in_order(ph, steps.schedule))
+    levels = sorted({ph.depth[r] for _, _, r in swaps})
+    assert len(levels) > 2 and sum(c >= 0 for c in ctrl.values()) > len(ctrl) // 2
+    for (t, r), c in ctrl.items():
+        if c < 0:
+            continue
+        k = levels.index(ph.depth[r])
+        below = levels[0] - 3 if k == 0 else levels[k - 1]
+        assert ph.depth[g.producer[t]] < ph.depth[c] < below and ph.depth[c] >= below - 10
+        assert reaches(g, ph, c, r)
+
+
+def test_v2_bit_identical_to_the_unlimited_run():
+    g = zoo.tiny("rnn")
+    ref = Trainer(g, seed=0)
+    ref_losses = [ref.step() for _ in range(2)]
+    b = int(1.2 * full_budget(g))
+    program = policy.get("tflms").make(v2_request(g, b))
+    verify(program, g, b)
+    assert program.count(SWAP_IN) > 0
+    backend = CpuBackend(LINK, sanitize=True, seed=3, jitter_s=2e-4)
+    try:
+        tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
+        losses = [tr.step() for _ in range(2)]
+        state = tr.state
+    finally:
+        backend.close()
+    assert losses == ref_losses
+    assert all(np.array_equal(a, state[t]) for t, a in ref.state.items())
