@@ -51,6 +51,9 @@ What is approximated, and why:
   further on) keeps reading the device copy; ``n_tensors`` counts producers in schedule order
   where TFLMS walks breadth first from its seed operators.
 
+``policy_options``: ``lb``, ``ub``, ``n_tensors`` override a default; ``version="v2"`` plans with
+TFLMSv2's first defaults instead (planner.policies.tflms_v2), for comparison.
+
 Out of memory is one line (LmsOutOfMemory), as for lms: the "x" in the papers' tables.
 """
 from __future__ import annotations
