@@ -3,12 +3,9 @@ every forward activation a backward operator reads is swapped except ATOMIC_TYPE
 1-D tensors are not skipped: that rule is TFLMSv2's); parameters, optimizer state and inputs stay;
 each swap-in waits for the chain rule's control operator; the plan verifies and trains
 bit-identically; and on a model where tuning matters it is slower than the tuned lms."""
-import numpy as np
 import pytest
 
 import zoo
-from engine.backends.cpu import CpuBackend
-from engine.executor import ProgramExecutor
 from engine.ir import Kind
 from engine.profile import analytic_profile
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
@@ -24,7 +21,7 @@ from planner.policies.tflms_v2 import (EXCLUDED_OPS as V2_EXCLUDED, PUBLISHED_V2
 from planner.simulate import simulate
 from planner.verify import verify
 
-from .test_lms import LINK, full_budget, request
+from .test_lms import assert_trains_like_unlimited, full_budget, request
 
 
 def copied_out(program) -> set[int]:
@@ -153,16 +150,7 @@ def test_bit_identical_to_the_unlimited_run(family):
         program = plan_tflms(request(g, b))
         verify(program, g, b)
         assert program.count(SWAP_IN) > 0
-        backend = CpuBackend(LINK, sanitize=True, seed=i, jitter_s=2e-4)
-        try:
-            tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
-            losses = [tr.step() for _ in range(2)]
-            state = tr.state
-        finally:
-            backend.close()
-        bad = [g.tensors[t].name for t, a in ref.state.items() if not np.array_equal(a, state[t])]
-        assert not bad, f"{family} tflms at {b} bytes: {bad[:3]} differ"
-        assert losses == ref_losses, f"{family} tflms at {b} bytes: losses {losses} != {ref_losses}"
+        assert_trains_like_unlimited(g, program, ref, ref_losses, i, f"{family} tflms at {b} bytes")
 
 
 def test_swap_points_follow_the_schedule_given():
@@ -242,12 +230,4 @@ def test_v2_bit_identical_to_the_unlimited_run():
     program = policy.get("tflms").make(v2_request(g, b))
     verify(program, g, b)
     assert program.count(SWAP_IN) > 0
-    backend = CpuBackend(LINK, sanitize=True, seed=3, jitter_s=2e-4)
-    try:
-        tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
-        losses = [tr.step() for _ in range(2)]
-        state = tr.state
-    finally:
-        backend.close()
-    assert losses == ref_losses
-    assert all(np.array_equal(a, state[t]) for t, a in ref.state.items())
+    assert_trains_like_unlimited(g, program, ref, ref_losses, 3, f"rnn tflms v2 at {b} bytes")
