@@ -1,7 +1,8 @@
 """``tflms``: TFLMS as published (Le et al., "TFLMS: Large Model Support in TensorFlow by Graph
-Rewriting", arXiv 1807.02037, the TFLMS SwapAdvisor's Figure 7 compares with), with the defaults of
-IBM's code and its graph-rewriting rules, nothing tuned: the baseline as the paper ran it, beside
-``lms`` (planner.policies.lms), whose two thresholds are tuned on our simulator.
+Rewriting", arXiv 1807.02037: the "TFLMS [26]" of SwapAdvisor's Figure 7, by its name; our copy of
+the paper has no reference list), with the defaults of IBM's code and its graph-rewriting rules,
+nothing tuned: the baseline as the paper ran it, beside ``lms`` (planner.policies.lms), whose two
+thresholds are tuned on our simulator.
 
 Modelled on IBM/tensorflow-large-model-support, branch ``tflmsv1``,
 ``tensorflow_large_model_support/lms.py`` (class ``LMS``) and ``topos.py`` (class ``TOPOS``):
@@ -22,8 +23,10 @@ Modelled on IBM/tensorflow-large-model-support, branch ``tflmsv1``,
   (TensorFlow's Add, Mul, Reshape; our other operators have no counterpart in the list). This
   version does not skip tensors of one dimension or fewer: that rule (``ndims <= 1``) and
   ``swapout_threshold``/``swapin_ahead``/``swapin_groupby``/``sync_mode`` belong to the later
-  TFLMSv2 (master, 2018-11 on), whose defaults auto-tune on its own simulator (``_search_params``)
-  or, before that, took half the levels as the threshold (commit 1c49ca3, ``run``): not modelled.
+  TFLMSv2 (master from 2018-10), whose first defaults took half the levels as the threshold and
+  chained the swap-ins (commit 1c49ca3: ``version="v2"``, planner.policies.tflms_v2) and whose
+  later ones auto-tune on TFLMS's own memory simulator (4ce78b3 on, ``_search_params``: not
+  modelled).
 - Swap-out (``_add_swapout``): an identity on the host fed by the tensor as soon as it is made;
   the device copy lives until its last forward reader. Here: the host copy is made right after
   the producing step and the memory freed after the last use before a swapped-in reader.
