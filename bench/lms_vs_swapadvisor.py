@@ -5,7 +5,8 @@ only, parameters resident, thresholds tuned on the simulator, bestfit) beside ``
 of that many seconds per batch) and ``odswap``; ``ideal`` for reference (its peak need not fit).
 
 Images per second of one simulated iteration; every Program is verified. The paper's bars
-(as its text layer gives them) are printed beside ours.
+(as its text layer gives them) are printed beside ours. ``cell`` also makes TFLMS as published
+(``tflms``, and ``tflms v2``), which bench.papers' Figure 7 prints beside lms.
 
     python -m bench.lms_vs_swapadvisor [--batches 16,32,64] [--search-seconds 60] [--save]
 """

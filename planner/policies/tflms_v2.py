@@ -33,7 +33,7 @@ from engine.ir import Graph
 
 from ..online_program import StepFacts
 from .lms import SwapPoints
-from .tflms import Phases, reaches
+from .tflms_graph import Phases, reaches
 
 FIRST_AHEAD = 3          # _sequential_strategy: "a fixed setting for the first swapins"
 SEARCH_SPAN = 10         # _search_by_level: "try at most 10 levels back"

@@ -14,8 +14,9 @@ from planner import policy
 from planner.online_program import StepFacts
 from planner.errors import PlanError
 from planner.policies.lms import LmsOutOfMemory
-from planner.policies.tflms import (EXCLUDED_OPS, PUBLISHED, Phases, TflmsSettings, chain_rule, plan_tflms,
-                                    reaches, settings_of, swap_points, swapped_readers)
+from planner.policies.tflms import (EXCLUDED_OPS, PUBLISHED, TflmsSettings, chain_rule, plan_tflms, settings_of,
+                                    swap_points, swapped_readers)
+from planner.policies.tflms_graph import Phases, reaches
 from planner.policies.tflms_v2 import (EXCLUDED_OPS as V2_EXCLUDED, PUBLISHED_V2, TflmsV2Settings, groupby,
                                        levels_in_order, sequential_controls, swap_records)
 from planner.simulate import simulate
