@@ -5,7 +5,8 @@ only, parameters resident, thresholds tuned on the simulator, bestfit) beside ``
 of that many seconds per batch) and ``odswap``; ``ideal`` for reference (its peak need not fit).
 
 Images per second of one simulated iteration; every Program is verified. The paper's bars
-(as its text layer gives them) are printed beside ours.
+(as its text layer gives them) are printed beside ours. ``cell`` also makes TFLMS as published
+(``tflms``, and ``tflms v2``), which bench.papers' Figure 7 prints beside lms.
 
     python -m bench.lms_vs_swapadvisor [--batches 16,32,64] [--search-seconds 60] [--save]
 """
@@ -30,6 +31,9 @@ from planner.verify import verify
 MODEL = "wresnet-152-4"
 BATCHES = (16, 32, 64)
 DEVICE_BYTES = 16 * 2**30
+# TFLMS's columns, each a policy and its options: tuned on the simulator (lms), as published
+# (tflms: v1, the paper's; v2: TFLMSv2's first defaults); bestfit (TensorFlow's BFC), whole device.
+ONLINE_COLUMNS = {"lms": ("lms", {}), "tflms": ("tflms", {}), "tflms v2": ("tflms", {"version": "v2"})}
 # SwapAdvisor Figure 7 (images/s), read from the paper's text layer in bar order.
 PAPER = {"SwapAdvisor": (15.2, 15.0, 14.3), "ODSwap": (14.2, 14.0, 11.5), "TFLMS": (4.74, 4.34, 3.72)}
 
@@ -49,9 +53,11 @@ def column_seconds(c: str, g, facts, profile, secs, search_seconds: float = 0.0,
     """Simulated seconds of one column's verified Program (EngineError where it cannot run)."""
     if c == "ideal":
         program, budget = policy.get("ideal").make(policy.PlanRequest(g, facts, None, profile, secs)), None
-    elif c == "lms":
+    elif c in ONLINE_COLUMNS:
         budget = Budget(device_bytes, facts.scratch.bytes)
-        program = policy.get("lms").make(policy.PlanRequest(g, facts, budget, profile, secs, allocator="bestfit"))
+        name, options = ONLINE_COLUMNS[c]
+        program = policy.get(name).make(policy.PlanRequest(g, facts, budget, profile, secs, allocator="bestfit",
+                                                           policy_options=options))
     elif c == "swapadvisor searched":
         budget = make_budget(facts, device_bytes)
         program = searched_swapadvisor(g, facts, budget, profile, secs, search_seconds, workers)

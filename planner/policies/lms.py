@@ -42,7 +42,20 @@ class LmsOutOfMemory(OutOfRoom):
     """LMS found no room for a tensor: the configuration cannot run."""
 
 
-def swap_gaps(g, steps: StepFacts, settings: LmsSettings):
+@dataclass(frozen=True)
+class SwapPoints:
+    """Where an online swapping policy moves activations, per step of the schedule:
+    ``out_after[a]``: written back (if the host copy is stale) and freed after step a;
+    ``in_before[b]``: swapped in before step b, once step b - 1 has finished (the control edge
+    TFLMS gives a swap-in: it does not start earlier even with room);
+    ``copy_after[a]``: host copy made after step a while the tensor stays (TFLMS's swap-out runs
+    as soon as its tensor is produced; the memory is freed only at ``out_after``)."""
+    out_after: list[list[int]]
+    in_before: list[list[int]]
+    copy_after: list[list[int]] | None = None
+
+
+def swap_gaps(g, steps: StepFacts, settings: LmsSettings) -> SwapPoints:
     """Per step, the activations swapped out after it and those swapped in before it."""
     n = len(steps.schedule)
     out_after: list[list[int]] = [[] for _ in range(n)]
@@ -54,33 +67,32 @@ def swap_gaps(g, steps: StepFacts, settings: LmsSettings):
             if b - a >= settings.swapout_threshold:
                 out_after[a].append(t)
                 in_before[max(a + 1, b - settings.swapin_ahead)].append(t)
-    return out_after, in_before
+    return SwapPoints(out_after, in_before)
 
 
-def _one_pass(request: PlanRequest, order, steps: StepFacts, settings: LmsSettings, resident):
+def _one_pass(request: PlanRequest, order, steps: StepFacts, points: SwapPoints, resident, policy: str,
+              label: str):
     g, budget = request.graph, request.budget
     try:
-        out = OnlineProgram(g, online_allocator(request), budget.scratch_bytes, order,
-                            POLICY.name, resident)
+        out = OnlineProgram(g, online_allocator(request), budget.scratch_bytes, order, policy, resident)
     except PlanError as e:
-        raise LmsOutOfMemory(f"lms is out of memory before the first operator: {e}") from None
-    out_after, in_before = swap_gaps(g, steps, settings)
+        raise LmsOutOfMemory(f"{policy} is out of memory before the first operator: {e}") from None
     obj_of = out.obj_of
+    copy_after = points.copy_after or [()] * len(order)
 
     def place(t: int, pos: int) -> int:
         o = out.place(t)
         if o is None:
             node = g.nodes[order[pos]]
             raise LmsOutOfMemory(
-                f"lms (swapout_threshold={settings.swapout_threshold}, swapin_ahead={settings.swapin_ahead}) is "
-                f"out of memory at '{node.name}' ({node.op}): no room for '{g.tensors[t].name}' "
+                f"{label} is out of memory at '{node.name}' ({node.op}): no room for '{g.tensors[t].name}' "
                 f"({format_bytes(out.nbytes[t])}) in a pool of {format_bytes(budget.pool_bytes)} with allocator "
                 f"'{out.alloc.name}'")
         return o
 
     trigger = -1                            # the last compute: TFLMS's control edge to a swap-in
     for pos, nid in enumerate(order):
-        for t in in_before[pos]:
+        for t in points.in_before[pos]:
             if obj_of[t] < 0:
                 out.swap_in(t, place(t, pos), after=trigger)
         for t in steps.inputs[pos]:
@@ -90,14 +102,28 @@ def _one_pass(request: PlanRequest, order, steps: StepFacts, settings: LmsSettin
                     for t, src in zip(steps.outputs[pos], steps.in_place[pos])]
         out.compute(pos, nid, out_objs)
         trigger = len(out.instrs) - 1
+        for t in copy_after[pos]:
+            if obj_of[t] >= 0:
+                out.write_back(t)
         for t in (*steps.inputs[pos], *steps.outputs[pos]):
             if obj_of[t] >= 0 and steps.dies_at(t, pos):
                 out.drop(t)
-        for t in out_after[pos]:
+        for t in points.out_after[pos]:
             if obj_of[t] >= 0:
                 out.write_back(t)
                 out.drop(t)
     return out
+
+
+def plan_swap_points(request: PlanRequest, order, steps: StepFacts, points: SwapPoints, policy: str,
+                     label: str):
+    """The Program of an online swapping policy that moves activations at ``points`` and keeps
+    everything else on the device (persistent state resident, settled by the double pass);
+    LmsOutOfMemory, one line starting with ``label``, where it does not fit."""
+    def one_pass(resident):
+        out = _one_pass(request, order, steps, points, resident, policy, label)
+        return out, out.leave_state()
+    return settle(one_pass, persistent_state(request.graph), policy)
 
 
 def plan_lms(request: PlanRequest, settings: LmsSettings, steps: StepFacts | None = None):
@@ -106,11 +132,8 @@ def plan_lms(request: PlanRequest, settings: LmsSettings, steps: StepFacts | Non
     g = request.graph
     order = list(request.schedule if request.schedule is not None else request.facts.order)
     steps = steps if steps is not None else StepFacts(g, order)
-
-    def one_pass(resident):
-        out = _one_pass(request, order, steps, settings, resident)
-        return out, out.leave_state()
-    return settle(one_pass, persistent_state(g), POLICY.name)
+    label = (f"lms (swapout_threshold={settings.swapout_threshold}, swapin_ahead={settings.swapin_ahead})")
+    return plan_swap_points(request, order, steps, swap_gaps(g, steps, settings), POLICY.name, label)
 
 
 def tune(request: PlanRequest, thresholds=THRESHOLDS, aheads=AHEADS):

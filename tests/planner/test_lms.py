@@ -119,13 +119,19 @@ def test_bit_identical_at_five_budgets(family):
         program = plan_lms(request(g, b), SETTINGS)
         verify(program, g, b)
         assert program.count(SWAP_OUT) > 0
-        backend = CpuBackend(LINK, sanitize=True, seed=i, jitter_s=2e-4)
-        try:
-            tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
-            losses = [tr.step() for _ in range(2)]
-            state = tr.state
-        finally:
-            backend.close()
-        bad = [g.tensors[t].name for t, a in ref.state.items() if not np.array_equal(a, state[t])]
-        assert not bad, f"{family} lms at {b} bytes: {bad[:3]} differ"
-        assert losses == ref_losses, f"{family} lms at {b} bytes: losses {losses} != {ref_losses}"
+        assert_trains_like_unlimited(g, program, ref, ref_losses, i, f"{family} lms at {b} bytes")
+
+
+def assert_trains_like_unlimited(g, program, ref, ref_losses, seed, what):
+    """Two iterations of ``program`` on the cpu backend with the sanitizer and jitter: the losses
+    and every state bit-identical to ``ref`` (a Trainer of the unlimited run that made ``ref_losses``)."""
+    backend = CpuBackend(LINK, sanitize=True, seed=seed, jitter_s=2e-4)
+    try:
+        tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
+        losses = [tr.step() for _ in range(2)]
+        state = tr.state
+    finally:
+        backend.close()
+    bad = [g.tensors[t].name for t, a in ref.state.items() if not np.array_equal(a, state[t])]
+    assert not bad, f"{what}: {bad[:3]} differ"
+    assert losses == ref_losses, f"{what}: losses {losses} != {ref_losses}"

@@ -26,7 +26,7 @@ def test_a_chunk_larger_than_the_pool_is_refused_naming_the_largest_that_fits():
         VirtualChunkAllocator(1 << 20, chunk_bytes=20 << 20)
 
 
-@pytest.mark.parametrize("policy", ["window", "lms", "smartswap"])
+@pytest.mark.parametrize("policy", ["window", "lms", "tflms", "smartswap"])
 def test_va_trains_the_built_in_model_with_no_other_flag(policy, tmp_path, capsys):
     assert main(BUILT_IN + ["--policy", policy, "--allocator", "va", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
