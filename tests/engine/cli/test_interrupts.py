@@ -23,20 +23,24 @@ ARGS = ["--model", "small-lstm", "--batch", "4", "--size", "3", "--quiet", "--se
         "--iterations", str(ITERATIONS), "--checkpoint-every", "1000"]
 
 
-def _interrupt_during_training(monkeypatch, at_step: int, delay_s: float) -> None:
+def _interrupt_during_training(monkeypatch, at_step: int, delay_s: float) -> list[threading.Timer]:
     """Send SIGINT ``delay_s`` after training iteration ``at_step`` of this run starts (the only
     Trainer.step calls in this run: a loaded profile, one policy), so it lands inside or right
-    after that iteration however fast the machine is."""
-    steps = [0]
+    after that iteration however fast the machine is. Returns the timers started, for the caller
+    to cancel once the run is over: on a busy machine a timer can still be pending when the run
+    ends, and its signal would land in whatever runs next."""
+    steps, timers = [0], []
     step = Trainer.step
 
     def step_and_mark(self):
         steps[0] += 1
         if steps[0] == at_step:
-            threading.Timer(delay_s, os.kill, (os.getpid(), signal.SIGINT)).start()
+            timers.append(threading.Timer(delay_s, os.kill, (os.getpid(), signal.SIGINT)))
+            timers[-1].start()
         return step(self)
 
     monkeypatch.setattr(Trainer, "step", step_and_mark)
+    return timers
 
 
 def _reference_state(iteration: int) -> dict:
@@ -62,8 +66,11 @@ def test_every_interrupted_checkpoint_is_one_iteration_and_a_chain_of_resumes_is
     for _ in range(3):              # three interrupted runs, each resuming the last checkpoint
         resume = ["--resume", ck] if os.path.exists(ck) else []
         with monkeypatch.context() as m:
-            _interrupt_during_training(m, rng.randint(2, 7), rng.uniform(0.0, 0.05))
+            timers = _interrupt_during_training(m, rng.randint(2, 7), rng.uniform(0.0, 0.05))
             status = main(ARGS + ["--checkpoint", ck, "--out", str(tmp_path), "--overwrite"] + resume)
+            for timer in timers:
+                timer.cancel()
+                timer.join()
         if status == 0:             # the signal came after the last iteration had run
             finished = True
             break
