@@ -101,6 +101,18 @@ def unanswered(address: str) -> str | None:
     return None
 
 
+def local_runtime_env() -> dict:
+    """Ray's runtime environment for actors on this machine: this copy of the engine first on
+    their path. Without it an actor imports whatever copy the interpreter has installed, which
+    for a driver run from a clone (the tests, a checkout with local changes) is other code, and
+    numba keys its cache by source path, so every actor compiled the swap pass again (minutes
+    each on two cores) instead of reading the cache the driver wrote."""
+    import os
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    return {"env_vars": {"PYTHONPATH": path}}
+
+
 def connect(address: str, workers: int | None):
     """Initialize Ray for ``address`` unless this process already has; return the module."""
     problem = address_problem(address)
@@ -116,7 +128,7 @@ def connect(address: str, workers: int | None):
     kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         if address == "local":
-            ray.init(num_cpus=workers, **kwargs)
+            ray.init(num_cpus=workers, runtime_env=local_runtime_env(), **kwargs)
         else:
             ray.init(address=address, **kwargs)
     except ConnectionError as e:

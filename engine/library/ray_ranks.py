@@ -80,12 +80,12 @@ class _Rank:
 def connect(address: str, world: int):
     """Ray for ``address`` (ga/ray_workers.py's forms); 'local' starts one here with a CPU per
     rank and a small object store, unless this process already has Ray running."""
-    from ga.ray_workers import _ray, connect as connect_cluster
+    from ga.ray_workers import _ray, connect as connect_cluster, local_runtime_env
 
     ray = _ray()
     if address == "local" and not ray.is_initialized():
         ray.init(num_cpus=world, object_store_memory=OBJECT_STORE_BYTES, include_dashboard=False,
-                 log_to_driver=False, configure_logging=False)
+                 log_to_driver=False, configure_logging=False, runtime_env=local_runtime_env())
         return ray
     return connect_cluster(address, None)
 

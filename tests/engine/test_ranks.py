@@ -15,6 +15,7 @@ from engine.errors import UsageError
 from engine.library.ranks import (RankSpec, check_spec, flatten, one_rank_accumulating, plan_ranks, rank_graphs,
                                   rank_order_sum, reduced_names, unflatten)
 from engine.program import ALLREDUCE, SWAP_IN
+from ga.ray_workers import local_runtime_env
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("torch")        # Ray 2.60's gloo collective is torch.distributed's
@@ -28,7 +29,8 @@ BUDGET = RankSpec("small-cnn", batch=8, world=2, policy="swapadvisor", sanitize=
 def local_ray():
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, object_store_memory=96 * 2**20, include_dashboard=False, log_to_driver=False)
+        ray.init(num_cpus=2, object_store_memory=96 * 2**20, include_dashboard=False, log_to_driver=False,
+                 runtime_env=local_runtime_env())
     yield ray
     if started:
         ray.shutdown()

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ga.ray_workers import RayUnavailable, RayWorkers, connect
+from ga.ray_workers import RayUnavailable, RayWorkers, connect, local_runtime_env
 from ga.search import search
 from ga.workers import DeadlineReached
 
@@ -22,7 +22,7 @@ ray = pytest.importorskip("ray")
 def local_ray():
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=local_runtime_env())
     yield ray
     if started:
         ray.shutdown()
@@ -101,3 +101,17 @@ def test_an_address_nothing_listens_at_is_refused_at_once(monkeypatch):
                                              rf"at 127\.0\.0\.1:{port} within 5 s \(Connection refused\)"):
         connect(f"127.0.0.1:{port}", None)
     assert not tried and time.perf_counter() - t0 < 30
+
+
+def test_local_actors_import_the_drivers_copy_of_the_engine(local_ray):
+    """Actors started here import the engine from where the driver did, not from whatever copy
+    is installed: the same code, and numba's cache of the swap pass (kept by source path) read
+    instead of compiled again in every actor."""
+    import ga
+
+    @ray.remote
+    def where():
+        import ga
+        return ga.__file__
+
+    assert ray.get(where.remote()) == ga.__file__
