@@ -277,12 +277,14 @@ class Allocation:
         if isinstance(chunk, bool) or not isinstance(chunk, int):
             raise ValueError(f"allocation 'chunk_bytes' must be an integer, got {chunk!r:.80}")
         mapping = data.get("mapping", "restricted")
-        if mapping == "unrestricted":       # written by unrestricted_classes.UnrestrictedAllocation
-            from allocator.unrestricted_classes import UnrestrictedAllocation
-            return UnrestrictedAllocation(*(data[k] for k in _DICT_KEYS), chunk)
-        if mapping != "restricted":
-            raise ValueError(f"allocation 'mapping' must be 'restricted' or 'unrestricted', got {mapping!r:.80}")
-        return cls(*(data[k] for k in _DICT_KEYS), chunk)
+        if mapping not in MAPPINGS:
+            raise ValueError(f"allocation 'mapping' must be one of {sorted(MAPPINGS)}, got {mapping!r:.80}")
+        return (cls if mapping == "restricted" else MAPPINGS[mapping])(*(data[k] for k in _DICT_KEYS), chunk)
+
+
+# The kinds of size-class mapping by the name to_dict writes ("mapping"; none: restricted).
+# allocator.unrestricted_classes adds "unrestricted" (imported by the package, so always there).
+MAPPINGS: dict[str, type] = {"restricted": Allocation}
 
 
 # --- repairs of Sec 5.3 that need no budget ---

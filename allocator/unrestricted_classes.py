@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from allocator.size_classes import Allocation, class_last_sizes
+from allocator.size_classes import MAPPINGS, Allocation, class_last_sizes
 
 
 def canonical_labels(labels) -> np.ndarray:
@@ -69,6 +69,9 @@ class UnrestrictedAllocation(Allocation):
             lines.append(f"  class {k}: {self.cnt[k]} x {int(self.class_object_bytes[k])} bytes for sizes "
                          f"{', '.join(str(int(self.sizes[i])) for i in members)}")
         return "\n".join(lines)
+
+
+MAPPINGS["unrestricted"] = UnrestrictedAllocation     # what from_dict makes of {"mapping": "unrestricted"}
 
 
 def widened(alloc: Allocation) -> UnrestrictedAllocation:

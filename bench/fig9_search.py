@@ -53,7 +53,7 @@ def settings(quick: bool) -> list[Setting]:
         return [Setting("inception-4", 2, 75, int(0.5 * 7.433 * GIB), 6, 3)]
     from zoo.stats import PAPER
     batch = next(p.batch for p in PAPER if p.model == "inception-4")
-    return [Setting("inception-4", batch, None, 16 * GIB, 24, 12)]
+    return [Setting("inception-4", batch, None, 16 * GIB, 144, 10)]     # the paper's population
 
 
 @dataclass
@@ -123,3 +123,68 @@ def mapping_counts(n: int) -> tuple[float, float]:
 
 def fmt(x: float) -> str:
     return "inf" if not math.isfinite(x) else f"{x:.4f}"
+
+
+def draw(runs: list[Run], path: str) -> None:
+    """Figure 9b beside 9c per setting: best, mean and worst alive against evaluations, on one y
+    scale so that the two panels compare. Raises ImportError without matplotlib."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    settings_ = list(dict.fromkeys(r.setting for r in runs))
+    fig, axes = plt.subplots(len(settings_), 2, figsize=(10, 3.6 * len(settings_)), sharey="row", squeeze=False)
+    for row, st in zip(axes, settings_):
+        for ax, (mapping, panel) in zip(row, (("restricted", "9b"), ("unrestricted", "9c"))):
+            r = next((r for r in runs if r.setting == st and r.mapping == mapping), None)
+            if r is None:
+                ax.set_visible(False)
+                continue
+            x = [h.evaluations for h in r.history]
+            for name, style in (("worst", ":"), ("mean", "--"), ("best", "-")):
+                ax.plot(x, [getattr(h, name) if math.isfinite(getattr(h, name)) else np.nan for h in r.history],
+                        style, marker="o", markersize=3, label=f"{name} alive")
+            ax.set_title(f"{panel}: {st.model} b{st.batch}, {mapping} mapping", fontsize=9)
+            ax.set_xlabel("evaluations (plans + simulations)")
+            ax.set_ylabel("simulated s/iteration")
+            ax.legend(fontsize=7)
+    fig.suptitle("SwapAdvisor Figure 9b/9c, simulated (analytic V100; seeded, generation cap)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    from bench.papers import figure9_section
+    from bench.results_file import planning_machine_line, save_results
+
+    ap = argparse.ArgumentParser(prog="python -m bench.fig9_search", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a tiny Inception, 3 generations of 6")
+    ap.add_argument("--save", action="store_true", help="write bench/results/papers_fig9[_quick]_<date>.txt and .png")
+    args = ap.parse_args(argv)
+    started = time.process_time()
+    runs = [run(st, m) for st in settings(args.quick) for m in ("restricted", "unrestricted")]
+    lines = [f"# python -m bench.fig9_search {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip(),
+             f"# {planning_machine_line()}",
+             "# deterministic: seeded searches stopped at a generation cap; CPU seconds below are this process's "
+             "(one worker), on a shared, loaded machine: indicative only", "",
+             figure9_section(runs).text(),
+             *(f"({r.setting.model} {r.mapping}: {r.cpu_s:.0f} CPU s)" for r in runs),
+             f"total {time.process_time() - started:.0f} CPU s"]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.save:
+        name = "papers_fig9_quick" if args.quick else "papers_fig9"
+        print(f"saved {save_results(name, text)}")
+        try:
+            path = os.path.join("bench", "results", f"{name}.png")
+            draw(runs, path)
+            print(f"figure: {path}")
+        except ImportError:         # the plot extra is not installed: the table stands without it
+            print("figure: not drawn (matplotlib is not installed: pip install '.[plot]')")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -123,7 +123,7 @@ def main(argv=None):
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--allocator", choices=("pool", "va"), default="pool", help="swapadvisor's placement (default pool)")
     ap.add_argument("--chunk-kib", type=int, default=64, help="with --allocator va: the chunk, in KiB (default 64)")
-    ap.add_argument("--save", action="store_true", help="write bench/results/sim_vs_measured_cpu_<date>.txt")
+    ap.add_argument("--save", action="store_true", help="write bench/results/sim_vs_measured_cpu_<allocator>_<date>.txt")
     args = ap.parse_args(argv)
     options = {"chunk_bytes": args.chunk_kib << 10} if takes_option(args.allocator, "chunk_bytes") else {}
     link = EmulatedLink(args.link_gbps * 1e9, args.link_gbps * 1e9, 1.6 * args.link_gbps * 1e9)
@@ -180,8 +180,7 @@ def main(argv=None):
     for w in filter(None, warnings):
         say(f"WARNING: {w}")
     if args.save:
-        suffix = "_va" if args.allocator == "va" else ""
-        print(f"saved {save_results(f'sim_vs_measured_cpu{suffix}', out.getvalue())}")
+        print(f"saved {save_results(f'sim_vs_measured_cpu_{args.allocator}', out.getvalue())}")
     return 0
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from allocator import Allocation
+from allocator import registry as allocators
 from engine.profile import Profile
 from planner.allocation import simple_allocation
 from planner.budget import Budget
@@ -140,8 +141,10 @@ class SearchOptions:
 
         if self.size_mapping not in ("restricted", "unrestricted"):
             raise ValueError(f"size_mapping must be 'restricted' or 'unrestricted', got {self.size_mapping!r}")
-        if self.size_mapping == "unrestricted" and self.allocator != "pool":
-            raise ValueError("an unrestricted size mapping is a size-class pool: allocator 'pool' only")
+        if self.size_mapping == "unrestricted" and (
+                self.allocator is None or allocators.get(self.allocator).kinds != (allocators.SIZE_CLASSES,)):
+            raise ValueError("an unrestricted size mapping is a size-class pool: name an allocator of size classes "
+                             "only (the default plans on chunks too, which ignore the searched allocation)")
         if self.resume and not self.checkpoint:
             raise ValueError("resume needs a checkpoint path")
 

@@ -73,3 +73,17 @@ def test_a_plan_on_an_unrestricted_allocation_verifies():
     program = ev.program(facts.order, alloc)
     verify(program, g, budget.device_bytes)
     assert np.isfinite(ev.time(facts.order, alloc))
+
+
+def test_the_search_keeps_an_unrestricted_mapping_and_refuses_it_off_the_pool():
+    from ga.search import SearchOptions, search
+
+    g = lstm()
+    facts, budget = budget_of(g, 3 * tight_budget(g))
+    opts = SearchOptions(population=6, max_generations=2, seed=1, workers=1, seeded=False, knobs=False,
+                         allocator="pool", size_mapping="unrestricted", progress=False, ideal=False)
+    result = search(facts, budget, PROFILE, opts)
+    assert isinstance(result.best_allocation, UnrestrictedAllocation)
+    assert all(isinstance(i.allocation, UnrestrictedAllocation) for i in result.population)
+    with pytest.raises(ValueError, match="size classes only"):
+        SearchOptions(size_mapping="unrestricted")
