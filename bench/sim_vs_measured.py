@@ -20,7 +20,10 @@ a warning line when the machine was busy (engine.timing_trust).
 from __future__ import annotations
 
 import argparse
+import datetime
 import io
+import os
+import platform
 import statistics
 import sys
 from bisect import bisect_left
@@ -43,7 +46,7 @@ from planner.errors import OutOfRoom
 from planner.facts import GraphFacts
 from planner.simulate import simulate
 from planner.verify import verify
-from bench.results_file import save_results
+from bench.results_file import cpu_name, save_results
 from zoo import small
 
 MODELS = {
@@ -134,6 +137,8 @@ def main(argv=None):
         out.write(text + "\n")
 
     say(f"# python -m bench.sim_vs_measured {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
+    say(f"# machine (timed here): {platform.platform()}, {os.cpu_count()} cores: {cpu_name()}; "
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
     say("# SwapAdvisor Figure 11 (Section 6.5) on this CPU: simulated against measured seconds per iteration, "
         f"swapadvisor ({args.allocator}), emulated link {args.link_gbps:g} GB/s one way; target within 15%")
     rows, sims, reals, spreads = [], [], [], []
