@@ -136,7 +136,8 @@ def draw(runs: list[Run], path: str) -> None:
     import numpy as np
 
     settings_ = list(dict.fromkeys(r.setting for r in runs))
-    fig, axes = plt.subplots(len(settings_), 2, figsize=(10, 3.6 * len(settings_)), sharey="row", squeeze=False)
+    fig, axes = plt.subplots(len(settings_), 2, figsize=(10, 3.6 * len(settings_)), sharey="row", squeeze=False,
+                             layout="constrained")
     for row, st in zip(axes, settings_):
         for ax, (mapping, panel) in zip(row, (("restricted", "9b"), ("unrestricted", "9c"))):
             r = next((r for r in runs if r.setting == st and r.mapping == mapping), None)
@@ -152,9 +153,10 @@ def draw(runs: list[Run], path: str) -> None:
             ax.set_ylabel("simulated s/iteration")
             ax.legend(fontsize=7)
     fig.suptitle("SwapAdvisor Figure 9b/9c, simulated (analytic V100; seeded, generation cap)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=110)
+    finally:
+        plt.close(fig)
 
 
 def main(argv=None) -> int:
