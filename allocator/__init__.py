@@ -12,6 +12,7 @@ program order) by being imported here: ``bestfit`` (best fit with caching) and `
 from allocator import registry  # noqa: F401  (auto, pool)
 from allocator import bestfit as _bestfit  # noqa: F401  (registers "bestfit")
 from allocator import virtual_chunks as _virtual_chunks  # noqa: F401  (registers "va")
+from allocator import unrestricted_classes as _unrestricted  # noqa: F401  (Figure 9c's mapping, for from_dict)
 from allocator.fitting import (AllocationDoesNotFit, fit_to_budget, merge_classes_to_fit, random_allocation,
                               repair_cnt)
 from allocator.size_class_layout import PlacedLayout, SizeClassLayout

@@ -53,9 +53,12 @@ def distinct_sizes(tensor_bytes) -> np.ndarray:
 
 
 def class_last_sizes(cls) -> np.ndarray:
-    """Per class of a valid CLS, the index of its largest size (classes are runs of sizes)."""
+    """Per class, the index of its largest size: the right end of each run of a valid CLS, and
+    the last index carrying each label of an unrestricted mapping (``unrestricted_classes``)."""
     cls = np.asarray(cls, dtype=np.int64)
-    return np.append(np.flatnonzero(np.diff(cls)), cls.size - 1)
+    last = np.zeros(int(cls.max()) + 1, dtype=np.int64)
+    np.maximum.at(last, cls, np.arange(cls.size))     # sizes are sorted: the last index is the largest
+    return last
 
 
 def _int_vector(name: str, values) -> np.ndarray:
@@ -110,11 +113,11 @@ class Allocation:
             raise ValueError("allocation sizes must be strictly increasing (sorted, distinct)")
         if cls.size != sizes.size:
             raise ValueError(f"allocation cls has {cls.size} entries for {sizes.size} sizes")
-        problem = cls_problem(cls)
+        problem = self.mapping_problem(cls)
         if problem:
             raise ValueError(f"allocation cls {problem}")
-        if cnt.size != cls[-1] + 1:
-            raise ValueError(f"allocation cnt has {cnt.size} entries for {cls[-1] + 1} size classes")
+        if cnt.size != cls.max() + 1:
+            raise ValueError(f"allocation cnt has {cnt.size} entries for {cls.max() + 1} size classes")
         if np.any(cnt < 1):
             k = int(np.flatnonzero(cnt < 1)[0])
             raise ValueError(f"allocation cnt[{k}] is {cnt[k]}; every size class needs at least 1 object")
@@ -125,6 +128,12 @@ class Allocation:
         for name, array in zip(_DICT_KEYS, (sizes, cls, cnt)):
             object.__setattr__(self, name, array)
         object.__setattr__(self, "chunk_bytes", int(chunk))
+
+    @staticmethod
+    def mapping_problem(cls: np.ndarray) -> str | None:
+        """Why ``cls`` is not a mapping this kind of allocation takes (the paper's restricted CLS
+        here; ``unrestricted_classes.UnrestrictedAllocation`` takes any), or None."""
+        return cls_problem(cls)
 
     # --- derived views (cached: the arrays are immutable) ---
 
@@ -208,18 +217,18 @@ class Allocation:
 
     def with_counts(self, cnt) -> Allocation:
         """The same size-class mapping with new counts."""
-        return Allocation(self.sizes, self.cls, cnt, self.chunk_bytes)
+        return type(self)(self.sizes, self.cls, cnt, self.chunk_bytes)
 
     # --- value semantics, text, JSON ---
 
     def __eq__(self, other):
         if not isinstance(other, Allocation):
             return NotImplemented
-        return self.chunk_bytes == other.chunk_bytes and all(
+        return type(self) is type(other) and self.chunk_bytes == other.chunk_bytes and all(
             np.array_equal(getattr(self, n), getattr(other, n)) for n in _DICT_KEYS)
 
     def __hash__(self):
-        return hash((self.chunk_bytes, *(getattr(self, n).tobytes() for n in _DICT_KEYS)))
+        return hash((type(self).__name__, self.chunk_bytes, *(getattr(self, n).tobytes() for n in _DICT_KEYS)))
 
     def __repr__(self):
         chunk = f", chunk_bytes={self.chunk_bytes}" if self.chunk_bytes else ""
@@ -253,7 +262,7 @@ class Allocation:
             raise ValueError(f"an allocation must be a mapping with keys {list(_DICT_KEYS)}, "
                              f"got {type(data).__name__}")
         missing = [k for k in _DICT_KEYS if k not in data]
-        extra = sorted(str(k) for k in data if k not in (*_DICT_KEYS, "chunk_bytes"))
+        extra = sorted(str(k) for k in data if k not in (*_DICT_KEYS, "chunk_bytes", "mapping"))
         if missing:
             raise ValueError(f"allocation is missing {', '.join(map(repr, missing))}")
         if extra:
@@ -267,7 +276,15 @@ class Allocation:
         chunk = data.get("chunk_bytes", 0)
         if isinstance(chunk, bool) or not isinstance(chunk, int):
             raise ValueError(f"allocation 'chunk_bytes' must be an integer, got {chunk!r:.80}")
-        return cls(*(data[k] for k in _DICT_KEYS), chunk)
+        mapping = data.get("mapping", "restricted")
+        if mapping not in MAPPINGS:
+            raise ValueError(f"allocation 'mapping' must be one of {sorted(MAPPINGS)}, got {mapping!r:.80}")
+        return (cls if mapping == "restricted" else MAPPINGS[mapping])(*(data[k] for k in _DICT_KEYS), chunk)
+
+
+# The kinds of size-class mapping by the name to_dict writes ("mapping"; none: restricted).
+# allocator.unrestricted_classes adds "unrestricted" (imported by the package, so always there).
+MAPPINGS: dict[str, type] = {"restricted": Allocation}
 
 
 # --- repairs of Sec 5.3 that need no budget ---

@@ -1,4 +1,5 @@
-"""Simulated beside measured time per iteration on the CPU backend with the emulated link.
+"""SwapAdvisor Figure 11 (Section 6.5) on the CPU backend: simulated beside measured time per
+iteration, and whether the simulator ranks the plans as the measurement does.
 
 For each model and budget: plan (SwapAdvisor planner, default order, simple
 allocation; with ``--allocator va`` the chunked allocation, its Programs run through
@@ -6,13 +7,27 @@ a page table of real virtual memory), verify, simulate with a profile measured o
 this machine, then execute and time iterations. Prints the ratio (the target is within 15%) and, to
 say where an error sits, each stream's busy time measured in one more iteration over simulated.
 
-    python -m bench.sim_vs_measured [--iterations 5] [--link-gbps 0.5] [--allocator va --chunk-kib 64]
+The paper's Figure 11: 20 plans (Inception-4 and WResNet-152-10 at batch 32 and 64, measured on a
+V100), actual time within -12%..+4% of simulated, and 19 of the 20 keeping their simulated order
+when run. Ours: the plans below, on this CPU with an emulated link; the order check counts the
+plans that keep their simulated order (the most plans ordered alike by both, as the paper's "19
+of 20") and the pairs that do. Measured times depend on the machine's load: the output gives the
+one-minute load average before and after the timing, each plan's spread of timed iterations, and
+a warning line when the machine was busy (engine.timing_trust).
+
+    python -m bench.sim_vs_measured [--iterations 5] [--link-gbps 0.5] [--allocator va --chunk-kib 64] [--save]
 """
 from __future__ import annotations
 
 import argparse
+import datetime
+import io
+import os
+import platform
 import statistics
 import sys
+from bisect import bisect_left
+from itertools import combinations
 
 import numpy as np
 from tabulate import tabulate
@@ -22,6 +37,7 @@ from engine.executor import ProgramExecutor
 from engine.liveness import peak_bytes
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
 from engine.cpu_profiling import measure_cpu_profile
+from engine.timing_trust import NOISY_SPREAD, HostLoad, busy_warning, load_average, spread
 from engine.training import Trainer
 from planner import policy
 from allocator.registry import takes_option
@@ -30,6 +46,7 @@ from planner.errors import OutOfRoom
 from planner.facts import GraphFacts
 from planner.simulate import simulate
 from planner.verify import verify
+from bench.results_file import cpu_name, save_results
 from zoo import small
 
 MODELS = {
@@ -39,10 +56,14 @@ MODELS = {
 }
 
 
+# The paper's Figure 11: 19 of its 20 plans keep their simulated order when run (Section 6.5).
+PAPER_KEPT, PAPER_PLANS = 19, 20
+
+
 def measure(g, program, link, iterations):
-    """(median seconds per iteration, each stream's busy seconds in one more iteration: compute,
-    swap-in, swap-out, as the backend timed its kernels and copies; that timing stays out of
-    the median)."""
+    """(median seconds per iteration, the timed iterations' seconds, each stream's busy seconds
+    in one more iteration: compute, swap-in, swap-out, as the backend timed its kernels and
+    copies; that timing stays out of the median)."""
     backend = CpuBackend(link)
     try:
         tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
@@ -54,7 +75,7 @@ def measure(g, program, link, iterations):
         backend.timings = []
         tr.step()
         busy = [sum(t1 - t0 for s, _, t0, t1 in backend.timings if s == k) for k in (COMPUTE, SWAP_IN, SWAP_OUT)]
-        return statistics.median(times), busy
+        return statistics.median(times), times, busy
     finally:
         backend.close()
 
@@ -69,6 +90,35 @@ def busy_ratios(program, timeline, measured_busy) -> str:
     return " / ".join(out)
 
 
+def plans_in_order(simulated, measured) -> int:
+    """The most plans that simulation and measurement order alike: the longest run of plans,
+    taken in simulated order, whose measured times rise too (one plan out of place costs one,
+    as the paper's 'the only exception' among 19 of 20)."""
+    by_sim = [m for _, m in sorted(zip(simulated, measured))]
+    tails: list[float] = []                 # patience sorting: longest strictly rising subsequence
+    for m in by_sim:
+        i = bisect_left(tails, m)
+        tails[i:i + 1] = [m]
+    return len(tails)
+
+
+def pairs_in_order(simulated, measured) -> tuple[int, int]:
+    """(pairs of plans whose simulated and measured times order them alike, all pairs)."""
+    pairs = list(combinations(range(len(simulated)), 2))
+    alike = sum((simulated[i] - simulated[j]) * (measured[i] - measured[j]) > 0 for i, j in pairs)
+    return alike, len(pairs)
+
+
+def order_lines(simulated, measured) -> list[str]:
+    """The rank agreement in words, beside the paper's 19 of 20."""
+    if len(simulated) < 2:
+        return ["order: fewer than two plans, nothing to rank"]
+    kept = plans_in_order(simulated, measured)
+    alike, pairs = pairs_in_order(simulated, measured)
+    return [f"order: {kept} of {len(simulated)} plans keep their simulated order when measured "
+            f"(paper, Figure 11: {PAPER_KEPT} of {PAPER_PLANS}); {alike} of {pairs} pairs ordered alike"]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iterations", type=int, default=5)
@@ -76,10 +126,23 @@ def main(argv=None):
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--allocator", choices=("pool", "va"), default="pool", help="swapadvisor's placement (default pool)")
     ap.add_argument("--chunk-kib", type=int, default=64, help="with --allocator va: the chunk, in KiB (default 64)")
+    ap.add_argument("--save", action="store_true", help="write bench/results/sim_vs_measured_cpu_<allocator>_<date>.txt")
     args = ap.parse_args(argv)
     options = {"chunk_bytes": args.chunk_kib << 10} if takes_option(args.allocator, "chunk_bytes") else {}
     link = EmulatedLink(args.link_gbps * 1e9, args.link_gbps * 1e9, 1.6 * args.link_gbps * 1e9)
-    rows = []
+    out = io.StringIO()
+
+    def say(text: str = "") -> None:
+        print(text, flush=True)
+        out.write(text + "\n")
+
+    say(f"# python -m bench.sim_vs_measured {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
+    say(f"# machine (timed here): {platform.platform()}, {os.cpu_count()} cores: {cpu_name()}; "
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
+    say("# SwapAdvisor Figure 11 (Section 6.5) on this CPU: simulated against measured seconds per iteration, "
+        f"swapadvisor ({args.allocator}), emulated link {args.link_gbps:g} GB/s one way; target within 15%")
+    rows, sims, reals, spreads = [], [], [], []
+    before = load_average()
     for name in args.models.split(","):
         g = MODELS[name]()
         facts = GraphFacts(g)
@@ -98,13 +161,33 @@ def main(argv=None):
             verify(program, g, budget)
             timeline = simulate(program, g, profile, secs)
             sim = timeline.total
-            real, busy = measure(g, program, link, args.iterations)
+            real, times, busy = measure(g, program, link, args.iterations)
+            sims.append(sim)
+            reals.append(real)
+            spreads.append(spread(times))
             rows.append([name, label, f"{budget / 2**20:.2f}", len(program.instrs), f"{sim:.4f}",
-                         f"{real:.4f}", f"{(sim - real) / real:+.1%}", busy_ratios(program, timeline, busy)])
+                         f"{real:.4f}", f"{(sim - real) / real:+.1%}",
+                         "-" if spreads[-1] is None else f"{spreads[-1]:.0%}", busy_ratios(program, timeline, busy)])
             print(tabulate([rows[-1]]), file=sys.stderr, flush=True)
-    print(tabulate(rows, headers=["model", "budget", "MiB", "instructions", "simulated s", "measured s",
-                                  "sim error", "busy measured/sim: compute / in / out"], disable_numparse=True))
+    load = HostLoad.now(before)
+    say(tabulate(rows, headers=["model", "budget", "MiB", "instructions", "simulated s", "measured s",
+                                "sim error", "spread", "busy measured/sim: compute / in / out"],
+                 disable_numparse=True))
+    say("(spread: the timed iterations' interquartile range over their median)")
+    for line in order_lines(sims, reals):
+        say(line)
+    say(load.describe())
+    warnings = [busy_warning(load)]
+    noisy = [s for s in spreads if s is not None and s > NOISY_SPREAD]
+    if noisy:
+        warnings.append(f"{len(noisy)} plan(s) spread more than {NOISY_SPREAD:.0%} of their median over the timed "
+                        "iterations: their measured times, and the order check, are noise at this size")
+    for w in filter(None, warnings):
+        say(f"WARNING: {w}")
+    if args.save:
+        print(f"saved {save_results(f'sim_vs_measured_cpu_{args.allocator}', out.getvalue())}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

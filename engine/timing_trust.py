@@ -74,6 +74,14 @@ class HostLoad:
         return f"load average {ends} before/after timing on {self.cores} usable cores"
 
 
+def busy_warning(load: HostLoad | None) -> str | None:
+    """One line when the machine was busy around the timing (``HostLoad.busy``), else None."""
+    if load is None or not load.busy:
+        return None
+    return (f"the machine was busy while timing ({load.describe()}): measured times may be off; the "
+            "simulated ones are not")
+
+
 def timing_warnings(rows: list["PolicyRow"], load: HostLoad | None) -> list[str]:
     """Why the measured column may not be trusted, one line each: the machine was busy (its
     load above the cores this process may use, before or after timing), a policy's timed
@@ -81,10 +89,7 @@ def timing_warnings(rows: list["PolicyRow"], load: HostLoad | None) -> list[str]
     (which moves nothing, so only noise can put it ahead)."""
     if not rows or any(r.real_s is None for r in rows):
         return []
-    out = []
-    if load is not None and load.busy:
-        out.append(f"the machine was busy while timing ({load.describe()}): measured times may be off; the "
-                   "simulated ones are not")
+    out = [w for w in (busy_warning(load),) if w]
     noisy = [r for r in rows if r.real_spread is not None and r.real_spread > NOISY_SPREAD]
     if noisy:
         worst = max(noisy, key=lambda r: r.real_spread)

@@ -37,11 +37,12 @@ from .context import GraphContext
 DEFAULT_SIGMA = 0.25   # Gaussian count mutation: sd as a fraction of the count (the paper gives none)
 
 
-def repair_counts(sizes, cls, cnt, minima, pool_bytes: int) -> Allocation:
+def repair_counts(sizes, cls, cnt, minima, pool_bytes: int, kind: type = Allocation) -> Allocation:
     """(CLS, CNT) with every count >= its class minimum, shrunk above the minima to fit
-    ``pool_bytes``; over it (at the minima) only when the minima alone do not fit."""
+    ``pool_bytes``; over it (at the minima) only when the minima alone do not fit. ``kind``:
+    the Allocation class to make (Figure 9c's search makes ``UnrestrictedAllocation``s)."""
     cnt = np.maximum(np.asarray(cnt, dtype=np.int64), minima)
-    alloc = Allocation(sizes, cls, cnt)
+    alloc = kind(sizes, cls, cnt)
     if alloc.pool_bytes <= pool_bytes:
         return alloc
     base = np.asarray(minima, dtype=np.int64) - 1          # counts never go below base + 1
@@ -53,9 +54,9 @@ def repair_counts(sizes, cls, cnt, minima, pool_bytes: int) -> Allocation:
     return alloc.with_counts(extra.cnt + base)
 
 
-def fit(ctx: GraphContext, cls, cnt, pool_bytes: int) -> Allocation:
+def fit(ctx: GraphContext, cls, cnt, pool_bytes: int, kind: type = Allocation) -> Allocation:
     """``repair_counts`` with the graph's class minima for ``cls``."""
-    return repair_counts(ctx.sizes, cls, cnt, ctx.class_minima(cls), pool_bytes)
+    return repair_counts(ctx.sizes, cls, cnt, ctx.class_minima(cls), pool_bytes, kind)
 
 
 def is_feasible(ctx: GraphContext, alloc: Allocation, pool_bytes: int) -> bool:

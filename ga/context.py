@@ -113,14 +113,19 @@ class GraphContext:
         return int(self.sizes.size)
 
     def class_minima(self, cls) -> np.ndarray:
-        """Per class of a valid CLS: the most tensors of that class one operator touches (>= 1)."""
+        """Per class of a valid CLS, or of an unrestricted mapping (allocator.unrestricted_classes):
+        the most tensors of that class one operator touches (>= 1)."""
         cls = np.asarray(cls, dtype=np.int64)
+        rows = self.node_rows
+        if np.any(np.diff(cls) < 0):        # classes that are not runs: gather each class's sizes
+            order = np.argsort(cls, kind="stable")
+            cls, rows = cls[order], rows[:, order]
         starts = np.concatenate(([0], np.flatnonzero(np.diff(cls)) + 1))
-        per_node = np.add.reduceat(self.node_rows, starts, axis=1)
+        per_node = np.add.reduceat(rows, starts, axis=1)
         return np.maximum(per_node.max(axis=0), 1).astype(np.int64)
 
     def class_slot_bytes(self, cls) -> np.ndarray:
-        """Per class of a valid CLS: its padded object size (the largest size of its run)."""
+        """Per class: its padded object size (the largest size mapped to it)."""
         return self.slot_bytes[class_last_sizes(cls)]
 
     def class_peaks(self, cls) -> np.ndarray:

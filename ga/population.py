@@ -39,7 +39,9 @@ import numpy as np
 from allocator import Allocation
 from planner.policy import Knob
 
-from . import allocation_ops, schedule_ops
+from allocator.unrestricted_classes import widened
+
+from . import allocation_ops, schedule_ops, unrestricted_ops
 from .context import GraphContext
 from .fitness import Evaluator
 from .locality import WINDOWS, locality_order
@@ -113,6 +115,8 @@ class Variation:
     knobs: Mapping[str, Knob] = field(default_factory=dict)   # the policy's options searched as genes
     segment: float = 0.0           # probability a schedule crossover is segment_crossover, not Figure 4's
     transfer: float = 0.0          # probability an allocation child also gets allocation_ops.transfer
+    # Any size to any class (Figure 9c's search, ga/unrestricted_ops.py) instead of the paper's runs.
+    unrestricted: bool = False
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -142,7 +146,10 @@ class Breeder:
         # Individual 0's order and the allocation-only search's: the order the facts were made
         # for (insertion order unless the caller gave another, e.g. engine.schedules.mxnet_order).
         self.default_order = np.asarray(evaluator.facts.order, dtype=np.int32)
-        self.simple = simple
+        # The CLS operators: Figure 5's on monotone runs, or Figure 9c's on any mapping (which
+        # widens the simple allocation into the unrestricted one it also is).
+        self.cls_ops = unrestricted_ops if variation.unrestricted else allocation_ops
+        self.simple = widened(simple) if variation.unrestricted and simple is not None else simple
         # Knob values of the seeds and of ablations (which vary one half of the genome only).
         self.default_options = tuple(sorted((name, k.default) for name, k in variation.knobs.items()))
         # The seeds' knob values: the defaults, and each knob's seed values (Knob.seeds) one at a time.
@@ -195,7 +202,7 @@ class Breeder:
         if self.simple is not None and (seeded or mode == "schedule"):
             allocation = self.simple
         else:
-            allocation = allocation_ops.random_allocation(self.ctx, self.pool_bytes, rng)
+            allocation = self.cls_ops.random_allocation(self.ctx, self.pool_bytes, rng)
         if seeded and mode == "both":
             return min((self.evaluated(schedule, allocation, o) for o in self.seed_options), key=lambda i: i.time)
         options = self.default_options if seeded else self.random_options(rng)
@@ -237,11 +244,11 @@ class Breeder:
         and with probability ``transfer`` a trade of objects between two classes."""
         if self.variation.mode == "schedule":
             return self.simple
-        crossed = allocation_ops.random_crossover(self.ctx, p1.allocation, p2.allocation, self.pool_bytes,
-                                                  rng_for(self.seed, generation, k, ALLOCATION_CROSSOVER))
+        crossed = self.cls_ops.random_crossover(self.ctx, p1.allocation, p2.allocation, self.pool_bytes,
+                                                rng_for(self.seed, generation, k, ALLOCATION_CROSSOVER))
         rng = rng_for(self.seed, generation, k, ALLOCATION_MUTATION + i, attempt)
-        child = allocation_ops.mutate(self.ctx, crossed[i], self.variation.mutation, self.pool_bytes, rng,
-                                      self.variation.sigma)
+        child = self.cls_ops.mutate(self.ctx, crossed[i], self.variation.mutation, self.pool_bytes, rng,
+                                    self.variation.sigma)
         if self.variation.transfer > 0:
             rng = rng_for(self.seed, generation, k, TRANSFER + i, attempt)
             if rng.random() < self.variation.transfer:
@@ -278,7 +285,7 @@ class Breeder:
             rng = rng_for(self.seed, generation, k, IMMIGRANT_DRAW, attempt)
             schedule = (self.default_order if mode == "allocation" else schedule_ops.random_schedule(self.ctx, rng))
             allocation = (self.simple if mode == "schedule"
-                          else allocation_ops.random_allocation(self.ctx, self.pool_bytes, rng))
+                          else self.cls_ops.random_allocation(self.ctx, self.pool_bytes, rng))
             options = self.random_options(rng)
             if genome_key(schedule, allocation, options) not in known:
                 return self.evaluated(schedule, allocation, options)

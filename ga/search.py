@@ -24,6 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from allocator import Allocation
+from allocator import registry as allocators
 from engine.profile import Profile
 from planner.allocation import simple_allocation
 from planner.budget import Budget
@@ -100,6 +101,9 @@ class SearchOptions:
     # (0.842 and 0.853 of ideal); RNN-8-8K 16.493 and 16.492 (ga_search_transfer_ab_150s_*.txt).
     transfer: float = 0.5
     mode: str = "both"                 # "both", "schedule" (simple allocation fixed), "allocation" (the facts' order fixed)
+    # "restricted": the paper's CLS, classes are runs of consecutive sizes; "unrestricted": any
+    # size to any class (Figure 9c's comparison: ga/unrestricted_ops.py; the pool allocator only).
+    size_mapping: str = "restricted"
     children: int | None = None        # children per generation; None: Np
     sigma: float = DEFAULT_SIGMA       # count mutation: Gaussian sd as a fraction of the count
     # Survival: Eq. 1 with t_norm divided by ``temperature`` and the ``elite`` fastest always kept.
@@ -135,6 +139,12 @@ class SearchOptions:
         if not self.temperature > 0:
             raise ValueError(f"the selection temperature must be positive, got {self.temperature}")
 
+        if self.size_mapping not in ("restricted", "unrestricted"):
+            raise ValueError(f"size_mapping must be 'restricted' or 'unrestricted', got {self.size_mapping!r}")
+        if self.size_mapping == "unrestricted" and (
+                self.allocator is None or allocators.get(self.allocator).kinds != (allocators.SIZE_CLASSES,)):
+            raise ValueError("an unrestricted size mapping is a size-class pool: name an allocator of size classes "
+                             "only (the default plans on chunks too, which ignore the searched allocation)")
         if self.resume and not self.checkpoint:
             raise ValueError("resume needs a checkpoint path")
 
@@ -249,7 +259,8 @@ class _Run:
                 "children": o.children, "seeded": o.seeded, "sigma": o.sigma, "elite": o.elites,
                 "temperature": o.temperature, "immigrants": o.immigrants, "locality": o.locality,
                 "knobs": sorted(self.knobs), "segment": o.segment,
-                "transfer": o.transfer, **({"allocator": o.allocator} if o.allocator else {})}
+                "transfer": o.transfer, **({"allocator": o.allocator} if o.allocator else {}),
+                **({"size_mapping": o.size_mapping} if o.size_mapping != "restricted" else {})}
 
     def to_state(self, elapsed: float) -> dict:
         return {"identity": self.identity(), "generation": self.generation,
@@ -316,7 +327,8 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
         simple = None
     knobs = searched_knobs(policy, opts) if opts.knobs else {}
     variation = Variation(opts.mode, opts.mutation, opts.sigma, opts.schedule_mutation_for(ctx.num_nodes),
-                          opts.seeded, opts.locality, knobs, opts.segment, opts.transfer)
+                          opts.seeded, opts.locality, knobs, opts.segment, opts.transfer,
+                          opts.size_mapping == "unrestricted")
     run = _Run(graph.name, budget, opts, ctx, knobs)
     if opts.resume and opts.checkpoint and os.path.exists(opts.checkpoint):
         state = ckpt.load(opts.checkpoint)
