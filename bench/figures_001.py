@@ -41,6 +41,7 @@ from bench.results_file import planning_machine_line, save_results
 from bench.table1_001 import DEVICE_BYTES, run_one
 from engine.errors import EngineError
 from engine.profile import analytic_profile
+from engine.units import format_bytes
 from planner.facts import GraphFacts
 from planner.simulate import simulate
 
@@ -136,8 +137,8 @@ def blind(g, facts, profile, secs, device_bytes: int, allocators=BLIND) -> dict[
         if len(found) == len(allocators):
             break
     lowest = ladder(device_bytes)[-1]
-    return {label: found.get(label, Run(note=f"no scheduling budget from {device_bytes / GIB:g} down to "
-                                             f"{lowest / GIB:.1f} GiB fits its replay"))
+    return {label: found.get(label, Run(note=f"no scheduling budget from {format_bytes(device_bytes)} down to "
+                                             f"{format_bytes(lowest)} fits its replay"))
             for label, _, _ in allocators}
 
 
