@@ -62,9 +62,23 @@ FIG6_TEXT = {"rnn-8-8k": ("0.70-0.80", "<0.01"), "brnn-4-8k": ("0.70-0.80", "<0.
              "wresnet-152-10": ("0.95", "0.80"), "nasnet-25": ("0.53", "-"), "inception-4": ("-", "-")}
 
 
-def figure6(quick: bool) -> Section:
+def fig6_fractions(model: str, batch: int, device: int) -> tuple[float, dict]:
+    """(ideal seconds, {plan: throughput over ideal's, None where that order does not plan}) for
+    Figure 6's four unsearched plans (bench.plan_quality's rows)."""
     from bench.plan_quality import plan_time
     from engine.errors import EngineError
+
+    ideal = plan_time(model, "ideal", device, batch)
+    cells = {}
+    for plan in ("odswap", "odswap, MXNet order", "swapadvisor", "swapadvisor, MXNet order"):
+        try:
+            cells[plan] = ideal / plan_time(model, plan, device, batch)
+        except EngineError:             # a budget too small for that order: the cell says x
+            cells[plan] = None
+    return ideal, cells
+
+
+def figure6(quick: bool) -> Section:
     from zoo.stats import PAPER
 
     batches = {p.model: p.batch for p in PAPER}
@@ -82,13 +96,7 @@ def figure6(quick: bool) -> Section:
                  "SA unsearched ours", "SA unsearched MXNet", "paper SA (searched)"])
     for m in models:
         b = batches[m]
-        ideal = plan_time(m, "ideal", device, b)
-        cells = {}
-        for plan in ("odswap", "odswap, MXNet order", "swapadvisor", "swapadvisor, MXNet order"):
-            try:
-                cells[plan] = ideal / plan_time(m, plan, device, b)
-            except EngineError:             # a budget too small for that order: the cell says x
-                cells[plan] = None
+        ideal, cells = fig6_fractions(m, b, device)
         sa_text, od_text = FIG6_TEXT.get(m, ("-", "-"))
         s.rows.append([m, b, f"{ideal:.3f}", frac(cells["odswap"]), frac(cells["odswap, MXNet order"]), od_text,
                        frac(cells["swapadvisor"]), frac(cells["swapadvisor, MXNet order"]), sa_text])
@@ -137,9 +145,6 @@ FIG6_SA_OVER_ODSWAP_RNN = 80               # the highlights: "up to 80x for RNNs
 def figure6_batches(quick: bool) -> Section:
     """Every batch Figure 6 plots, unsearched, with the text's numbers where it gives them (the
     largest batch is also ``figure6``'s row)."""
-    from bench.plan_quality import plan_time
-    from engine.errors import EngineError
-
     if quick:
         batches, device = {"rnn-4-2k": (16, 32, 64), "inception-0.25": (16, 32)}, 2 * GIB
     else:
@@ -157,13 +162,7 @@ def figure6_batches(quick: bool) -> Section:
     cells = {}
     for m, bs in batches.items():
         for b in bs:
-            ideal = plan_time(m, "ideal", device, b)
-            c = {}
-            for plan in ("odswap", "odswap, MXNet order", "swapadvisor", "swapadvisor, MXNet order"):
-                try:
-                    c[plan] = ideal / plan_time(m, plan, device, b)
-                except EngineError:         # a budget too small for that order: the cell says x
-                    c[plan] = None
+            ideal, c = fig6_fractions(m, b, device)
             cells[m, b] = c
             sa, od = c["swapadvisor"], c["odswap, MXNet order"]
             paper = FIG6_SA_AT.get((m, b))
@@ -417,8 +416,8 @@ def figures45_001(quick: bool) -> Section:
                 "Pix2PixHD, DeepLabv3+ in 16 GB; baseline's largest batch 512, 4, 6; scheduling 1.5x, 4x, 5.3x "
                 "that; VA 1.5-2x scheduling's, its memory almost constant in the batch",
                 f"{model} {size}x{size}, analytic {f.PROFILE} profile (50 GB/s each way), {device / GIB:g} GiB, no "
-                f"search; baseline = in memory; schedule = the window on best fit, + VA = on va {chunk >> 20} MiB chunks, both "
-                "planned through the allocator (ours: never out of memory); blind = 001's setting: the window's "
+                "search; baseline = in memory; schedule = the window on best fit, + VA = on va "
+                f"{chunk >> 20} MiB chunks, both planned through the allocator (ours: never out of memory); blind = 001's setting: the window's "
                 "exact requests replayed on the allocator within the device, the scheduling budget walked down "
                 f"from {device / GIB:g} GiB to half until the replay fits (bench.figures_001); Pix2PixHD and "
                 "DeepLabv3+ are not built (transposed and dilated convolutions, upsampling, instance norm missing)",
@@ -483,8 +482,8 @@ NOT_HERE = (
      "(docs/reproduction.md)"),
 )
 
-SECTIONS = (("fig6", figure6), ("fig6_batches", figure6_batches), ("fig7", figure7), ("fig10", figure10), ("table1_001", table1_001),
-            ("table1_001_blind", table1_001_blind), ("figs45_001", figures45_001))
+SECTIONS = (("fig6", figure6), ("fig6_batches", figure6_batches), ("fig7", figure7), ("fig10", figure10),
+            ("table1_001", table1_001), ("table1_001_blind", table1_001_blind), ("figs45_001", figures45_001))
 
 
 def figure6_png(section: Section, path: str) -> None:
