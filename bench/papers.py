@@ -417,8 +417,8 @@ def figures45_001(quick: bool) -> Section:
                 "that; VA 1.5-2x scheduling's, its memory almost constant in the batch",
                 f"{model} {size}x{size}, analytic {f.PROFILE} profile (50 GB/s each way), {device / GIB:g} GiB, no "
                 "search; baseline = in memory; schedule = the window on best fit, + VA = on va "
-                f"{chunk >> 20} MiB chunks, both planned through the allocator (ours: never out of memory); blind = 001's setting: the window's "
-                "exact requests replayed on the allocator within the device, the scheduling budget walked down "
+                f"{chunk >> 20} MiB chunks, both planned through the allocator (ours: never out of memory); blind = "
+                "001's setting: the window's exact requests replayed on the allocator within the device, the scheduling budget walked down "
                 f"from {device / GIB:g} GiB to half until the replay fits (bench.figures_001); Pix2PixHD and "
                 "DeepLabv3+ are not built (transposed and dilated convolutions, upsampling, instance norm missing)",
                 ["", *map(str, batches)])
