@@ -419,8 +419,9 @@ def figures45_001(quick: bool) -> Section:
                 "search; baseline = in memory; schedule = the window on best fit, + VA = on va "
                 f"{chunk >> 20} MiB chunks, both planned through the allocator (ours: never out of memory); blind = "
                 "001's setting: the window's exact requests replayed on the allocator within the device, the "
-                f"scheduling budget walked down from {device / GIB:g} GiB to half until the replay fits (bench.figures_001); Pix2PixHD and "
-                "DeepLabv3+ are not built (transposed and dilated convolutions, upsampling, instance norm missing)",
+                f"scheduling budget walked down from {device / GIB:g} GiB to half until the replay fits "
+                "(bench.figures_001); Pix2PixHD and DeepLabv3+ are not built (transposed and dilated convolutions, "
+                "upsampling, instance norm missing)",
                 ["", *map(str, batches)])
     s.rows += [[f"ours: {r[0]} images/s", *r[1:]] for r in f.ips_rows(cols, batches)]
     s.rows += [[f"ours: {r[0]} GiB", *r[1:]] for r in f.memory_rows(cols, batches)]
