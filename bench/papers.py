@@ -3,8 +3,9 @@ the setting of every cell, and whether the claim holds here (and why not where i
 
 SwapAdvisor (ASPLOS'20, "000"): Figure 6 (fraction of ideal at the largest batch; ODSwap on
 our insertion order and on MXNet's default order, the paper's), Figure 7 (WResNet-152-4 against
-TFLMS), Figure 10 (search with the schedule fixed). Paper 001 (schedule window + virtual
-addressing): its Table 1 (ResNet-50, growing batch). The cells come from the benches that print
+TFLMS), Figure 10 (search with the schedule fixed), Figure 6 at every batch it plots. Paper 001
+(schedule window + virtual addressing): its Table 1 (ResNet-50, growing batch), the same with the
+schedule blind to the allocator (001's setting), Figures 4 and 5 on DenseNet (bench.figures_001). The cells come from the benches that print
 the full tables (bench.plan_quality, bench.lms_vs_swapadvisor, bench.ga_search's search,
 bench.table1_001), called here, not copied; every time is simulated (analytic profiles), so
 every figure is deterministic: no search is timed by the clock (the Figure 10 searches stop at
