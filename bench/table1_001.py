@@ -47,27 +47,27 @@ PAPER = {
 COLUMNS = ("ideal", "lms", "window+bestfit", "window+va", "swapadvisor")
 
 
-def run_one(column: str, g, facts: GraphFacts, profile, secs, chunk_bytes: int):
-    """(images/s or None, note) for one column at one batch."""
+def run_one(column: str, g, facts: GraphFacts, profile, secs, chunk_bytes: int, device_bytes: int = DEVICE_BYTES):
+    """(seconds or None, note) for one column at one batch (``device_bytes``: 16 GiB, 001's V100)."""
     if column == "ideal":
         need = facts.peak_bytes + facts.scratch.bytes
-        if need > DEVICE_BYTES:
-            return None, f"peak {need / 2**30:.1f} GiB > 16 GiB"
+        if need > device_bytes:
+            return None, f"peak {need / 2**30:.1f} GiB > {device_bytes / 2**30:g} GiB"
         program = policy.get("ideal").make(policy.PlanRequest(g, facts, None, profile, secs))
         verify(program, g, None)
         return simulate(program, g, profile, secs).total, ""
     if column == "swapadvisor":
-        budget = make_budget(facts, DEVICE_BYTES)
+        budget = make_budget(facts, device_bytes)
         program = policy.get("swapadvisor").make(policy.PlanRequest(g, facts, budget, profile, secs,
                                                                    allocator="pool"))
     else:
         name, _, alloc = column.partition("+")
         alloc = alloc or "bestfit"
         options = {"chunk_bytes": chunk_bytes} if takes_option(alloc, "chunk_bytes") else {}
-        budget = Budget(DEVICE_BYTES, facts.scratch.bytes)
+        budget = Budget(device_bytes, facts.scratch.bytes)
         program = policy.get(name).make(policy.PlanRequest(g, facts, budget, profile, secs, allocator=alloc,
                                                            allocator_options=options))
-    verify(program, g, DEVICE_BYTES)
+    verify(program, g, device_bytes)
     return simulate(program, g, profile, secs).total, ""
 
 
