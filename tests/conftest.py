@@ -1,4 +1,7 @@
-"""Shared fixtures: a small LSTM training graph and a program planned at its smallest budget."""
+"""Shared fixtures: a small LSTM training graph and a program planned at its smallest budget;
+Ctrl-C handled as in a terminal for the whole run."""
+import signal
+
 import pytest
 
 from planner.allocation import simple_allocation
@@ -21,3 +24,14 @@ def tight_program(lstm_graph):
     facts = GraphFacts(g)
     budget = make_budget(facts, facts.smallest_budget)
     return plan(g, facts.order, simple_allocation(facts, budget), budget.scratch_bytes), budget.device_bytes
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ctrl_c_as_in_a_terminal():
+    """Python's own SIGINT handler for the whole run, and so Ctrl-C's default for the commands the
+    tests start: a suite started as a background job without job control inherits SIGINT
+    ignored, which the engine respects (engine/interrupts.py), and the tests that stop a run
+    with SIGINT would then wait for a signal that never comes."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
