@@ -110,8 +110,14 @@ def _interrupted(ck: str, delay_s: float, resume: bool) -> tuple[int, int | None
                      "--overwrite"]        # one folder for the whole series of interrupted runs
     if resume:
         args += ["--resume", ck]
-    proc = subprocess.Popen([sys.executable, "-m", "engine.train", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    # The run gets Ctrl-C's default even when this bench was started with SIGINT ignored (a
+    # script's background job), which the child would inherit and the engine respects.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "engine.train", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, before)
     for line in proc.stdout:
         if line.startswith("plan   "):
             break
