@@ -17,6 +17,7 @@ session is used and left running.
 """
 from __future__ import annotations
 
+import copy
 import ipaddress
 import re
 import socket
@@ -73,15 +74,23 @@ def address_problem(address: str) -> str | None:
     return None if why is None else f"{why}; give {FORMS}"
 
 
+def _writable(value):
+    """``value`` with every numpy array in it a writable copy. Ray hands an actor the arrays of
+    its arguments read-only (views of its object store), and numba types a read-only array
+    apart from a writable one: the swap pass and the simulator were compiled again for them in
+    every actor (minutes each on two cores) instead of read from the cache the driver wrote."""
+    return copy.deepcopy(value)
+
+
 class _StateHolder:
     """One actor: the state built once, then ``fn(state, item)`` per task."""
 
     def __init__(self, make_state_and_args):
-        make_state, state_args = make_state_and_args
+        make_state, state_args = _writable(make_state_and_args)
         self.state = make_state(*state_args)
 
     def run(self, fn, item):
-        return fn(self.state, item)
+        return fn(self.state, _writable(item))
 
 
 PROBE_SECONDS = 5.0

@@ -115,3 +115,20 @@ def test_local_actors_import_the_drivers_copy_of_the_engine(local_ray):
         return ga.__file__
 
     assert ray.get(where.remote()) == ga.__file__
+
+
+def _writable_flags(state, item):
+    return bool(state["base"].flags.writeable), bool(item.flags.writeable)
+
+
+def test_actors_get_writable_arrays(local_ray):
+    """Ray hands an actor its arguments' arrays read-only; numba would compile the swap pass
+    again for read-only arrays in every actor instead of reading the driver's cache. The state's
+    arrays and each task's are writable copies."""
+    import numpy as np
+    big = np.arange(1 << 16, dtype=np.int64)          # past Ray's inline size: held in its object store
+    workers = RayWorkers(_offset_state, (big,), workers=1, address="local")
+    try:
+        assert workers.map(_writable_flags, [big, big[:3]]) == [(True, True), (True, True)]
+    finally:
+        workers.terminate()
