@@ -38,9 +38,9 @@ class StopAtBoundary:
     def __enter__(self) -> "StopAtBoundary":
         if threading.current_thread() is threading.main_thread():
             for s in SIGNALS:
-                # A signal the process was started ignoring stays ignored: a job a shell runs in
-                # the background without job control (or under nohup-like wrappers) ignores
-                # SIGINT so that Ctrl-C at the terminal is not meant for it, as Python respects.
+                # A signal the process was started ignoring stays ignored, as Python itself
+                # leaves it: a shell starts a background job without job control with SIGINT
+                # ignored, because the terminal's Ctrl-C is not meant for it.
                 if signal.getsignal(s) is not signal.SIG_IGN:
                     self._previous[s] = signal.signal(s, self._handle)
         return self

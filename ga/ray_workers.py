@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import os
 import re
 import socket
 import time
@@ -116,7 +117,6 @@ def local_runtime_env() -> dict:
     for a driver run from a clone (the tests, a checkout with local changes) is other code, and
     numba keys its cache by source path, so every actor compiled the swap pass again (minutes
     each on two cores) instead of reading the cache the driver wrote."""
-    import os
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
     return {"env_vars": {"PYTHONPATH": path}}
