@@ -54,6 +54,24 @@ class SwapPoints:
     in_before: list[list[int]]
     copy_after: list[list[int]] | None = None
 
+    @classmethod
+    def none(cls, steps: int) -> "SwapPoints":
+        """No swap at any of ``steps`` steps, host copies included (TFLMS's points are added to it)."""
+        return cls([[] for _ in range(steps)], [[] for _ in range(steps)], [[] for _ in range(steps)])
+
+    def add_tflms_swaps(self, t: int, uses, swapped_at, start_of) -> None:
+        """TFLMS's rewriting for tensor ``t`` (both versions): its host copy made after its first
+        use (``uses``, the steps using it); for each swapped reader at step b (in ``swapped_at``)
+        after a use at step a, a swap-out after a and a swap-in before ``start_of(a, b)`` (the
+        step after its control operator's), where that lies after a; the tensor stays otherwise."""
+        self.copy_after[uses[0]].append(t)
+        for a, b in zip(uses, uses[1:]):
+            if b in swapped_at:
+                start = start_of(a, b)
+                if start > a:
+                    self.out_after[a].append(t)
+                    self.in_before[start].append(t)
+
 
 def swap_gaps(g, steps: StepFacts, settings: LmsSettings) -> SwapPoints:
     """Per step, the activations swapped out after it and those swapped in before it."""

@@ -151,15 +151,12 @@ def swapped_readers(g: Graph, ph: Phases, t: int) -> list[int]:
 
 def swap_points(g: Graph, steps: StepFacts, settings: TflmsSettings = PUBLISHED) -> SwapPoints:
     """TFLMS v1's rewriting as swap points on the schedule ``steps`` runs in."""
-    n = len(steps.schedule)
     position = {nid: pos for pos, nid in enumerate(steps.schedule)}
     ph = Phases(g, steps.schedule)
     first = (lambda cands: max(cands, key=position.__getitem__))
-    copy_after: list[list[int]] = [[] for _ in range(n)]
-    out_after: list[list[int]] = [[] for _ in range(n)]
-    in_before: list[list[int]] = [[] for _ in range(n)]
+    points = SwapPoints.none(len(steps.schedule))
     if settings.n_tensors == 0:          # LMS off
-        return SwapPoints(out_after, in_before, copy_after)
+        return points
     swapped = 0
     for nid in steps.schedule:
         for t in g.nodes[nid].outputs:
@@ -167,22 +164,17 @@ def swap_points(g: Graph, steps: StepFacts, settings: TflmsSettings = PUBLISHED)
             if not readers:
                 continue
             if 0 < settings.n_tensors <= swapped:
-                return SwapPoints(out_after, in_before, copy_after)
+                return points
             swapped += 1
-            uses = steps.uses[t]
-            copy_after[uses[0]].append(t)
-            swapped_at = {position[r] for r in readers}
-            for a, b in zip(uses, uses[1:]):
-                if b not in swapped_at:
-                    continue                  # a reader of the device copy: the tensor stays
-                ctrl = chain_rule(g, ph, nid, steps.schedule[b], settings.lb, settings.ub, first)
+
+            def start_of(a: int, b: int, nid=nid) -> int:
                 # after the control operator's step (no operator: right after the swap-out), never
                 # after the reader's own step (the control operator runs later in our schedule)
-                start = min(b, position[ctrl] + 1) if ctrl >= 0 else a + 1
-                if start > a:
-                    out_after[a].append(t)
-                    in_before[max(a + 1, start)].append(t)
-    return SwapPoints(out_after, in_before, copy_after)
+                ctrl = chain_rule(g, ph, nid, steps.schedule[b], settings.lb, settings.ub, first)
+                return min(b, position[ctrl] + 1) if ctrl >= 0 else a + 1
+            # a reader not in the set reads the device copy: the tensor stays for it
+            points.add_tflms_swaps(t, steps.uses[t], {position[r] for r in readers}, start_of)
+    return points
 
 
 def settings_of(request: PlanRequest):

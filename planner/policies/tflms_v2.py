@@ -136,21 +136,17 @@ def swap_points_v2(g: Graph, steps: StepFacts, settings: TflmsV2Settings = PUBLI
     swaps = swap_records(g, ph, steps, threshold, settings.swapin_groupby)
     ctrl_of = sequential_controls(g, ph, swaps, at_level) if settings.swapin_ahead < 0 else {
         (t, r): search_by_level(g, ph, p, r, settings.swapin_ahead, at_level) for t, p, r in swaps}
-    copy_after: list[list[int]] = [[] for _ in range(n)]
-    out_after: list[list[int]] = [[] for _ in range(n)]
-    in_before: list[list[int]] = [[] for _ in range(n)]
+    points = SwapPoints.none(n)
     by_tensor: dict[int, set[int]] = {}
     for t, _, r in swaps:
         by_tensor.setdefault(t, set()).add(position[r])
-    for t, readers_at in by_tensor.items():
-        uses = steps.uses[t]
-        copy_after[uses[0]].append(t)
-        for a, b in zip(uses, uses[1:]):
-            if b not in readers_at:
-                continue                # a near reader, or a later one of the group: the tensor stays
+
+    def start_of(t: int):
+        def start(a: int, b: int) -> int:
             ctrl = ctrl_of[(t, steps.schedule[b])]
-            start = min(b, position[ctrl] + 1) if ctrl >= 0 else b     # none: synchronised with the reader
-            if start > a:
-                out_after[a].append(t)
-                in_before[start].append(t)
-    return SwapPoints(out_after, in_before, copy_after)
+            return min(b, position[ctrl] + 1) if ctrl >= 0 else b     # none: synchronised with the reader
+        return start
+    # a near reader, or a later one of a group, is not in the set: the tensor stays for it
+    for t, readers_at in by_tensor.items():
+        points.add_tflms_swaps(t, steps.uses[t], readers_at, start_of(t))
+    return points
