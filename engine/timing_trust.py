@@ -89,7 +89,8 @@ def timing_warnings(rows: list["PolicyRow"], load: HostLoad | None) -> list[str]
     (which moves nothing, so only noise can put it ahead)."""
     if not rows or any(r.real_s is None for r in rows):
         return []
-    out = [w for w in (busy_warning(load),) if w]
+    busy = busy_warning(load)
+    out = [busy] if busy else []
     noisy = [r for r in rows if r.real_spread is not None and r.real_spread > NOISY_SPREAD]
     if noisy:
         worst = max(noisy, key=lambda r: r.real_spread)
