@@ -36,6 +36,7 @@ from engine.ir import Graph
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
 from engine.units import format_bytes
 
+from .collector import collector_held
 from .errors import OutOfRoom, PlanError
 from .swap_planner import GraphArrays
 
@@ -239,15 +240,16 @@ def reuse_edges_by_bytes(arena: Arena, first_write: list[int], touch: list[list[
         group = by_first[first]
         if first >= 0:          # objects first written by one instruction do not precede each other
             for o in group:
-                latest = [-1, -1, -1]
+                l0 = l1 = l2 = -1                   # per stream, the latest holder (streams 0-2)
                 for p in range(ptr[o], ptr[o + 1]):
                     if end[p] <= start[p]:
                         continue
                     k = bisect_right(runs_at, start[p]) - 1
                     while k < len(runs_at) and runs_at[k] < end[p]:
-                        latest = [max(a, b) for a, b in zip(latest, held[k])]
+                        h0, h1, h2 = held[k]
+                        l0, l1, l2 = max(l0, h0), max(l1, h1), max(l2, h2)
                         k += 1
-                extra = [d for d in latest if d >= 0]
+                extra = [d for d in (l0, l1, l2) if d >= 0]
                 if extra:
                     edges[o] = (first, extra)
         for o in group:
@@ -262,8 +264,10 @@ def _hold(runs_at: list[int], held: list[tuple[int, int, int]], s: int, e: int, 
     """The runs over [s, e) now also hold ``touch``: per stream, the later instruction."""
     k = _cut(runs_at, held, s)
     j = _cut(runs_at, held, e)
+    t0, t1, t2 = touch
     for r in range(k, j):
-        held[r] = tuple(max(a, b) for a, b in zip(held[r], touch))
+        h0, h1, h2 = held[r]
+        held[r] = (max(h0, t0), max(h1, t1), max(h2, t2))
     r, lo = j, max(k, 1)
     while r >= lo:                                  # drop a run holding what the one before it holds
         if held[r] == held[r - 1]:
@@ -285,7 +289,11 @@ def settle(one_pass, state: Iterable[int], policy: str, max_passes: int = 8) -> 
     """The double pass: plan with ``state`` resident (``one_pass(resident) -> OnlineProgram``
     after ``leave_state``'s check), dropping the residents whose next value strayed from home,
     until none strays; the Program of that pass."""
-    resident = set(state)
+    with collector_held():
+        return _settled(one_pass, set(state), policy, max_passes)
+
+
+def _settled(one_pass, resident: set, policy: str, max_passes: int) -> Program:
     for _ in range(max_passes):
         out, strayed = one_pass(resident)
         if not strayed:
@@ -323,12 +331,13 @@ def fastest(request, candidates, plan_one, refusal: type[Exception]):
 
     best, refused = None, []
     for candidate in candidates:
-        try:
-            program, info = plan_one(candidate)
-        except refusal as e:
-            refused.append(e)
-            continue
-        t = simulate(program, request.graph, request.profile, request.op_seconds).total
+        with collector_held():
+            try:
+                program, info = plan_one(candidate)
+            except refusal as e:
+                refused.append(e)
+                continue
+            t = simulate(program, request.graph, request.profile, request.op_seconds).total
         if best is None or t < best[1]:
             best = (program, t, info)
     return best, refused

@@ -163,20 +163,6 @@ def evicts_first(key, t, best_key, best):
     return best < 0 or key > best_key or (key == best_key and t < best)
 
 
-@numba.njit(cache=True)
-def first_to_leave(tensors, keys):
-    """Of ``tensors`` (with their ``keys``), the one ``evicts_first`` picks; -1 for none. For
-    policies that choose victims outside the pass (``planner.policies.window``)."""
-    best = -1
-    if tensors.shape[0] == 0:
-        return best
-    best_key = keys[0]
-    for i in range(tensors.shape[0]):
-        if evicts_first(keys[i], tensors[i], best_key, best):
-            best, best_key = tensors[i], keys[i]
-    return best
-
-
 def new_state(graph, order, layout, rules, capacity):
     """The pass's state before step 0, every buffer allocated (the pass allocates nothing):
     nothing resident yet, every tensor's host copy stale. ``scan`` places the residents."""

@@ -45,7 +45,6 @@ from ..online_program import (NEVER, OnlineProgram, StepFacts, fastest, online_a
                               settle)
 from ..policy import PlanRequest, Policy, register
 from ..swap_planner import GraphArrays
-from ..swap_scan import first_to_leave
 
 # Window sizes the search tries, as fractions of the pool; without a profile, the default.
 SEARCH_FRACTIONS = tuple(float(x) for x in np.geomspace(1 / 64, 2.0, 15))
@@ -136,6 +135,16 @@ def _one_pass(request: PlanRequest, window_bytes: int, order, steps: StepFacts, 
     seq_tensor, seq_next = seq.tensor.tolist(), seq.next_entry.tolist()
     pending: OrderedDict[int, None] = OrderedDict()    # reserved swap-outs, oldest first
     wanted: list[tuple[int, int]] = []                 # (entry, tensor) to prefetch, window order
+    # Eviction candidates, first to leave first (swap_scan.evicts_first: the next use furthest
+    # away, ties to the lowest id): (-next use, tensor), pushed whenever a tensor becomes resident
+    # or its next use moves; an entry whose tensor left or whose next use moved since is stale.
+    leaving: list[tuple[int, int]] = []
+
+    def resident_now(t: int) -> None:
+        heapq.heappush(leaving, (-next_use[t], t))
+
+    for t in out.on_device:
+        resident_now(t)
 
     def wait_oldest() -> bool:
         if not pending:
@@ -145,6 +154,22 @@ def _one_pass(request: PlanRequest, window_bytes: int, order, steps: StepFacts, 
         stats.waits += 1
         return True
 
+    def first_to_leave_now(busy: set) -> int:
+        """The resident tensor outside ``busy`` that leaves first; -1 if none."""
+        kept_aside, victim = [], -1
+        while leaving:
+            key, x = heapq.heappop(leaving)
+            if x not in out.on_device or -key != next_use[x]:
+                continue                                # stale: left, or its next use moved
+            if x in busy:
+                kept_aside.append((key, x))
+                continue
+            victim = x
+            break
+        for entry in kept_aside:
+            heapq.heappush(leaving, entry)
+        return victim
+
     def place_now(t: int, busy: set, pos: int, r: int) -> int:
         """An object for t, which step pos needs: wait for reserved swap-outs, then evict."""
         while True:
@@ -153,15 +178,13 @@ def _one_pass(request: PlanRequest, window_bytes: int, order, steps: StepFacts, 
                 return o
             if wait_oldest():
                 continue
-            victims = [x for x in out.on_device if x not in busy]
-            if not victims:
+            victim = first_to_leave_now(busy)
+            if victim < 0:
                 node = g.nodes[order[pos]]
                 raise OutOfRoom(f"window: operator '{node.name}' ({node.op}) cannot place "
                                 f"'{g.tensors[t].name}' ({format_bytes(nbytes[t])}) in a pool of "
                                 f"{format_bytes(budget.pool_bytes)} with allocator '{alloc.name}', even with "
                                 "only its own tensors on the device; give more --memory")
-            victim = int(first_to_leave(np.array(victims, dtype=np.int64),
-                                        np.array([next_use[x] for x in victims], dtype=np.int64)))
             out.write_back(victim)
             out.drop(victim)
             stats.evictions += 1
@@ -187,6 +210,7 @@ def _one_pass(request: PlanRequest, window_bytes: int, order, steps: StepFacts, 
         for t in ins:
             if obj_of[t] < 0:
                 out.swap_in(t, place_now(t, busy, pos, r))
+                resident_now(t)
             pending.pop(t, None)
         out_objs = []
         for t, src in zip(outs, steps.in_place[pos]):
@@ -205,7 +229,10 @@ def _one_pass(request: PlanRequest, window_bytes: int, order, steps: StepFacts, 
                 break
             heapq.heappop(wanted)
             out.swap_in(t, o)
+            resident_now(t)
         out.compute(pos, nid, out_objs)
+        for t in outs:
+            resident_now(t)
         # (c, d) after the operator: free the dead, reserve swap-outs beyond the window
         taken = {src for src in steps.in_place[pos] if src >= 0}
         first = int(seq.step_first[pos])
@@ -214,6 +241,8 @@ def _one_pass(request: PlanRequest, window_bytes: int, order, steps: StepFacts, 
                 continue
             nxt = seq_next[first + k]
             next_use[t] = nxt
+            if obj_of[t] >= 0:
+                resident_now(t)
             if nxt == NEVER and not steps.kept[t]:
                 out.drop(t)
             elif nxt == NEVER and out.at_home(t):
