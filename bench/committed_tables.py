@@ -10,7 +10,9 @@ where it has one), small enough for a test: a few seconds each.
 Not checked: tables whose figures depend on a timed search or on measured time (ga_search,
 table2, smartswap, sim_vs_measured, cli_stability, the GPU files), and deterministic ones with no
 cell cheap enough for a test (fragmentation: a window search per batch, 50-140 s; search_quality:
-enumerated optima; serving; papers, whose cells are the benches' checked here).
+enumerated optima; serving; Figure 9's generation-capped searches in the papers file, 70-90 CPU s
+each). The papers files' other sections are checked by one cell each (``papers``: one run of
+``bench.papers``; ``papers_001figs``: its sections added since, run with ``--only``).
 
     python -m bench.committed_tables          # every check: committed, now, ok or STALE
 """
@@ -71,6 +73,15 @@ def plain_cell(text: str, match: Callable[[list[str]], bool], column: str) -> st
     raise KeyError(f"no row matched under a column '{column}'")
 
 
+def section(text: str, title: str) -> str:
+    """The section of a ``bench.papers`` file whose ``## `` heading starts with ``title``, up to the next."""
+    parts = re.split(r"^## ", text, flags=re.M)
+    for part in parts[1:]:
+        if part.startswith(title):
+            return part
+    raise KeyError(f"no section '{title}'")
+
+
 @dataclass(frozen=True)
 class Check:
     """One cell of one committed table: ``committed(text)`` reads it, ``recompute()`` makes it."""
@@ -121,6 +132,33 @@ def _imported_vs_zoo_resnet() -> str:
     return imported_vs_zoo.row("wresnet-50-1 (zoo, sgd)", g, 16 * 2**30, 0.0, lambda line: None)[4]
 
 
+def _papers_fig6_unsearched(model: str, batch: int) -> str:
+    from bench.papers import frac
+    from bench.plan_quality import plan_time
+
+    device = 16 * 2**30
+    return frac(plan_time(model, "ideal", device, batch) / plan_time(model, "swapadvisor", device, batch))
+
+
+def _papers_figure_001(model: str, batch: int, label: str) -> str:
+    """One images/s cell of 001's figures as bench.figures_001 makes it: the window on best fit,
+    planned through it ("schedule") or blind to it ("blind schedule")."""
+    import zoo
+    from bench import figures_001
+    from engine.profile import analytic_profile
+    from planner.facts import GraphFacts
+
+    profile = analytic_profile(figures_001.PROFILE)
+    g = zoo.build(model, batch=batch, size=224)
+    facts, secs, device = GraphFacts(g), profile.node_seconds(g), figures_001.DEVICE_BYTES
+    if label == "schedule":
+        run = figures_001.capped(g, facts, profile, secs, device, "bestfit", {})
+    else:
+        blind_bestfit = [c for c in figures_001.BLIND if c[0] == label]
+        run = figures_001.blind(g, facts, profile, secs, device, blind_bestfit)[label]
+    return figures_001.ips_cell(run, batch)
+
+
 def _recompute_table(model: str, row: str) -> str:
     from bench import recompute_table
 
@@ -146,6 +184,22 @@ CHECKS = (
     Check("recompute_table: inception-4 swapadvisor seconds", "recompute_table",
           lambda text: plain_cell(text, lambda c: c[:2] == ["inception-4", "swapadvisor"], "sim s"),
           lambda: _recompute_table("inception-4", "swapadvisor")),
+    # bench.papers' own cells (the sections that no other bench's file holds)
+    Check("papers: Figure 7, TFLMS as published, batch 16", "papers",
+          lambda text: plain_cell(section(text, "SwapAdvisor Figure 7"), lambda c: c[0] == "ours: tflms", "B=16"),
+          lambda: _lms_vs_swapadvisor("tflms", 16)),
+    Check("papers: Figure 6 at batch 16, Inception-4 unsearched", "papers_001figs",
+          lambda text: plain_cell(section(text, "SwapAdvisor Figure 6 at every batch"),
+                                  lambda c: c[:2] == ["inception-4", "16"], "SA unsearched ours"),
+          lambda: _papers_fig6_unsearched("inception-4", 16)),
+    Check("papers: 001 Table 1 blind, best fit at batch 512", "papers_001figs",
+          lambda text: plain_cell(section(text, "Paper 001 Table 1 in 001's setting"),
+                                  lambda c: c[0] == "512", "best fit images/s"),
+          lambda: _papers_figure_001("wresnet-50-1", 512, "blind schedule")),
+    Check("papers: 001 Figure 4, DenseNet schedule at batch 192", "papers_001figs",
+          lambda text: plain_cell(section(text, "Paper 001 Figures 4 and 5"),
+                                  lambda c: c[0] == "ours: schedule images/s", "192"),
+          lambda: _papers_figure_001("densenet-121", 192, "schedule")),
 )
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from bench import committed_tables
-from bench.committed_tables import CHECKS, Check, github_cell, newest, plain_cell
+from bench.committed_tables import CHECKS, Check, github_cell, newest, plain_cell, section
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=[c.name for c in CHECKS])
@@ -33,3 +33,12 @@ def test_plain_tables_are_cut_at_their_dashes():
     assert plain_cell(text, lambda c: c[:2] == ["Inception-4", "odswap, MXNet order"], "seconds") == "9.1"
     with pytest.raises(KeyError):
         plain_cell(text, lambda c: c[0] == "NasNet-25", "seconds")
+
+
+def test_a_papers_section_is_read_alone():
+    text = ("# header\n## SwapAdvisor Figure 6: largest batch\nx 1\n"
+            "## SwapAdvisor Figure 6 at every batch it plots\nx 2\n## Paper 001 Table 1\nx 3\n")
+    assert section(text, "SwapAdvisor Figure 6 at every batch").endswith("x 2\n")
+    assert section(text, "SwapAdvisor Figure 6").endswith("x 1\n")          # the first heading that starts so
+    with pytest.raises(KeyError):
+        section(text, "SmartSwap")
