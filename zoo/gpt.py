@@ -24,6 +24,7 @@ import math
 
 from engine.autodiff import Adam, SGD, build_training_graph
 from engine.ir import MAX_TENSORS, Graph
+from engine.layer_scopes import layer_scope
 from .layers import fully_connected
 
 GPT2_VOCAB = 50257
@@ -117,7 +118,7 @@ def gpt(layers: int = 12, width: int = 768, heads: int = 12, seq: int = 1024, vo
     (pos,) = g.apply("concat", [rows] * batch, name="positions", axis=0)
     (x,) = g.apply("add", [x, pos], name="embedded")
     for layer in range(layers):
-        with g.scope(f"block{layer}"):
+        with g.scope(layer_scope(layer)):
             x = block(g, x, batch, seq, heads)
     x = layer_norm(g, x, "ln_f")
     head = wte if tie_embeddings else g.parameter("lm_head", (vocab, width), dtype, init="normal:0.02")
