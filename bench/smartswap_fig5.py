@@ -77,6 +77,7 @@ class Sweep:
     dtype: str
     profile: object
     seconds: dict = field(default_factory=dict)
+    cap: int = 8               # how many times the base's value an axis grows to at most
 
     def run(self, s: Setting, method: str) -> float | None:
         key = (s, method)
@@ -102,10 +103,10 @@ class Sweep:
         except EngineError:
             return None
 
-    def largest(self, base: Setting, axis: str, method: str, cap: int = 64) -> int | None:
+    def largest(self, base: Setting, axis: str, method: str) -> int | None:
         """The largest value of ``axis`` on its grid at which ``method`` runs (None: not even the
         base's): doubling from the base, then bisecting; at most ``cap`` times the base."""
-        step, v0 = STEP[axis], getattr(base, axis)
+        step, v0, cap = STEP[axis], getattr(base, axis), self.cap
         if self.run(base, method) is None:
             return None
         good, bad = v0, None
@@ -132,8 +133,8 @@ def sweep(base: Setting, device: int, vocab: int = 32000, dtype: str = "float16"
     base's); then every method at ``points`` values of each axis evenly from the base to where
     full recomputation and SmartSwap both still run, for the times side by side."""
     from engine.profile import analytic_profile
-    sw = Sweep(device, vocab, dtype, profile or analytic_profile("910b"))
-    largest = {(axis, m): sw.largest(base, axis, m, cap) for axis in AXES for m in methods}
+    sw = Sweep(device, vocab, dtype, profile or analytic_profile("910b"), cap=cap)
+    largest = {(axis, m): sw.largest(base, axis, m) for axis in AXES for m in methods}
     for axis in AXES:
         both = [largest[(axis, m)] for m in ("full_recompute", "smartswap")]
         if None in both:
@@ -197,7 +198,8 @@ def tables(sw: Sweep, base: Setting, largest: dict, methods=METHODS) -> tuple[st
         verdicts.append(f"'SmartSwap trains {PAPER_MULTIPLE[axis]}x the {axis} of native PyTorch': "
                         f"{'holds' if holds else 'does not hold'} (ours {multiple(ours, native)}: {ours} against "
                         f"{native}" + ("; well past the paper's" if holds and got > 1.5 * PAPER_MULTIPLE[axis] else "")
-                        + ")")
+                        + (f"; {sw.cap}x the base, where the sweep stops" if ours == sw.cap * getattr(base, axis)
+                           else "") + ")")
     if gains:
         mean, top = 100 * sum(gains) / len(gains), 100 * max(gains)
         holds = 16 <= mean <= 19 * 1.25 and top <= 38.94 * 1.25

@@ -24,8 +24,10 @@ def test_the_largest_value_is_the_last_grid_point_that_fits():
     assert sw.largest(BASE, "layers", "smartswap") == 9
     assert sw.largest(BASE, "seq", "smartswap") == 9984          # 39 * 256
     assert sw.largest(BASE, "hidden", "smartswap") == 4992        # 39 * 128, at or below 5100
-    assert sw.largest(BASE, "batch", "smartswap", cap=2) == 8     # capped at twice the base
     calls = sw.calls
+    sw.cap = 2
+    assert sw.largest(BASE, "batch", "smartswap") == 8              # capped at twice the base
+    sw.cap = 8
     sw.largest(BASE, "batch", "smartswap")
     assert sw.calls == calls                                      # every plan made once
 
