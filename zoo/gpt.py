@@ -25,7 +25,7 @@ import math
 from engine.autodiff import Adam, SGD, build_training_graph
 from engine.ir import MAX_TENSORS, Graph
 from engine.layer_scopes import layer_scope
-from .layers import fully_connected
+from .layers import fully_connected, named_preset, next_token_loss
 
 GPT2_VOCAB = 50257
 
@@ -123,18 +123,12 @@ def gpt(layers: int = 12, width: int = 768, heads: int = 12, seq: int = 1024, vo
     x = layer_norm(g, x, "ln_f")
     head = wte if tie_embeddings else g.parameter("lm_head", (vocab, width), dtype, init="normal:0.02")
     (logits,) = g.apply("fully_connected", [x, head], name="lm_head")
-    labels = g.label("next_tokens", (batch, seq))
-    (flat,) = g.apply("reshape", [labels], name="next_token_rows", shape=(batch * seq,))
-    (loss, _) = g.apply("softmax_cross_entropy", [logits, flat], name="loss")
-    return build_training_graph(g, loss, optimizer)
+    return build_training_graph(g, next_token_loss(g, logits, batch, seq), optimizer)
 
 
 def preset(name: str) -> dict:
     """The builder arguments of a named preset (ValueError naming the presets otherwise)."""
-    try:
-        return dict(PRESETS[name])
-    except KeyError:
-        raise ValueError(f"no GPT preset '{name}' (presets: {', '.join(PRESETS)})") from None
+    return named_preset(PRESETS, "GPT", name)
 
 
 def parameter_count(layers: int, width: int, seq: int, vocab: int, tie_embeddings: bool = True, **_) -> int:

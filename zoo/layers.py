@@ -109,3 +109,19 @@ def image_classifier_head(g: Graph, x: int, classes: int) -> int:
 def widen(channels: int, width: float) -> int:
     """A channel count multiplied by the wide scale, never below one."""
     return max(1, int(round(channels * width)))
+
+
+def next_token_loss(g: Graph, logits: int, batch: int, seq: int) -> int:
+    """A language model's mean cross-entropy of ``logits`` [batch * seq, vocab] against a fresh
+    label leaf of the next tokens [batch, seq]."""
+    labels = g.label("next_tokens", (batch, seq))
+    (flat,) = g.apply("reshape", [labels], name="next_token_rows", shape=(batch * seq,))
+    return g.apply("softmax_cross_entropy", [logits, flat], name="loss")[0]
+
+
+def named_preset(presets: dict, family: str, name: str) -> dict:
+    """The builder arguments of preset ``name`` (ValueError naming the family's presets otherwise)."""
+    try:
+        return dict(presets[name])
+    except KeyError:
+        raise ValueError(f"no {family} preset '{name}' (presets: {', '.join(presets)})") from None

@@ -27,6 +27,8 @@ from engine.autodiff import Adam, SGD, build_training_graph
 from engine.ir import Graph
 from engine.layer_scopes import layer_scope
 
+from .layers import named_preset, next_token_loss
+
 LLAMA_VOCAB = 32000
 ROPE_THETA = 10000.0
 RMS_EPS = 1e-5      # Llama 2's rms_norm_eps
@@ -130,18 +132,12 @@ def llama(layers: int = 32, width: int = 4096, heads: int = 32, seq: int = 4096,
             x = block(g, x, batch, seq, heads, rope)
     x = rms_norm(g, x, "norm")
     logits = linear(g, x, vocab, "lm_head")
-    labels = g.label("next_tokens", (batch, seq))
-    (flat,) = g.apply("reshape", [labels], name="next_token_rows", shape=(batch * seq,))
-    (loss, _) = g.apply("softmax_cross_entropy", [logits, flat], name="loss")
-    return build_training_graph(g, loss, optimizer)
+    return build_training_graph(g, next_token_loss(g, logits, batch, seq), optimizer)
 
 
 def preset(name: str) -> dict:
     """The builder arguments of a named preset (ValueError naming the presets otherwise)."""
-    try:
-        return dict(PRESETS[name])
-    except KeyError:
-        raise ValueError(f"no Llama preset '{name}' (presets: {', '.join(PRESETS)})") from None
+    return named_preset(PRESETS, "Llama", name)
 
 
 def parameter_count(layers: int, width: int, vocab: int, **_) -> int:

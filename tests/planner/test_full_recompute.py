@@ -1,22 +1,23 @@
 """planner/policies/full_recompute.py: Megatron's full recomputation, each layer's forward run
 again before its backward, on the zoo's decoders."""
-import numpy as np
 import pytest
 
 import zoo
-from engine.backends.cpu import CpuBackend, EmulatedLink
-from engine.executor import ProgramExecutor
 from engine.ir import Kind
 from engine.layer_scopes import layer_of_nodes
 from engine.liveness import peak_bytes
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
-from engine.training import Trainer
+from engine.profile import analytic_profile
 from planner.errors import PlanError
 from planner.facts import GraphFacts
 from planner.policies.full_recompute import recomputed_steps
 from planner.policy import plan_with
+from planner.simulate import simulate
 from planner.smartswap.layers import FORWARD, phases
+from planner.stalls import stall_report
 from planner.verify import VerificationError, verify
+
+from tests.zoo.helpers import differs_from_unlimited
 
 from .recompute_programs import remove
 
@@ -58,6 +59,9 @@ def test_a_verified_program_below_the_in_memory_peak_copies_only_the_batch(graph
     assert {i.target for i in program.instrs if i.kind == SWAP_IN} == batch
     assert program.count(SWAP_OUT) == 0 and not set(program.initial_resident) - {c for c, _ in g.state_pairs}
     assert plan_with("ideal", g).arena.arena_bytes > budget           # in memory, it would not fit
+    stalls = stall_report(program, g, simulate(program, g, analytic_profile("910b")))
+    assert stalls.recomputes == again and stalls.recomputed_bytes == sum(    # rms_norm recreates two outputs
+        g.tensors[t].nbytes for i in program.instrs if i.recompute for t in g.nodes[i.target].outputs)
     with pytest.raises(PlanError, match="finds no room"):
         plan_with("full_recompute", g, int(0.5 * peak_bytes(g)))
 
@@ -78,26 +82,12 @@ def test_a_graph_without_layers_is_refused_in_one_line():
         plan_with("full_recompute", zoo.tiny("rnn"), 10**9)
 
 
-LINK = EmulatedLink(h2d_bytes_per_s=20e9, d2h_bytes_per_s=20e9, duplex_bytes_per_s=32e9, latency_s=0)
-
-
 @pytest.mark.parametrize("model", ["llama-2-16-2", "gpt-2-16-2"])
 def test_bit_identical_to_the_unlimited_run_with_the_sanitizer(model):
     g = zoo.build(model, batch=4, size=32, vocab=11)
-    ref = Trainer(g, seed=0)
-    for _ in range(3):
-        ref.step()
     budget = int(0.8 * peak_bytes(g))
     program = plan_with("full_recompute", g, budget)
     verify(program, g, budget)
     assert program.recomputes > 0
-    backend = CpuBackend(LINK, sanitize=True, seed=2, jitter_s=2e-4)
-    try:
-        tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
-        for _ in range(3):
-            tr.step()
-        state = tr.state
-    finally:
-        backend.close()
-    bad = [g.tensors[t].name for t, a in ref.state.items() if not np.array_equal(a, state[t])]
+    bad = differs_from_unlimited(g, program, backend_seed=2)
     assert not bad, bad[:3]

@@ -4,8 +4,6 @@ import numpy as np
 import pytest
 
 import zoo
-from engine.backends.cpu import CpuBackend, EmulatedLink
-from engine.executor import ProgramExecutor
 from engine.initializers import initial_value
 from engine.ir import GraphError, Kind
 from engine.liveness import peak_bytes
@@ -16,7 +14,7 @@ from planner.policy import plan_with
 from planner.verify import verify
 from zoo.llama import mlp_width, parameter_count, preset
 
-from .helpers import ops_by_name, parameter_count as counted
+from .helpers import differs_from_unlimited, ops_by_name, parameter_count as counted
 
 
 def test_llama2_7b_has_its_published_parameter_count():
@@ -67,27 +65,12 @@ def test_the_loss_falls_on_teacher_data():
     assert np.mean(losses[40:]) < 0.8 * np.mean(losses[:10])
 
 
-LINK = EmulatedLink(h2d_bytes_per_s=20e9, d2h_bytes_per_s=20e9, duplex_bytes_per_s=32e9, latency_s=0)
-
-
 @pytest.mark.parametrize("policy", ["swapadvisor", "smartswap"])      # full_recompute: tests/planner
 def test_bit_identical_under_a_budget_that_forces_copies(policy):
     g = zoo.build("llama-tiny", batch=4)
-    ref = Trainer(g, seed=0)
-    for _ in range(3):
-        ref.step()
-    facts = GraphFacts(g)
-    budget = max(facts.smallest_budget, int(0.5 * peak_bytes(g)))
+    budget = max(GraphFacts(g).smallest_budget, int(0.5 * peak_bytes(g)))
     program = plan_with(policy, g, budget)
     verify(program, g, budget)
     assert program.bytes_moved(g, SWAP_OUT) > 0                           # it swaps
-    backend = CpuBackend(LINK, sanitize=True, seed=1, jitter_s=2e-4)
-    try:
-        tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
-        for _ in range(3):
-            tr.step()
-        state = tr.state
-    finally:
-        backend.close()
-    bad = [g.tensors[t].name for t, a in ref.state.items() if not np.array_equal(a, state[t])]
+    bad = differs_from_unlimited(g, program, backend_seed=1)
     assert not bad, f"{policy} at {budget} bytes: {bad[:3]} differ"
