@@ -21,13 +21,11 @@ width 4096, 32 heads, 4096 tokens, a vocabulary of 32000: 6.74B parameters).
 """
 from __future__ import annotations
 
-import math
-
 from engine.autodiff import Adam, SGD, build_training_graph
 from engine.ir import Graph
 from engine.layer_scopes import layer_scope
 
-from .layers import named_preset, next_token_loss
+from .layers import causal_attention, named_preset, next_token_loss, split_heads
 
 LLAMA_VOCAB = 32000
 ROPE_THETA = 10000.0
@@ -56,12 +54,6 @@ def rms_norm(g: Graph, x: int, name: str) -> int:
     return g.apply("rms_norm", [x, gamma], name=name, eps=RMS_EPS)[0]
 
 
-def _heads(g: Graph, x: int, batch: int, seq: int, heads: int, name: str) -> int:
-    """[batch*seq, width] -> [batch, heads, seq, width/heads]."""
-    (x,) = g.apply("reshape", [x], name=f"{name}_rows", shape=(batch, seq, heads, -1))
-    return g.apply("transpose", [x], name=f"{name}_heads", axes=(0, 2, 1, 3))[0]
-
-
 def rotate(g: Graph, x: int, cos: int, sin: int, name: str) -> int:
     """x * cos + rotate_half(x) * sin on x [batch, heads, seq, d], the tables [seq, d] broadcast."""
     d = g.shape(x)[-1]
@@ -76,15 +68,10 @@ def rotate(g: Graph, x: int, cos: int, sin: int, name: str) -> int:
 def attention(g: Graph, x: int, batch: int, seq: int, heads: int, rope: tuple[int, int]) -> int:
     """Causal multi-head self-attention of the rows ``x`` [batch*seq, width], rotary on q and k."""
     width = g.shape(x)[1]
-    q, k, v = (_heads(g, linear(g, x, width, p), batch, seq, heads, n)
+    q, k, v = (split_heads(g, linear(g, x, width, p), batch, seq, heads, n)
                for p, n in (("q_proj", "q"), ("k_proj", "k"), ("v_proj", "v")))
     q, k = rotate(g, q, *rope, "q"), rotate(g, k, *rope, "k")
-    (scores,) = g.apply("batch_matmul", [q, k], name="scores", transpose_b=True)
-    (probs,) = g.apply("softmax", [scores], name="probs", scale=1 / math.sqrt(width // heads), causal=True)
-    (ctx,) = g.apply("batch_matmul", [probs, v], name="context")
-    (ctx,) = g.apply("transpose", [ctx], name="merge", axes=(0, 2, 1, 3))
-    (ctx,) = g.apply("reshape", [ctx], name="merge_rows", shape=(batch * seq, width))
-    return linear(g, ctx, width, "o_proj")
+    return linear(g, causal_attention(g, q, k, v), width, "o_proj")
 
 
 def swiglu(g: Graph, x: int) -> int:
