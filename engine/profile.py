@@ -245,8 +245,9 @@ DEVICES = {
     # SmartSwap's (004) device, an Ascend 910B with 64 GB of HBM. Matrix rate from CANN's platform
     # file for the 910B2 (github.com/hicann/runtime, src/platform/platform_config/Ascend910B2.ini:
     # 24 cube cores at 1800 MHz, a 16x16x16 fp16 multiply-add each per cycle: 353.9 TFLOPS; memory_size
-    # 64 GiB); our ops have one rate, so vector work runs at it too (the file's 48 vector cores give
-    # about 22 TFLOPS fp16: elementwise work is bound by memory here anyway). HBM2e at 1.6 TB/s and
+    # 64 GiB); our ops have one rate, so vector work runs at it too (the file's 48 vector cores of
+    # vec_calc_size 128 would give about 22 TFLOPS fp16 by our reading: elementwise work is bound by
+    # memory here anyway). HBM2e at 1.6 TB/s and
     # the host link PCIe 4.0 x16 (31.5 GB/s a way, in theory) are the figures commonly published,
     # not in Huawei's own documents that we could read: we assume 25 GB/s a way and 40 both ways
     # together, as for the H100's PCIe above. The paper gives none of these.
