@@ -247,10 +247,10 @@ DEVICES = {
     # 24 cube cores at 1800 MHz, a 16x16x16 fp16 multiply-add each per cycle: 353.9 TFLOPS; memory_size
     # 64 GiB); our ops have one rate, so vector work runs at it too (the file's 48 vector cores of
     # vec_calc_size 128 would give about 22 TFLOPS fp16 by our reading: elementwise work is bound by
-    # memory here anyway). HBM2e at 1.6 TB/s and
-    # the host link PCIe 4.0 x16 (31.5 GB/s a way, in theory) are the figures commonly published,
-    # not in Huawei's own documents that we could read: we assume 25 GB/s a way and 40 both ways
-    # together, as for the H100's PCIe above. The paper gives none of these.
+    # memory here anyway). HBM2e at 1.6 TB/s and the host link PCIe 4.0 x16 (31.5 GB/s a way, in
+    # theory) are the figures commonly published, not in Huawei's own documents that we could read:
+    # we assume 25 GB/s a way (the H100's PCIe above) and 40 GB/s both ways together. The paper
+    # gives none of these.
     "910b": (Rates(353.9e12, 1.6e12), Link(25e9, 25e9, 40e9, 10e-6), 64 * 2**30),
 }
 
