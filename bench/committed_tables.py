@@ -166,6 +166,13 @@ def _recompute_table(model: str, row: str) -> str:
     return recompute_table.model_rows(model, 16 * 2**30, 0.0, lambda line: None, wanted)[0][2]
 
 
+def _smartswap_fig5_base(method: str) -> str:
+    from bench import smartswap_fig5 as f
+    from engine.profile import analytic_profile
+    sw = f.Sweep(64 * f.GIB, 32000, "float16", analytic_profile("910b"))
+    return f"{sw.run(f.PAPER_BASE, method):.3f}"
+
+
 CHECKS = (
     Check("table1_001: swapadvisor, batch 256", "table1_001",
           lambda text: github_cell(text, "ours: swapadvisor", "256"), lambda: _table1_001_swapadvisor(256)),
@@ -181,6 +188,12 @@ CHECKS = (
     Check("imported_vs_zoo: wresnet-50-1 (zoo) swapadvisor seconds", "imported_vs_zoo",
           lambda text: plain_cell(text, lambda c: c[0] == "wresnet-50-1 (zoo, sgd)", "swapadvisor s"),
           _imported_vs_zoo_resnet),
+    Check("smartswap_fig5: base setting, smartswap seconds", "smartswap_fig5",
+          lambda text: plain_cell(text, lambda c: c[:2] == ["batch", "4"], "smartswap s"),
+          lambda: _smartswap_fig5_base("smartswap")),
+    Check("smartswap_fig5: base setting, full_recompute seconds", "smartswap_fig5",
+          lambda text: plain_cell(text, lambda c: c[:2] == ["batch", "4"], "full_recompute s"),
+          lambda: _smartswap_fig5_base("full_recompute")),
     Check("recompute_table: inception-4 swapadvisor seconds", "recompute_table",
           lambda text: plain_cell(text, lambda c: c[:2] == ["inception-4", "swapadvisor"], "sim s"),
           lambda: _recompute_table("inception-4", "swapadvisor")),

@@ -38,13 +38,34 @@ def initial_value(name: str, init: str | None, shape, dtype, seed: int) -> np.nd
         a = rng.uniform(-limit, limit, shape)
     elif kind.startswith("normal:"):
         a = rng.standard_normal(shape) * float(kind.split(":", 1)[1])
+    elif kind.startswith(("rope_cos:", "rope_sin:")):
+        a = _rope_table(name, kind, shape)
     elif kind == IMPORTED:
         raise GraphError(f"tensor '{name}': its value comes with an imported model "
                          "(Graph.initial_values), not from an initializer")
     else:
         raise GraphError(f"tensor '{name}': unknown initializer '{kind}' "
-                         "(known: zeros, ones, he_normal, xavier_uniform, normal:<std>, imported)")
+                         "(known: zeros, ones, he_normal, xavier_uniform, normal:<std>, rope_cos:<theta>, "
+                         "rope_sin:<theta>, imported)")
     return a.astype(dtype)
+
+
+def _rope_table(name: str, kind: str, shape) -> np.ndarray:
+    """Rotary position embeddings' cos or sin table [positions, d] (Su et al.; Llama's layout):
+    position p, column j turns by p * theta ** (-2 (j mod d/2) / d), both halves alike."""
+    fn, theta = kind.split(":", 1)
+    try:
+        theta = float(theta)
+    except ValueError:
+        theta = float("nan")
+    if len(shape) != 2 or shape[1] % 2 or not theta > 0:
+        raise GraphError(f"tensor '{name}': {kind} needs a positive theta and a [positions, even width] shape, "
+                         f"got {list(shape)}")
+    positions, d = shape
+    inv_freq = theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    angles = np.outer(np.arange(positions, dtype=np.float64), inv_freq)
+    angles = np.concatenate([angles, angles], axis=1)
+    return np.cos(angles) if fn == "rope_cos" else np.sin(angles)
 
 
 def initial_state(g: Graph, seed: int) -> dict[int, np.ndarray]:

@@ -242,6 +242,16 @@ DEVICES = {
     # Paper 001's machine (Section 5): a V100 joined to the host by two NVLinks, "each can transfer
     # memory at 50GB/s"; taken as 50 GB/s each way and 100 GB/s both ways together.
     "v100-nvlink": (Rates(15.7e12, 900e9), Link(50e9, 50e9, 100e9, 10e-6), 16 * 2**30),
+    # SmartSwap's (004) device, an Ascend 910B with 64 GB of HBM. Matrix rate from CANN's platform
+    # file for the 910B2 (github.com/hicann/runtime, src/platform/platform_config/Ascend910B2.ini:
+    # 24 cube cores at 1800 MHz, a 16x16x16 fp16 multiply-add each per cycle: 353.9 TFLOPS; memory_size
+    # 64 GiB); our ops have one rate, so vector work runs at it too (the file's 48 vector cores of
+    # vec_calc_size 128 would give about 22 TFLOPS fp16 by our reading: elementwise work is bound by
+    # memory here anyway). HBM2e at 1.6 TB/s and the host link PCIe 4.0 x16 (31.5 GB/s a way, in
+    # theory) are the figures commonly published, not in Huawei's own documents that we could read:
+    # we assume 25 GB/s a way (the H100's PCIe above) and 40 GB/s both ways together. The paper
+    # gives none of these.
+    "910b": (Rates(353.9e12, 1.6e12), Link(25e9, 25e9, 40e9, 10e-6), 64 * 2**30),
 }
 
 

@@ -137,9 +137,10 @@ class OnlineProgram:
         self.on_device.discard(t)
 
     # ------------------------------------------------------------------ instructions
-    def _emit(self, kind: int, target: int, obj: int, deps, objects=(), copy=True) -> int:
+    def _emit(self, kind: int, target: int, obj: int, deps, objects=(), copy=True, recompute=False) -> int:
         i = len(self.instrs)
-        self.instrs.append(Instr(kind, target, obj, tuple(objects), copy, sorted({d for d in deps if d >= 0})))
+        self.instrs.append(Instr(kind, target, obj, tuple(objects), copy, sorted({d for d in deps if d >= 0}),
+                                 recompute))
         return i
 
     def _touched(self, o: int, i: int, stream: int) -> None:
@@ -167,16 +168,17 @@ class OnlineProgram:
         self.host_writer[t] = i
         self.copies_out += 1
 
-    def compute(self, pos: int, nid: int, out_objs: Sequence[int]) -> None:
+    def compute(self, pos: int, nid: int, out_objs: Sequence[int], recompute: bool = False) -> None:
         """Run step ``pos`` (node ``nid``): inputs where they are, outputs in ``out_objs`` (an
-        input's object for an output written over it in place: that input is then gone)."""
+        input's object for an output written over it in place: that input is then gone).
+        ``recompute``: the node run again after its step, to recreate outputs a plan dropped."""
         node = self.g.nodes[nid]
         in_objs = [self.obj_of[t] for t in node.inputs]
         deps = [self.writer[t] for t in node.inputs]
         for o in out_objs:
             if o in in_objs:          # in place: after the input's swap-out, if it has one
                 deps.append(self.touch[o][SWAP_OUT])
-        i = self._emit(COMPUTE, nid, -1, deps, [*in_objs, *out_objs])
+        i = self._emit(COMPUTE, nid, -1, deps, [*in_objs, *out_objs], recompute=recompute)
         for o in in_objs:
             self._touched(o, i, COMPUTE)
         for t, o in zip(node.outputs, out_objs):

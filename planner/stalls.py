@@ -80,7 +80,7 @@ class _Instrs:
         moves = (kind != COMPUTE) & copy
         moves[moves] = nbytes[target[moves]] > 0
         recompute = np.fromiter((i.recompute for i in instrs), dtype=bool, count=n)
-        recomputed = sum(int(nbytes[g.nodes[i.target].outputs].sum()) for i in instrs if i.recompute)
+        recomputed = sum(int(nbytes[list(g.nodes[i.target].outputs)].sum()) for i in instrs if i.recompute)
         return cls(kind, obj, moves, np.repeat(np.arange(n), n_deps), dep, recompute, recomputed)
 
 

@@ -11,10 +11,12 @@ Names (case-insensitive), as the paper writes them (Section 6.1):
 - ``densenet-D``   DenseNet-BC of depth D (121, 169, 201, 161; paper 001's Figures 4 and 5)
 - ``gpt-tiny``, ``gpt2-small|medium|large|xl``, ``gpt-7b``  GPT decoders (zoo/gpt.py presets)
 - ``gpt-L-W-H``    a GPT of L blocks of width W with H heads (GPT-2's vocabulary, 1024 tokens)
+- ``llama-tiny``, ``llama2-7b``  Llama 2 decoders (zoo/llama.py presets)
+- ``llama-L-W-H``  a Llama 2 of L blocks of width W with H heads (its vocabulary, 4096 tokens)
 
 Training models are a whole iteration: forward, backward and the optimizer's update
 (``optimizer``: an engine.autodiff SGD or Adam; each family has a default, ``Family.optimizer``).
-``size`` is the image side for CNNs and the sequence length for RNNs and GPTs. Builder
+``size`` is the image side for CNNs and the sequence length for RNNs, GPTs and Llamas. Builder
 modules are imported on first use, so importing ``zoo`` (or ``zoo.small``) is cheap.
 """
 from __future__ import annotations
@@ -28,8 +30,10 @@ from typing import Callable
 from engine.ir import Graph
 
 VALID_FORMS = "wresnet-D-X (e.g. wresnet-152-10), inception-X, nasnet-R, rnn-L-XK (e.g. rnn-8-8k), " \
-              "brnn-L-XK, resnet-D, densenet-D, gpt-tiny, gpt2-small|medium|large|xl, gpt-7b, gpt-L-W-H"
+              "brnn-L-XK, resnet-D, densenet-D, gpt-tiny, gpt2-small|medium|large|xl, gpt-7b, gpt-L-W-H, " \
+              "llama-tiny, llama2-7b, llama-L-W-H"
 GPT_PRESETS = ("gpt-tiny", "gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt-7b")
+LLAMA_PRESETS = ("llama-tiny", "llama2-7b")
 NUMBER = r"(\d+(?:\.\d+)?)"
 
 
@@ -44,11 +48,13 @@ class Family:
     optimizer: str = "sgd"   # the optimizer it trains with unless told otherwise (sgd, adam, adamw)
 
 
-def _gpt_args(m: re.Match) -> dict:
-    if m[1]:
-        from .gpt import preset     # the table lives with the builder
-        return preset(m[1])
-    return {"layers": int(m[2]), "width": int(m[3]), "heads": int(m[4])}
+def _decoder_args(module: str) -> Callable[[re.Match], dict]:
+    """A decoder family's arguments: a preset's (group 1) or layers, width and heads (groups 2-4)."""
+    def args(m: re.Match) -> dict:
+        if m[1]:
+            return importlib.import_module(module).preset(m[1])     # the table lives with the builder
+        return {"layers": int(m[2]), "width": int(m[3]), "heads": int(m[4])}
+    return args
 
 
 FAMILIES = {
@@ -66,8 +72,10 @@ FAMILIES = {
                      lambda m: {"depth": int(m[1])}, training=False),
     "densenet": Family(r"densenet-(\d+)", "zoo.densenet", "densenet", "size",
                        lambda m: {"depth": int(m[1])}),
-    "gpt": Family(rf"({'|'.join(GPT_PRESETS)})|gpt-(\d+)-(\d+)-(\d+)", "zoo.gpt", "gpt", "seq", _gpt_args,
-                  optimizer="adamw"),
+    "gpt": Family(rf"({'|'.join(GPT_PRESETS)})|gpt-(\d+)-(\d+)-(\d+)", "zoo.gpt", "gpt", "seq",
+                  _decoder_args("zoo.gpt"), optimizer="adamw"),
+    "llama": Family(rf"({'|'.join(LLAMA_PRESETS)})|llama-(\d+)-(\d+)-(\d+)", "zoo.llama", "llama", "seq",
+                    _decoder_args("zoo.llama"), optimizer="adamw"),
 }
 
 # Small configurations that run one iteration on the numpy reference interpreter in about a second.
@@ -80,6 +88,7 @@ TINY = {
     "resnet": dict(blocks=(1, 1, 1, 1), base_width=4, batch=2, size=32, classes=10),
     "densenet": dict(blocks=(2, 2), growth=4, batch=2, size=32, classes=10),
     "gpt": dict(layers=2, width=16, heads=2, seq=6, vocab=11, batch=2),
+    "llama": dict(layers=2, width=16, heads=2, seq=6, vocab=11, batch=2),
 }
 
 
@@ -101,7 +110,7 @@ def _builder(family: Family) -> Callable[..., Graph]:
 
 
 def default_optimizer(model: str) -> str:
-    """The optimizer ``model`` trains with by default: sgd, or adamw for GPTs (ValueError if unknown)."""
+    """The optimizer ``model`` trains with by default: sgd, or adamw for GPTs and Llamas (ValueError if unknown)."""
     return parse(model)[0].optimizer
 
 
@@ -135,7 +144,7 @@ def build(model: str, batch: int | None = None, size: int | None = None, dtype: 
     if size is not None:
         kwargs[family.size_option] = size
     g = _call(_builder(family), model, kwargs)
-    if family is FAMILIES["gpt"]:
+    if family in (FAMILIES["gpt"], FAMILIES["llama"]):
         g.name = str(model).strip().lower()     # the name typed, in reports and runs/ (not gpt-2x32)
     return g
 

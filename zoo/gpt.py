@@ -20,11 +20,10 @@ model (Llama-7B's width, depth and vocabulary in GPT-2's layout: 6.7B parameters
 """
 from __future__ import annotations
 
-import math
-
 from engine.autodiff import Adam, SGD, build_training_graph
 from engine.ir import MAX_TENSORS, Graph
-from .layers import fully_connected
+from engine.layer_scopes import layer_scope
+from .layers import causal_attention, fully_connected, named_preset, next_token_loss, split_heads
 
 GPT2_VOCAB = 50257
 
@@ -52,24 +51,13 @@ def layer_norm(g: Graph, x: int, name: str) -> int:
     return y
 
 
-def _heads(g: Graph, x: int, batch: int, seq: int, heads: int, name: str) -> int:
-    """[batch*seq, width] -> [batch, heads, seq, width/heads]."""
-    (x,) = g.apply("reshape", [x], name=f"{name}_rows", shape=(batch, seq, heads, -1))
-    return g.apply("transpose", [x], name=f"{name}_heads", axes=(0, 2, 1, 3))[0]
-
-
 def attention(g: Graph, x: int, batch: int, seq: int, heads: int) -> int:
     """Causal multi-head self-attention of the rows ``x`` [batch*seq, width]."""
     width = g.shape(x)[1]
     qkv = dense(g, x, 3 * width, "qkv")
     q, k, v = g.apply("split", [qkv], name="split", axis=1, sizes=(width,) * 3)
-    q, k, v = (_heads(g, t, batch, seq, heads, n) for t, n in ((q, "q"), (k, "k"), (v, "v")))
-    (scores,) = g.apply("batch_matmul", [q, k], name="scores", transpose_b=True)
-    (probs,) = g.apply("softmax", [scores], name="probs", scale=1 / math.sqrt(width // heads), causal=True)
-    (ctx,) = g.apply("batch_matmul", [probs, v], name="context")
-    (ctx,) = g.apply("transpose", [ctx], name="merge", axes=(0, 2, 1, 3))
-    (ctx,) = g.apply("reshape", [ctx], name="merge_rows", shape=(batch * seq, width))
-    return dense(g, ctx, width, "proj")
+    q, k, v = (split_heads(g, t, batch, seq, heads, n) for t, n in ((q, "q"), (k, "k"), (v, "v")))
+    return dense(g, causal_attention(g, q, k, v), width, "proj")
 
 
 def mlp(g: Graph, x: int) -> int:
@@ -117,23 +105,17 @@ def gpt(layers: int = 12, width: int = 768, heads: int = 12, seq: int = 1024, vo
     (pos,) = g.apply("concat", [rows] * batch, name="positions", axis=0)
     (x,) = g.apply("add", [x, pos], name="embedded")
     for layer in range(layers):
-        with g.scope(f"block{layer}"):
+        with g.scope(layer_scope(layer)):
             x = block(g, x, batch, seq, heads)
     x = layer_norm(g, x, "ln_f")
     head = wte if tie_embeddings else g.parameter("lm_head", (vocab, width), dtype, init="normal:0.02")
     (logits,) = g.apply("fully_connected", [x, head], name="lm_head")
-    labels = g.label("next_tokens", (batch, seq))
-    (flat,) = g.apply("reshape", [labels], name="next_token_rows", shape=(batch * seq,))
-    (loss, _) = g.apply("softmax_cross_entropy", [logits, flat], name="loss")
-    return build_training_graph(g, loss, optimizer)
+    return build_training_graph(g, next_token_loss(g, logits, batch, seq), optimizer)
 
 
 def preset(name: str) -> dict:
     """The builder arguments of a named preset (ValueError naming the presets otherwise)."""
-    try:
-        return dict(PRESETS[name])
-    except KeyError:
-        raise ValueError(f"no GPT preset '{name}' (presets: {', '.join(PRESETS)})") from None
+    return named_preset(PRESETS, "GPT", name)
 
 
 def parameter_count(layers: int, width: int, seq: int, vocab: int, tie_embeddings: bool = True, **_) -> int:

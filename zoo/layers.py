@@ -6,6 +6,8 @@ them. Parameters take the dtype of the block's input.
 """
 from __future__ import annotations
 
+import math
+
 from engine.ir import Graph
 
 
@@ -109,3 +111,36 @@ def image_classifier_head(g: Graph, x: int, classes: int) -> int:
 def widen(channels: int, width: float) -> int:
     """A channel count multiplied by the wide scale, never below one."""
     return max(1, int(round(channels * width)))
+
+
+def split_heads(g: Graph, x: int, batch: int, seq: int, heads: int, name: str) -> int:
+    """A decoder's rows [batch*seq, width] -> [batch, heads, seq, width/heads]."""
+    (x,) = g.apply("reshape", [x], name=f"{name}_rows", shape=(batch, seq, heads, -1))
+    return g.apply("transpose", [x], name=f"{name}_heads", axes=(0, 2, 1, 3))[0]
+
+
+def causal_attention(g: Graph, q: int, k: int, v: int) -> int:
+    """softmax(q k^T / sqrt(d), causal) v of [batch, heads, seq, d] heads, merged back to rows
+    [batch*seq, heads*d]."""
+    batch, heads, seq, d = g.shape(q)
+    (scores,) = g.apply("batch_matmul", [q, k], name="scores", transpose_b=True)
+    (probs,) = g.apply("softmax", [scores], name="probs", scale=1 / math.sqrt(d), causal=True)
+    (ctx,) = g.apply("batch_matmul", [probs, v], name="context")
+    (ctx,) = g.apply("transpose", [ctx], name="merge", axes=(0, 2, 1, 3))
+    return g.apply("reshape", [ctx], name="merge_rows", shape=(batch * seq, heads * d))[0]
+
+
+def next_token_loss(g: Graph, logits: int, batch: int, seq: int) -> int:
+    """A language model's mean cross-entropy of ``logits`` [batch * seq, vocab] against a fresh
+    label leaf of the next tokens [batch, seq]."""
+    labels = g.label("next_tokens", (batch, seq))
+    (flat,) = g.apply("reshape", [labels], name="next_token_rows", shape=(batch * seq,))
+    return g.apply("softmax_cross_entropy", [logits, flat], name="loss")[0]
+
+
+def named_preset(presets: dict, family: str, name: str) -> dict:
+    """The builder arguments of preset ``name`` (ValueError naming the family's presets otherwise)."""
+    try:
+        return dict(presets[name])
+    except KeyError:
+        raise ValueError(f"no {family} preset '{name}' (presets: {', '.join(presets)})") from None

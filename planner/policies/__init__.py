@@ -4,3 +4,4 @@ from . import window  # noqa: F401
 from . import lms, tflms  # noqa: F401
 from . import smartswap  # noqa: F401
 from . import capuchin, checkpoint  # noqa: F401
+from . import full_recompute  # noqa: F401

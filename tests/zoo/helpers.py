@@ -1,5 +1,6 @@
 """Shared checks for the zoo tests: run one training iteration of a tiny model on the
-numpy reference interpreter, and count a graph's forward operators and parameters."""
+numpy reference interpreter, count a graph's forward operators and parameters, and train a
+Program on the sanitizing cpu backend beside the unlimited run."""
 from __future__ import annotations
 
 import numpy as np
@@ -57,3 +58,29 @@ def ops_by_name(g: Graph) -> dict[str, int]:
     for n in g.nodes:
         counts[n.op] = counts.get(n.op, 0) + 1
     return counts
+
+
+# A PCIe-like emulated link for the cpu backend: copies take long enough to overlap compute.
+LINK_GBPS = dict(h2d_bytes_per_s=20e9, d2h_bytes_per_s=20e9, duplex_bytes_per_s=32e9, latency_s=0)
+
+
+def differs_from_unlimited(g: Graph, program, backend_seed: int = 0, steps: int = 3) -> list[str]:
+    """The names of the persistent tensors whose values after ``steps`` iterations of ``program``
+    on the cpu backend (sanitizer on: freed bytes poisoned, copies jittered) differ from the
+    unlimited run's; empty when training is bit-identical."""
+    from engine.backends.cpu import CpuBackend, EmulatedLink
+    from engine.executor import ProgramExecutor
+    from engine.training import Trainer
+
+    ref = Trainer(g, seed=0)
+    for _ in range(steps):
+        ref.step()
+    backend = CpuBackend(EmulatedLink(**LINK_GBPS), sanitize=True, seed=backend_seed, jitter_s=2e-4)
+    try:
+        tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
+        for _ in range(steps):
+            tr.step()
+        state = tr.state
+    finally:
+        backend.close()
+    return [g.tensors[t].name for t, a in ref.state.items() if not np.array_equal(a, state[t])]

@@ -4,9 +4,7 @@ import pytest
 
 import zoo
 from engine.autodiff import Adam, SGD
-from engine.backends.cpu import CpuBackend, EmulatedLink
 from engine.cli.run import main
-from engine.executor import ProgramExecutor
 from engine.ir import Kind
 from engine.liveness import peak_bytes
 from engine.training import Trainer
@@ -15,7 +13,7 @@ from planner.policy import plan_with
 from planner.verify import verify
 from zoo.gpt import parameter_count, preset
 
-from .helpers import ops_by_name, parameter_count as counted
+from .helpers import differs_from_unlimited, ops_by_name, parameter_count as counted
 
 # Parameters of the GPT-2 checkpoints OpenAI published (tied head), and a Llama-7B-sized one.
 PUBLISHED = {"gpt2-small": 124_439_808, "gpt2-medium": 354_823_168, "gpt2-large": 774_030_080,
@@ -65,29 +63,15 @@ def test_the_loss_falls_on_teacher_data():
     assert last < 0.8 * first, (first, last)
 
 
-LINK = EmulatedLink(h2d_bytes_per_s=20e9, d2h_bytes_per_s=20e9, duplex_bytes_per_s=32e9, latency_s=0)
-
-
 @pytest.mark.parametrize("policy", ["swapadvisor", "odswap"])
 def test_bit_identical_under_a_budget_with_the_sanitizer(policy):
     g = zoo.build("gpt-tiny", batch=4)
-    ref = Trainer(g, seed=0)
-    for _ in range(3):
-        ref.step()
     facts = GraphFacts(g)
     for i, budget in enumerate((max(facts.smallest_budget, int(0.3 * peak_bytes(g))), facts.smallest_budget)):
         program = plan_with(policy, g, budget)
         verify(program, g, budget)
         assert program.bytes_moved(g, 1) > 0                 # it swaps
-        backend = CpuBackend(LINK, sanitize=True, seed=i, jitter_s=2e-4)
-        try:
-            tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
-            for _ in range(3):
-                tr.step()
-            state = tr.state
-        finally:
-            backend.close()
-        bad = [g.tensors[t].name for t, a in ref.state.items() if not np.array_equal(a, state[t])]
+        bad = differs_from_unlimited(g, program, backend_seed=i)
         assert not bad, f"{policy} at {budget} bytes: {bad[:3]} differ"
 
 
