@@ -9,6 +9,7 @@ instruction i's dependencies are ``deps[dep_ptr[i]:dep_ptr[i + 1]]``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
@@ -42,12 +43,9 @@ class ProgramArrays:
         target = np.fromiter((i.target for i in instrs), dtype=np.int64, count=n)
         obj = np.fromiter((i.obj for i in instrs), dtype=np.int64, count=n)
         copy = np.fromiter((i.copy for i in instrs), dtype=np.bool_, count=n)
-        dep_lists = [sorted(set(i.deps)) for i in instrs]
-        dep_ptr = np.zeros(n + 1, dtype=np.int64)
-        dep_ptr[1:] = np.cumsum([len(d) for d in dep_lists])
+        dep_ptr, deps = _sorted_unique_rows([i.deps for i in instrs])
         obj_ptr = np.zeros(n + 1, dtype=np.int64)
         obj_ptr[1:] = np.cumsum([len(i.objects) for i in instrs])
-        deps = np.fromiter((d for ds in dep_lists for d in ds), dtype=np.int64, count=int(dep_ptr[-1]))
         objects = np.fromiter((o for i in instrs for o in i.objects), dtype=np.int64, count=int(obj_ptr[-1]))
         recompute = np.fromiter((i.recompute for i in instrs), dtype=np.bool_, count=n)
         return cls(kind, target, obj, copy, dep_ptr, deps, obj_ptr, objects, recompute)
@@ -59,3 +57,20 @@ class ProgramArrays:
         return [Instr(kind[i], target[i], obj[i], tuple(objects[op[i]:op[i + 1]]), copy[i], deps[dp[i]:dp[i + 1]],
                       recompute[i])
                 for i in range(len(kind))]
+
+
+def _sorted_unique_rows(rows: list) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (ptr, values) of ``rows`` (sequences of ints), each row sorted and without repeats:
+    one sort of all values by (row, value) instead of a set and a sort per row."""
+    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    values = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
+    row = np.repeat(np.arange(len(rows), dtype=np.int64), lengths)
+    order = np.lexsort((values, row))
+    values, row = values[order], row[order]
+    fresh = np.ones(len(values), dtype=bool)
+    fresh[1:] = (values[1:] != values[:-1]) | (row[1:] != row[:-1])
+    values, row = values[fresh], row[fresh]
+    ptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum(np.bincount(row, minlength=len(rows)))
+    return ptr, values
+
