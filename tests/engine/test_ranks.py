@@ -244,3 +244,28 @@ def test_the_measured_bench_quick_mode_reports_every_figure(local_ray):
     assert all(np.isfinite(v) and v > 0 for k, v in figures.items() if k != "outside")
     assert figures["predicted"] == pytest.approx(figures["simulated"] + figures["outside"] + figures["call"])
     assert figures["program"] <= figures["rank_wall"]
+
+
+def test_the_ranks_run_the_plan_searched_under_their_shared_host(local_ray, tmp_path, unlimited_run):
+    """--search-seconds with --ranks: the genetic search plans each rank graph on the driver, its
+    fitness the simulator on a profile whose two ranks share 4 GB/s of host; its plan, faster there
+    than the unsearched one, is the one every rank runs (their digests), and the run ends bit for bit
+    where the unlimited run does."""
+    from dataclasses import replace
+
+    from engine.library.ray_ranks import train_ranks
+    from engine.profile import HostShare, analytic_profile
+    from ga.search import SearchOptions
+
+    path = tmp_path / "host.json"
+    replace(analytic_profile("v100"), host=HostShare(ranks=2, bytes_per_s=4e9)).save(str(path))
+    base = RankSpec("small-cnn", batch=8, world=2, policy="swapadvisor", memory=160 * 2**10, profile=str(path),
+                    sanitize=True)
+    spec = replace(base, search=SearchOptions(population=8, seed=0, workers=1, max_generations=2, progress=False))
+    unsearched, plans = plan_ranks(base), plan_ranks(spec)
+    assert plans.searched == 1 and plans.seconds[0] < unsearched.seconds[0]      # the micro graph's plan
+    assert plans.digests()[0] != unsearched.digests()[0]
+    state, losses, ranks = train_ranks(spec, STEPS, plans=plans)
+    assert [info["plans"] for info in ranks.info] == [plans.digests()] * 2
+    ref_state, ref_losses = unlimited_run
+    assert losses == ref_losses and same(state, ref_state) == []
