@@ -9,7 +9,8 @@ ranks (their wall and CPU seconds, and the seconds inside the Program).
 
 The simulator's figure: the rank's Program, its all-reduces included, simulated on a profile
 measured here: each operator's time, the per-instruction cost and the emulated link from
-engine.cpu_profiling on the rank's graph, and the profile's ``network`` fitted (latency and
+engine.cpu_profiling on the rank's graph (in two Ray workers at once, as the two ranks share the
+machine when they train), and the profile's ``network`` fitted (latency and
 bandwidth, ``_fit_copies`` as the link's fit) to the exact reduction timed on the same Ray at a
 few sizes (bench.ranks_reduce's ``Reducer``). Around the Program a step has two costs no Program
 instruction stands for, measured apart and added to the simulated step, each in its own column:
@@ -72,8 +73,17 @@ def network_of(ray, world: int, repeats: int) -> Network:
 
 
 def measured_profile(spec: RankSpec, network: Network) -> Profile:
-    """The rank's graph's profile on this machine (one process, as a rank runs it), with the
-    network between the ranks."""
+    """The rank's graph's profile on this machine, with the network between the ranks: measured
+    in ``spec.world`` Ray workers at once, as the ranks run (they share the machine's cores and
+    memory), rank 0's kept."""
+    import ray
+
+    measure = ray.remote(num_cpus=1)(one_profile)
+    return ray.get([measure.remote(spec, network) for _ in range(spec.world)])[0]
+
+
+def one_profile(spec: RankSpec, network: Network) -> Profile:
+    """The rank's graph's profile measured in this process, with ``network``."""
     g = whole_graph(spec)
     rate = spec.link_gbps * 1e9
     profile = measure_cpu_profile(g, unlimited_program(g, GraphFacts(g)), EmulatedLink(rate, rate, 1.6 * rate),
@@ -103,15 +113,17 @@ def timed_steps(spec: RankSpec, plans, steps: int) -> dict:
     def median(key: str) -> float:                      # the slower rank's median: the step waits for it
         return max(statistics.median(step[r][key] for step in on_ranks) for r in range(spec.world))
 
+    share = min(statistics.median(step[r]["cpu"] / step[r]["wall"] for step in on_ranks) for r in range(spec.world))
     return {"walls": walls, "rank_wall": median("wall"), "rank_cpu": median("cpu"), "program": median("program"),
-            "call": statistics.median(calls)}
+            "call": statistics.median(calls), "share": share}
 
 
-def run(model: str, batch: int, size: int | None, steps: int, link_gbps: float, repeats: int) -> tuple[list[str], dict]:
+def run(model: str, batch: int, size: int | None, steps: int, link_gbps: float, repeats: int,
+        policy: str | None = "swapadvisor", world: int = WORLD) -> tuple[list[str], dict]:
     """The report's lines and its figures (for the quick mode's test)."""
     ray = connect("local", WORLD)
-    network = network_of(ray, WORLD, repeats)
-    spec = RankSpec(model, batch, WORLD, size=size, policy="swapadvisor", backend="cpu", link_gbps=link_gbps,
+    network = network_of(ray, world, repeats) if world > 1 else Network(1e12, 0.0)
+    spec = RankSpec(model, batch, world, size=size, policy=policy, backend="cpu", link_gbps=link_gbps,
                     in_program=True)
     profile = measured_profile(spec, network)
     with tempfile.TemporaryDirectory() as folder:
@@ -129,15 +141,16 @@ def run(model: str, batch: int, size: int | None, steps: int, link_gbps: float, 
     outside = m["rank_wall"] - m["program"]
     predicted = simulated + outside + m["call"]
     figures = {"simulated": simulated, "program": m["program"], "rank_wall": m["rank_wall"], "outside": outside,
-               "call": m["call"], "predicted": predicted, "wall": wall, "cpu": m["rank_cpu"],
+               "call": m["call"], "predicted": predicted, "wall": wall, "cpu": m["rank_cpu"], "share": m["share"],
                "program_ratio": m["program"] / simulated, "step_ratio": wall / predicted}
     grads = sum(g.tensors[t].nbytes for ins in program.instrs if ins.kind == ALLREDUCE for t in ins.bucket)
     lines = [
-        f"model {model} at batch {batch} ({spec.shard} per rank){f', size {size}' if size else ''}: swapadvisor under "
-        f"{plans.device_bytes / 2**20:.2f} MiB per rank, {len(program.instrs)} instructions, "
+        f"model {model} at batch {batch} ({spec.shard} per rank){f', size {size}' if size else ''}: "
+        + (f"{policy} under {plans.device_bytes / 2**20:.2f} MiB per rank" if policy else "unlimited memory")
+        + f", {len(program.instrs)} instructions, "
         f"{program.bytes_moved(g, SWAP_IN) / 2**20:.2f} MiB swapped in, {program.count(ALLREDUCE)} all-reduce(s) "
         f"of {grads / 2**10:.1f} KiB of gradients in all",
-        f"profile measured here: {len(profile.ops)} operator signatures, dispatch {profile.dispatch_s * 1e6:.1f} us "
+        f"profile measured here ({WORLD} workers at once, as the ranks run): {len(profile.ops)} operator signatures, dispatch {profile.dispatch_s * 1e6:.1f} us "
         f"per instruction, emulated link {profile.link.h2d_bytes_per_s / 1e9:.2f} GB/s in, latency "
         f"{profile.link.latency_s * 1e6:.0f} us; network (the exact reduction on this Ray, fitted) "
         f"{network.bytes_per_s / 1e9:.2f} GB/s, latency {network.latency_s * 1e6:.0f} us",
@@ -150,12 +163,15 @@ def run(model: str, batch: int, size: int | None, steps: int, link_gbps: float, 
         f"{'predicted step: simulated + outside + round trip':<66} {predicted:>9.4f}",
         f"{'measured step on the driver (median of {})'.format(steps):<66} {wall:>9.4f}",
         f"{'a rank CPU seconds per step (median, slower rank)':<66} {m['rank_cpu']:>9.4f}",
+        f"{'share of a core: CPU over wall seconds, the rank with less (median)':<66} {m['share']:>9.3f}",
         "",
         f"Program: measured / simulated {figures['program_ratio']:.3f} ({figures['program_ratio'] - 1:+.1%}); "
         f"step: measured / predicted {figures['step_ratio']:.3f} ({figures['step_ratio'] - 1:+.1%}); "
         f"step against the simulated Program alone {wall / simulated:.3f}; target within {TARGET:.0%}",
         f"driver step times spread {spread(m['walls']):.0%} of their median (interquartile)",
         load.describe(),
+        "(the simulator gives each rank a core of its own; on a busy machine a rank gets a part of one, and at each "
+        "all-reduce the faster rank waits for the slower: the CPU share above says how much it got)",
     ]
     warning = busy_warning(load)
     if warning:

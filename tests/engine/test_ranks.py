@@ -239,7 +239,7 @@ def test_the_measured_bench_quick_mode_reports_every_figure(local_ray):
     text = "\n".join(lines)
     for label in ("simulated: the Program with its all-reduces", "inside the Program", "outside the Program",
                   "Ray round trip", "predicted step", "measured step on the driver", "CPU seconds per step",
-                  "measured / simulated", "load average"):
+                  "measured / simulated", "share of a core", "load average"):
         assert label in text
     assert all(np.isfinite(v) and v > 0 for k, v in figures.items() if k != "outside")
     assert figures["predicted"] == pytest.approx(figures["simulated"] + figures["outside"] + figures["call"])
