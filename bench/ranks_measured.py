@@ -20,6 +20,7 @@ shard: the rank's step wall minus its Program wall). The output gives the load a
 before and after the timing (engine.timing_trust) and the ratios.
 
     python -m bench.ranks_measured [--model small-cnn] [--batch 32] [--size 32] [--steps 15] [--quick] [--save]
+    python -m bench.ranks_measured --ranks 1 --batch 16 [--save]    # the control: one rank on the same shard
 """
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def network_of(ray, world: int, repeats: int) -> Network:
     return Network(bytes_per_s=rate * steps / world, latency_s=latency / steps)
 
 
-def measured_profile(spec: RankSpec, network: Network) -> Profile:
+def measured_profile(spec: RankSpec, network: Network | None) -> Profile:
     """The rank's graph's profile on this machine, with the network between the ranks: measured
     in ``spec.world`` Ray workers at once, as the ranks run (they share the machine's cores and
     memory), rank 0's kept."""
@@ -82,7 +83,7 @@ def measured_profile(spec: RankSpec, network: Network) -> Profile:
     return ray.get([measure.remote(spec, network) for _ in range(spec.world)])[0]
 
 
-def one_profile(spec: RankSpec, network: Network) -> Profile:
+def one_profile(spec: RankSpec, network: Network | None) -> Profile:
     """The rank's graph's profile measured in this process, with ``network``."""
     g = whole_graph(spec)
     rate = spec.link_gbps * 1e9
@@ -122,7 +123,7 @@ def run(model: str, batch: int, size: int | None, steps: int, link_gbps: float, 
         policy: str | None = "swapadvisor", world: int = WORLD) -> tuple[list[str], dict]:
     """The report's lines and its figures (for the quick mode's test)."""
     ray = connect("local", WORLD)
-    network = network_of(ray, world, repeats) if world > 1 else Network(1e12, 0.0)
+    network = network_of(ray, world, repeats) if world > 1 else None     # one rank reduces nothing
     spec = RankSpec(model, batch, world, size=size, policy=policy, backend="cpu", link_gbps=link_gbps,
                     in_program=True)
     profile = measured_profile(spec, network)
@@ -150,10 +151,12 @@ def run(model: str, batch: int, size: int | None, steps: int, link_gbps: float, 
         + f", {len(program.instrs)} instructions, "
         f"{program.bytes_moved(g, SWAP_IN) / 2**20:.2f} MiB swapped in, {program.count(ALLREDUCE)} all-reduce(s) "
         f"of {grads / 2**10:.1f} KiB of gradients in all",
-        f"profile measured here ({WORLD} workers at once, as the ranks run): {len(profile.ops)} operator signatures, dispatch {profile.dispatch_s * 1e6:.1f} us "
+        f"profile measured here ({world} worker(s) at once, as the ranks run): {len(profile.ops)} operator signatures, "
+        f"dispatch {profile.dispatch_s * 1e6:.1f} us "
         f"per instruction, emulated link {profile.link.h2d_bytes_per_s / 1e9:.2f} GB/s in, latency "
-        f"{profile.link.latency_s * 1e6:.0f} us; network (the exact reduction on this Ray, fitted) "
-        f"{network.bytes_per_s / 1e9:.2f} GB/s, latency {network.latency_s * 1e6:.0f} us",
+        f"{profile.link.latency_s * 1e6:.0f} us; "
+        + (f"network (the exact reduction on this Ray, fitted) {network.bytes_per_s / 1e9:.2f} GB/s, latency "
+           f"{network.latency_s * 1e6:.0f} us" if network else "no network (one rank)"),
         "",
         f"{'seconds per step':<66} {'value':>9}",
         f"{'simulated: the Program with its all-reduces':<66} {simulated:>9.4f}",
@@ -187,26 +190,27 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--link-gbps", type=float, default=2.0, help="the cpu backend's emulated link (default 2)")
     p.add_argument("--repeats", type=int, default=5, help="of each reduction size, for the network's fit")
+    p.add_argument("--ranks", type=int, default=WORLD, help="1: the control, a rank alone (no all-reduce)")
     p.add_argument("--quick", action="store_true", help="a small model and few steps: the structure, for tests")
-    p.add_argument("--save", action="store_true", help="write bench/results/ranks_measured_<date>.txt")
+    p.add_argument("--save", action="store_true", help="write bench/results/ranks_measured_<ranks>_<date>.txt")
     a = p.parse_args(argv)
     if a.quick:
         a.batch, a.size, a.steps, a.repeats = 8, None, 3, 2
     head = [f"# python -m bench.ranks_measured {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip(),
             f"# machine (timed here): {platform.platform()}, {os.cpu_count()} cores: {cpu_name()}; "
             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
-            f"# {WORLD} ranks on a local Ray, cpu backend, the Program's own all-reduce (exact: all-gather, rank-order "
+            f"# {a.ranks} rank(s) on a local Ray, cpu backend, the Program's own all-reduce (exact: all-gather, rank-order "
             "sum); measured step beside the simulator's"]
     import ray
 
     try:
-        lines, _ = run(a.model, a.batch, a.size, a.steps, a.link_gbps, a.repeats)
+        lines, _ = run(a.model, a.batch, a.size, a.steps, a.link_gbps, a.repeats, world=a.ranks)
     finally:
         ray.shutdown()
     text = "\n".join(head + lines) + "\n"
     print(text, end="")
     if a.save:
-        print(f"saved to {save_results('ranks_measured', text)}")
+        print(f"saved to {save_results(f'ranks_measured_{a.ranks}', text)}")
     return 0
 
 
