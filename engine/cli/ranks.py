@@ -6,8 +6,9 @@ What it takes: the model flags, --batch (the whole batch, cut into N shards), --
 --seed, the optimizer's flags, --memory (per rank), the last --policy (it plans each rank's two
 graphs once; every rank runs those Programs), --profile, --backend cpu, --sanitize, --checkpoint
 (written once, from rank 0), --resume (every rank loads rank 0's checkpoint), --data (each rank
-draws its shard of each batch from the user's arrays) and --no-check. What it does not take yet is
-refused in one line.
+draws its shard of each batch from the user's arrays), --search-seconds/--search-generations (the
+search of each rank graph's plan on the driver, under the profile's shared host) and --no-check.
+What it does not take yet is refused in one line.
 """
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ def spec_of(cfg: RunConfig):
 
 
 def describe_search(cfg: RunConfig) -> str:
+    """The search's limits in words: '10 s or 2 generations'."""
     s = cfg.search
     return " or ".join(x for x in (f"{s.seconds:g} s" if s.seconds else "",
                                    f"{s.generations} generations" if s.generations else "") if x)
