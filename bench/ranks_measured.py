@@ -11,7 +11,7 @@ The simulator's figure: the rank's Program, its all-reduces included, simulated 
 measured here: each operator's time, the per-instruction cost and the emulated link from
 engine.cpu_profiling on the rank's graph (in two Ray workers at once, as the two ranks share the
 machine when they train), and the profile's ``network`` fitted (latency and
-bandwidth, ``_fit_copies`` as the link's fit) to the exact reduction timed on the same Ray at a
+bandwidth) to the exact reduction timed on the same Ray at a
 few sizes (bench.ranks_reduce's ``Reducer``). Around the Program a step has two costs no Program
 instruction stands for, measured apart and added to the simulated step, each in its own column:
 Ray's round trip of one call to every rank (an empty call, ``clock``), and the rank's host work
@@ -41,7 +41,6 @@ from engine.cpu_profiling import measure_cpu_profile
 from engine.library.ranks import RankSpec, plan_ranks, whole_graph
 from engine.library.ray_ranks import connect, start_ranks
 from engine.profile import Network, Profile
-from engine.profiling import _fit_copies
 from engine.program import ALLREDUCE, SWAP_IN
 from engine.timing_trust import HostLoad, busy_warning, load_average, spread
 from planner.facts import GraphFacts
@@ -59,8 +58,8 @@ NETWORK_SIZES = (2**10, 2**12, 2**14, 2**16, 2**18)
 
 def network_of(ray, world: int, repeats: int) -> Network:
     """The exact reduction's cost over ``world`` ranks on this Ray, as a ring's ``Network``: the
-    all-gather and rank-order sum of B bytes takes a + B/r (fitted on the medians at
-    NETWORK_SIZES); a ring takes 2(N-1) latencies and 2(N-1)/N of B over its bandwidth."""
+    all-gather and rank-order sum of B bytes takes a + B/r (from the medians at NETWORK_SIZES); a
+    ring takes 2(N-1) latencies and 2(N-1)/N of B over its bandwidth."""
     remote = ray.remote(num_cpus=1)(Reducer)
     actors = [remote.remote(world, r, f"network-{os.getpid()}") for r in range(world)]
     try:
@@ -68,7 +67,11 @@ def network_of(ray, world: int, repeats: int) -> Network:
     finally:
         for x in actors:
             ray.kill(x)
-    latency, rate = _fit_copies(timed)
+    (small, t_small), (big0, t0), (big, t1) = timed[0], timed[-2], timed[-1]
+    # the bandwidth from the two largest sizes, the latency from the smallest (a least-squares line
+    # through all of them let one noisy large size push its intercept, the latency, below zero)
+    rate = (big - big0) / (t1 - t0) if t1 > t0 else big / t1
+    latency = max(t_small - small / rate, 0.0)
     steps = 2 * (world - 1)
     return Network(bytes_per_s=rate * steps / world, latency_s=latency / steps)
 
@@ -170,7 +173,9 @@ def run(model: str, batch: int, size: int | None, steps: int, link_gbps: float, 
         "",
         f"Program: measured / simulated {figures['program_ratio']:.3f} ({figures['program_ratio'] - 1:+.1%}); "
         f"step: measured / predicted {figures['step_ratio']:.3f} ({figures['step_ratio'] - 1:+.1%}); "
-        f"step against the simulated Program alone {wall / simulated:.3f}; target within {TARGET:.0%}",
+        f"step against the simulated Program alone {wall / simulated:.3f}; target within {TARGET:.0%}; the rank's "
+        f"CPU seconds per step over the simulated Program {m['rank_cpu'] / simulated:.3f} (what a rank on a core "
+        "of its own would take, where its step is its CPU's work)",
         f"driver step times spread {spread(m['walls']):.0%} of their median (interquartile)",
         load.describe(),
         "(the simulator gives each rank a core of its own; on a busy machine a rank gets a part of one, and at each "
