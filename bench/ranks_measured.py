@@ -176,6 +176,9 @@ def run(model: str, batch: int, size: int | None, steps: int, link_gbps: float, 
         f"step against the simulated Program alone {wall / simulated:.3f}; target within {TARGET:.0%}; the rank's "
         f"CPU seconds per step over the simulated Program {m['rank_cpu'] / simulated:.3f} (what a rank on a core "
         "of its own would take, where its step is its CPU's work)",
+        f"the prediction over the slower rank's share of a core (what the busy machine left it; measured in this "
+        f"run, so a diagnosis, not a prediction): {predicted / m['share']:.4f} s, measured / that "
+        f"{wall * m['share'] / predicted:.3f}",
         f"driver step times spread {spread(m['walls']):.0%} of their median (interquartile)",
         load.describe(),
         "(the simulator gives each rank a core of its own; on a busy machine a rank gets a part of one, and at each "
