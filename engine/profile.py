@@ -9,8 +9,9 @@ serves every graph that uses the same operator instances.
 JSON: {"format": "swapengine.profile/1", "device": str,
        "link": {"h2d_bytes_per_s", "d2h_bytes_per_s", "duplex_bytes_per_s", "latency_s"},
        "network": {"bytes_per_s", "latency_s"} (optional: the link between data-parallel ranks),
-       "host": {"ranks", "bytes_per_s"} (optional: ranks sharing one host whose memory and root
-       ports carry all their copies at most at bytes_per_s together),
+       "host": {"ranks", "bytes_per_s", "group", "group_bytes_per_s"} (optional: ranks sharing one
+       host whose memory and root ports carry all their copies at most at bytes_per_s together;
+       group and group_bytes_per_s, optional: ranks behind one PCIe switch share its uplink),
        "analytic": {"flops_per_s", "bytes_per_s", "launch_s"} (optional: rates for ops not measured),
        "ops": {signature: seconds}, "dispatch_s": seconds of host work per instruction}
 """
@@ -66,16 +67,25 @@ class Network:
 @dataclass(frozen=True)
 class HostShare:
     """``ranks`` devices on one host, whose copies to and from host memory all pass through a
-    bound of ``bytes_per_s`` together (host memory bandwidth, a shared PCIe root port or switch
-    uplink). Rank-identical plans copy at the same moments, so each rank's link moves at most
-    ``bytes_per_s / ranks``: ``Profile.rank_link``."""
+    bound of ``bytes_per_s`` together (host memory bandwidth, a shared PCIe root port), and
+    optionally through their switch's uplink, ``group`` ranks to a switch. Rank-identical plans copy
+    at the same moments, so each rank's link moves at most ``bytes_per_s / ranks``, and each way at
+    most its switch's uplink over the ranks behind it: ``Profile.rank_link``."""
     ranks: int
     bytes_per_s: float
+    # Ranks grouped ``group`` to a PCIe switch whose uplink to the host moves ``group_bytes_per_s``
+    # each way (full duplex, as PCIe): the switch's ranks divide it; None: no switch between them.
+    group: int | None = None
+    group_bytes_per_s: float | None = None
 
     def share(self, link: Link) -> Link:
-        each = self.bytes_per_s / max(1, self.ranks)
-        return Link(min(link.h2d_bytes_per_s, each), min(link.d2h_bytes_per_s, each),
-                    min(link.duplex_bytes_per_s, each), link.latency_s)
+        each = self.bytes_per_s / max(1, self.ranks)         # the host's, both ways together
+        way = both = each
+        if self.group is not None:
+            uplink = self.group_bytes_per_s / max(1, min(self.group, self.ranks))
+            way, both = min(each, uplink), min(each, 2 * uplink)
+        return Link(min(link.h2d_bytes_per_s, way), min(link.d2h_bytes_per_s, way),
+                    min(link.duplex_bytes_per_s, both), link.latency_s)
 
 
 @dataclass(frozen=True)
@@ -126,7 +136,7 @@ class Profile:
         if self.network:
             d["network"] = self.network.__dict__.copy()
         if self.host:
-            d["host"] = self.host.__dict__.copy()
+            d["host"] = {k: v for k, v in self.host.__dict__.items() if v is not None}
         return d
 
     @classmethod
@@ -153,7 +163,14 @@ class Profile:
                 ranks = h.get("ranks")
                 if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
                     raise ValueError(f"'host.ranks' must be a whole number of ranks, at least 1, got {ranks!r:.40}")
-                host = HostShare(ranks, _number(h.get("bytes_per_s"), "host.bytes_per_s"))
+                group = h.get("group")
+                if group is not None and (isinstance(group, bool) or not isinstance(group, int) or group < 1):
+                    raise ValueError(f"'host.group' must be a whole number of ranks, at least 1, got {group!r:.40}")
+                if (group is None) != (h.get("group_bytes_per_s") is None):
+                    raise ValueError("'host.group' and 'host.group_bytes_per_s' come together (ranks per switch "
+                                     "and its uplink's bytes per second)")
+                host = HostShare(ranks, _number(h.get("bytes_per_s"), "host.bytes_per_s"), group,
+                                 None if group is None else _number(h["group_bytes_per_s"], "host.group_bytes_per_s"))
         except KeyError as e:
             raise ProfileError(f"malformed profile: missing {e}") from None
         except (TypeError, ValueError) as e:
@@ -172,6 +189,8 @@ class Profile:
             _seconds(("network.latency_s", network.latency_s))
         if host is not None:
             _positive(("host.bytes_per_s", host.bytes_per_s))
+            if host.group is not None:
+                _positive(("host.group_bytes_per_s", host.group_bytes_per_s))
         return cls(device, link, analytic, ops, dispatch, network, host)
 
     def save(self, path: str) -> None:

@@ -24,7 +24,7 @@ from .ir import PERSISTENT_KINDS, Graph, Kind
 from . import checkpoint
 from .blas_threads import one_blas_thread
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT, CheckpointError
-from .data import TeacherData
+from .data import DataSet, TeacherData
 
 __all__ = ["CHECKPOINT_FORMAT", "CheckpointError", "ReferenceRunner", "Runner", "StreamTrainer", "Trainer",
            "checkpoint_mismatch", "state_fingerprint"]
@@ -186,10 +186,11 @@ class StreamTrainer:
 
     def __init__(self, graphs: "stream.IterationGraphs", plan: "stream.IterationPlan",
                  runner_for: Callable[[Graph], Runner], seed: int = 0,
-                 after: Callable[[int, list[Graph], float, "stream.Step"], None] | None = None):
+                 after: Callable[[int, list[Graph], float, "stream.Step"], None] | None = None,
+                 data: Mapping[Graph, DataSet] | None = None):
         self.graphs, self.plan, self.runner_for, self.seed, self.after = graphs, plan, runner_for, seed, after
         self.values: dict[str, np.ndarray] = {}      # every persistent tensor, by name
-        self._data: dict[Graph, TeacherData] = {}
+        self._data: dict[Graph, DataSet] = dict(data or {})     # a graph's data; the teacher's when not given
         self.iteration = 0
         self.window = stream.Window()
         self.losses: list[tuple[int, str, float]] = []   # (iteration, kind, loss)

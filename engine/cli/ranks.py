@@ -5,8 +5,10 @@
 What it takes: the model flags, --batch (the whole batch, cut into N shards), --iterations,
 --seed, the optimizer's flags, --memory (per rank), the last --policy (it plans each rank's two
 graphs once; every rank runs those Programs), --profile, --backend cpu, --sanitize, --checkpoint
-(written once, from rank 0), --resume (every rank loads rank 0's checkpoint) and --no-check. What it
-does not take yet is refused in one line.
+(written once, from rank 0), --resume (every rank loads rank 0's checkpoint), --data (each rank
+draws its shard of each batch from the user's arrays), --search-seconds/--search-generations (the
+search of each rank graph's plan on the driver, under the profile's shared host) and --no-check.
+What it does not take yet is refused in one line.
 """
 from __future__ import annotations
 
@@ -19,12 +21,14 @@ from ..errors import EngineError, UsageError
 from ..units import format_bytes
 from ..library.models import batch_of, model_graph
 from ..library.ranks import (RankSpec, check_spec, one_rank_accumulating, plan_ranks, rank_graphs, reduced_names,
-                             resume_values)
+                             resume_values, whole_graph)
 from ..library.ray_ranks import train_ranks
+from ..library.planning import profile_of
 from .config import RunConfig
+from .user_files import check_user_files, data_for
 
 # RunConfig fields that --ranks does not act on yet, and the flag that set each
-NOT_WITH_RANKS = (("data", "--data"), ("simulate_only", "--simulate-only"),
+NOT_WITH_RANKS = (("simulate_only", "--simulate-only"),
                   ("save_weights", "--save-weights"), ("load_plan", "--load-plan"), ("save_plan", "--save-plan"),
                   ("allocator", "--allocator"), ("window", "--window"), ("swap_only", "--swap-only"))
 
@@ -42,25 +46,50 @@ def spec_of(cfg: RunConfig):
         raise UsageError(f"--ranks runs each rank on the cpu backend for now, not the {placement.kind.name} "
                          "backend; give --backend cpu")
     policy = cfg.policies[-1]
+    search = None
+    if cfg.search.wanted and policy.searches:
+        from ga.search import SearchOptions
+
+        s = cfg.search           # on the driver's processes: the ranks' Ray starts after the plan
+        search = SearchOptions(population=s.population, seed=cfg.seed, workers=s.workers,
+                               time_limit_s=s.seconds or None, max_generations=s.generations, progress=False)
     batch = cfg.batch or batch_of(model_graph(cfg.model, None, cfg.size, cfg.dtype, cfg.optimizer, cfg.lr))
     spec = RankSpec(cfg.model, batch, cfg.ranks, cfg.size, cfg.dtype, cfg.optimizer, cfg.lr, cfg.momentum,
                     cfg.weight_decay, cfg.seed, policy.name if policy.needs_budget and policy.runs_program else None,
-                    cfg.memory, cfg.profile or "v100", placement.kind.name, 0, cfg.link_gbps, cfg.sanitize)
+                    cfg.memory, cfg.profile or "v100", placement.kind.name, 0, cfg.link_gbps, cfg.sanitize,
+                    search=search)
     check_spec(spec)
     return spec
+
+
+def describe_search(cfg: RunConfig) -> str:
+    """The search's limits in words: '10 s or 2 generations'."""
+    s = cfg.search
+    return " or ".join(x for x in (f"{s.seconds:g} s" if s.seconds else "",
+                                   f"{s.generations} generations" if s.generations else "") if x)
 
 
 def train(cfg: RunConfig, report) -> int:
     """The data-parallel run; its exit status."""
     spec = spec_of(cfg)
+    arrays = check_user_files(cfg)
     micro, update = rank_graphs(spec)
+    if arrays is not None:
+        data = data_for(cfg, whole_graph(spec), arrays)    # one line for arrays the model cannot take, before Ray
+        print(f"data   --data {cfg.data}: {data.samples} samples; rank r's shard at step k is micro-batch "
+              f"k*{spec.world}+r of {spec.shard} (as one rank accumulating {spec.world} micro-batches draws them)")
     print(f"ranks  {spec.world} on Ray ({cfg.search.ray_address or 'local'}), each {cfg.model} at batch "
           f"{spec.shard} of {spec.batch} on the {spec.backend} backend; gradients all-gathered "
           "(ray.util.collective, gloo) "
           f"and added in rank order: the bits of one rank accumulating {spec.world} micro-batches")
     plans = plan_ranks(spec)
-    if cfg.search.wanted and cfg.policies[-1].searches:
-        print("search none (--ranks plans each rank's graphs in the default order, without the search, for now)")
+    if spec.search is not None and plans is not None:
+        shared = profile_of(spec.profile).host
+        print(f"search {spec.policy}'s plan of each of the {len(plans.programs)} rank graph(s) on the driver, "
+              f"{describe_search(cfg)} each, its fitness the simulator on {spec.profile}"
+              + (f" with {shared.ranks} ranks sharing {shared.bytes_per_s / 1e9:g} GB/s of host" if shared else "")
+              + f": the searched plan is faster for {plans.searched} of {len(plans.programs)} (one plan for "
+              "every rank)")
     if plans is not None:
         print(f"plan   {spec.policy} under {format_bytes(plans.device_bytes)} per rank: simulated "
               f"{sum(plans.seconds):.4f} s per step on {spec.profile} (the same Programs on "
@@ -79,7 +108,8 @@ def train(cfg: RunConfig, report) -> int:
     if start is not None:
         print(f"resumed from {cfg.resume} at step {start[1]}; {max(0, cfg.iterations - start[1])} to go")
     started = time.perf_counter()
-    state, losses, _ = train_ranks(spec, cfg.iterations, cfg.search.ray_address or "local", after, start, plans)
+    state, losses, _ = train_ranks(spec, cfg.iterations, cfg.search.ray_address or "local", after, start, plans,
+                                   arrays)
     mean = [float(np.mean(step)) for step in losses]
     written = ", checkpoints included" if cfg.checkpoint else ""
     steps = np.diff(stamps) if len(stamps) > 1 else np.array([stamps[0] - started])
@@ -90,7 +120,7 @@ def train(cfg: RunConfig, report) -> int:
         print(f"checkpoint saved to {cfg.checkpoint} by rank 0 (step {len(losses)})")
     same = None
     if cfg.check:           # from step 0: a resumed run must land on the same bits
-        one = one_rank_accumulating(spec, cfg.iterations)
+        one = one_rank_accumulating(spec, cfg.iterations, arrays)
         names = reduced_names(update)
         same = all(np.array_equal(one[n], state[n], equal_nan=True) for n in names)
         print(f"parameters identical to one rank accumulating {spec.world} micro-batches in rank order "

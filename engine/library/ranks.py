@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -35,17 +36,18 @@ from planner.simulate import simulate
 from planner.verify import verify
 
 from ..autodiff import make_optimizer
-from ..data import TeacherData
+from ..data import DataSet, TeacherData
 from ..errors import UsageError
 from ..initializers import initial_value
 from ..ir import PERSISTENT_KINDS, Graph, Kind
 from ..profile import Profile
+from ..user_data import ArrayData
 from ..program import Program
 from ..iteration_stream import (IterationGraphs, IterationPlan, StreamSettings, accumulators, scale_feed, Step,
                                 TRAIN)
 from ..training import StreamTrainer
 from .models import model_graph, optimizer_of
-from .planning import choose_budget, profile_of
+from .planning import choose_budget, plan, profile_of
 from .runners import executor, unlimited_runner
 from .stream_plans import StreamPlanner, admit
 
@@ -76,6 +78,9 @@ class RankSpec:
     # training graph, run on the executor's fourth stream; False: between the micro and update graphs.
     in_program: bool = False
     bucket_bytes: int = 25 * 2**20
+    # The genetic search (ga.search.SearchOptions) of each graph's plan, on the driver, its fitness
+    # the simulator on the profile (a shared host divided among its ranks); None: no search.
+    search: object | None = None
 
     @property
     def shard(self) -> int:
@@ -163,24 +168,32 @@ class RankPlans:
     programs: tuple[Program, ...]
     device_bytes: int | None
     seconds: tuple[float, ...]
+    searched: int = 0           # how many of the Programs are the search's (faster than the unsearched)
 
     def digests(self) -> list[str]:
         return [hashlib.sha256(json.dumps(p.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
                 for p in self.programs]
 
 
-def planned(spec: RankSpec, device: int, profile: Profile, g: Graph) -> tuple[Program, float]:
-    """``g`` planned by ``spec.policy`` under ``device`` bytes, and its simulated seconds on
-    ``profile``. When ranks share a host (``profile.host``) it is planned twice, as if the rank had
-    the host to itself and on its share (``Profile.shared``), and the faster under the shared host
-    is kept: neither wins always (bench/results/shared_host_2026-11-26.txt)."""
-    def one(seen: Profile) -> tuple[Program, float]:
+def planned(spec: RankSpec, device: int, profile: Profile, g: Graph) -> tuple[Program, float, bool]:
+    """``g`` planned by ``spec.policy`` under ``device`` bytes, its simulated seconds on ``profile``,
+    and whether it is the search's. When ranks share a host (``profile.host``) it is planned twice,
+    as if the rank had the host to itself and on its share (``Profile.shared``), and the faster
+    under the shared host is kept: neither wins always (bench/results/shared_host_2026-11-26.txt).
+    With ``spec.search`` the genetic search plans it too, its fitness the simulator on ``profile``,
+    which gives each rank its share of the host (``Profile.rank_link``): the search optimises the
+    rank's plan under that sharing; its plan is kept where it is faster still."""
+    def one(seen: Profile) -> tuple[Program, float, bool]:
         program = StreamPlanner(spec.policy, device, seen, None, spec.sanitize, spec.seed).plan(g).program
-        return program, simulate(program, g, profile).total
+        return program, simulate(program, g, profile).total, False
 
     best = one(profile)
     if profile.host is not None:
         best = min(best, one(profile.shared()), key=lambda made: made[1])
+    if spec.search is not None and get(spec.policy).searches:
+        made = plan(g, get(spec.policy), profile, device, search=spec.search)
+        if made.seconds < best[1]:
+            best = made.program, made.seconds, True
     return best
 
 
@@ -197,23 +210,25 @@ def plan_ranks(spec: RankSpec) -> RankPlans | None:
             return None
         micro, update = rank_graphs(spec)
         device = budget_bytes(spec, micro, update)
-        (m, m_s), (u, u_s) = planned(spec, device, profile, micro), planned(spec, device, profile, update)
-        return RankPlans((m, u), device, (m_s, u_s))
+        (m, m_s, m_found), (u, u_s, u_found) = (planned(spec, device, profile, micro),
+                                                planned(spec, device, profile, update))
+        return RankPlans((m, u), device, (m_s, u_s), m_found + u_found)
     (whole,) = run_graphs(spec)
     facts = GraphFacts(whole)
+    found = False
     if spec.policy is None:
         device, program = None, unlimited_program(whole, facts)
         seconds = simulate(program, whole, profile).total
     else:
         device = spec.memory if spec.memory is not None else choose_budget(
             facts, None, [get(spec.policy).placed_by(None)]).device_bytes
-        program, seconds = planned(spec, device, profile, whole)
+        program, seconds, found = planned(spec, device, profile, whole)
     if spec.world > 1:
         program = add_allreduce(program, whole, spec.world, spec.bucket_bytes)
         verify(program, whole, device)
         if profile.network is not None:
             seconds = simulate(program, whole, profile).total
-    return RankPlans((program,), device, (seconds,))
+    return RankPlans((program,), device, (seconds,), int(found))
 
 
 class RankTrainer:
@@ -222,7 +237,8 @@ class RankTrainer:
     ``step()`` runs the next step with ``reduce`` carrying the all-reduce of the gradient
     accumulators."""
 
-    def __init__(self, spec: RankSpec, rank: int, reduce: Reduce, plans: RankPlans | None = None):
+    def __init__(self, spec: RankSpec, rank: int, reduce: Reduce, plans: RankPlans | None = None,
+                 arrays: dict[str, np.ndarray] | None = None):
         from .. import backend_registry
 
         self.spec, self.rank, self.reduce = spec, rank, reduce
@@ -238,7 +254,7 @@ class RankTrainer:
                 self._made.append(executor(program, g, placement, spec.sanitize, spec.seed,
                                            self._bucket if spec.in_program else None))
         self.runners = {g: m.runner for g, m in zip(graphs, self._made)}
-        self.data = TeacherData(self.micro, spec.seed)
+        self.data = rank_data(spec, self.micro, arrays)
         self.accumulators = [self.micro.tensors[t].name for t in accumulators(self.micro)]
         self.values: dict[str, np.ndarray] = {}
         for g in graphs:
@@ -246,11 +262,14 @@ class RankTrainer:
                 x = g.tensors[t]
                 self.values.setdefault(x.name, initial_value(x.name, x.init, x.shape, x.dtype, spec.seed))
         self.iteration = 0
+        self.program_seconds = 0.0      # wall time inside the Programs' steps, all steps (bench.ranks_measured)
 
     def _run(self, g: Graph, batch: dict) -> float:
         runner = self.runners[g]
         runner.load_state({t: self.values[g.tensors[t].name] for t in g.leaves(*PERSISTENT_KINDS)})
+        started = time.perf_counter()
         loss = runner.step(batch)
+        self.program_seconds += time.perf_counter() - started
         for t, a in runner.state().items():
             self.values[g.tensors[t].name] = a
         return loss
@@ -307,6 +326,30 @@ class RankTrainer:
             m.__exit__(None, None, None)
 
 
+def rank_data(spec: RankSpec, micro: Graph, arrays: dict[str, np.ndarray] | None):
+    """What a rank's micro graph trains on (``batch(i)``: tensor id -> array): the synthetic
+    teacher's data, or the user's ``arrays`` (--data) drawn as one rank accumulating ``spec.world``
+    micro-batches draws them: rank r's shard at step k is micro-batch k*N + r of the data set
+    (``data.batch_indices`` at the shard's size). DataError (one line) for arrays that do not fit
+    the model's inputs."""
+    if arrays is None:
+        return TeacherData(micro, spec.seed)
+    return _ByName(ArrayData(whole_graph(spec), arrays, spec.seed, "--data"), micro)
+
+
+class _ByName:
+    """A data set checked against one graph (the model's: the user's arrays name its inputs) feeding
+    the leaves of the same names in another (the micro graph, whose loss scale is no data)."""
+
+    def __init__(self, data: DataSet, into: Graph):
+        ids = {into.tensors[t].name: t for t in into.leaves(Kind.INPUT, Kind.LABEL)}
+        self.data, self.samples = data, data.samples
+        self._ids = {t: ids[data.g.tensors[t].name] for t in data.data}
+
+    def batch(self, iteration: int) -> dict[int, np.ndarray]:
+        return {self._ids[t]: a for t, a in self.data.batch(iteration).items()}
+
+
 def reduced_names(update: Graph) -> list[str]:
     """The tensors the reduced gradients decide: parameters and optimizer state (the update
     graph's persistent tensors, its accumulators left out)."""
@@ -345,18 +388,19 @@ def resume_values(spec: RankSpec, path: str) -> tuple[dict[str, np.ndarray], int
     return values, step
 
 
-def one_rank_accumulating(spec: RankSpec, steps: int) -> dict[str, np.ndarray]:
+def one_rank_accumulating(spec: RankSpec, steps: int, arrays: dict[str, np.ndarray] | None = None
+                          ) -> dict[str, np.ndarray]:
     """The exact mode's reference: one rank (the numpy reference interpreter, unlimited memory)
-    running ``steps`` updates, each accumulating ``spec.world`` micro-batches in order, through
-    the changing-graph trainer (engine.training.StreamTrainer); its parameters and optimizer state
-    by name."""
+    running ``steps`` updates, each accumulating ``spec.world`` micro-batches in order (of
+    ``arrays``, the user's data, where given), through the changing-graph trainer
+    (engine.training.StreamTrainer); its parameters and optimizer state by name."""
     micro, update = rank_graphs(spec)
     from ..training import ReferenceRunner
 
     graphs = _Fixed(micro, update)
     runners = {micro: ReferenceRunner(micro), update: ReferenceRunner(update)}
     trainer = StreamTrainer(graphs, IterationPlan(StreamSettings(accumulate=spec.world, seed=spec.seed)),
-                            runners.__getitem__, spec.seed)
+                            runners.__getitem__, spec.seed, data={micro: rank_data(spec, micro, arrays)})
     for _ in range(steps * spec.world):
         trainer.step()
     acc = {micro.tensors[t].name for t in accumulators(micro)}

@@ -16,6 +16,7 @@ in the collective.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable
@@ -39,8 +40,9 @@ class RankFailed(EngineError, RuntimeError):
 class _Rank:
     """One rank's actor (made remote by ``start_ranks``)."""
 
-    def __init__(self, spec: RankSpec, rank: int, group: str, plans: RankPlans | None):
-        self.spec, self.rank, self.group, self.plans = spec, rank, group, plans
+    def __init__(self, spec: RankSpec, rank: int, group: str, plans: RankPlans | None,
+                 arrays: dict[str, np.ndarray] | None = None):
+        self.spec, self.rank, self.group, self.plans, self.arrays = spec, rank, group, plans, arrays
         self.trainer = None
 
     def setup(self) -> dict:
@@ -48,8 +50,9 @@ class _Rank:
             import ray.util.collective as col
 
             col.init_collective_group(self.spec.world, self.rank, backend="gloo", group_name=self.group)
-        self.trainer = RankTrainer(self.spec, self.rank, self._reduce, self.plans)
-        return {"pid": os.getpid(), "node": _node()}
+        self.trainer = RankTrainer(self.spec, self.rank, self._reduce, self.plans, self.arrays)
+        self.arrays = None              # ArrayData keeps what it needs
+        return {"pid": os.getpid(), "node": _node(), "plans": self.plans.digests() if self.plans else None}
 
     def _reduce(self, buckets: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         world = self.spec.world
@@ -66,6 +69,18 @@ class _Rank:
 
     def step(self) -> float:
         return self.trainer.step()
+
+    def timed_step(self) -> dict:
+        """``step`` with its times on this rank: wall and CPU seconds of the whole step, and the
+        wall seconds inside the Programs (bench.ranks_measured)."""
+        wall, cpu, program = time.perf_counter(), time.process_time(), self.trainer.program_seconds
+        loss = self.trainer.step()
+        return {"loss": loss, "wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
+                "program": self.trainer.program_seconds - program}
+
+    def clock(self) -> float:
+        """This rank's CPU seconds so far: an empty call, whose round trip is Ray's per-call cost."""
+        return time.process_time()
 
     def state(self) -> dict[str, np.ndarray]:
         return self.trainer.state()
@@ -166,29 +181,32 @@ def _node() -> str:
     return ray.get_runtime_context().get_node_id()[:12]
 
 
-def start_ranks(spec: RankSpec, plans: RankPlans | None, address: str = "local") -> Ranks:
+def start_ranks(spec: RankSpec, plans: RankPlans | None, address: str = "local",
+                arrays: dict[str, np.ndarray] | None = None) -> Ranks:
     """N actors, each set up (collective group joined, the driver's Programs admitted and their
-    executors made); RankDied if one fails to start. One plan for every rank, made once."""
+    executors made, the user's ``arrays`` to draw its shards from, else the synthetic data);
+    RankDied if one fails to start. One plan for every rank, made once."""
     ray = connect(address, spec.world)
     group = f"ranks-{uuid.uuid4().hex[:12]}"
     remote = ray.remote(num_cpus=1)(_Rank)
-    shared = ray.put(plans)          # one copy in the object store, not one per actor
-    ranks = Ranks(ray, [remote.remote(spec, r, group, shared) for r in range(spec.world)])
+    shared, data = ray.put(plans), ray.put(arrays)     # one copy in the object store, not one per actor
+    ranks = Ranks(ray, [remote.remote(spec, r, group, shared, data) for r in range(spec.world)])
     ranks.info = ranks.call("setup")
     return ranks
 
 
 def train_ranks(spec: RankSpec, iterations: int, address: str = "local",
                 after_step: Callable[[int, list[float], Ranks], None] | None = None,
-                start: tuple[dict, int] | None = None, plans: RankPlans | None = None
+                start: tuple[dict, int] | None = None, plans: RankPlans | None = None,
+                arrays: dict[str, np.ndarray] | None = None
                 ) -> tuple[dict[str, np.ndarray], list[list[float]], Ranks]:
     """Run ``iterations`` data-parallel steps (from ``start``: (values, iteration) of a checkpoint);
     return rank 0's state, each step's losses by rank, and the ranks (closed). ``plans``: the
-    Programs (None: ``plan_ranks(spec)``, on this process).
+    Programs (None: ``plan_ranks(spec)``, on this process); ``arrays``: the user's data (--data).
     ``after_step(iteration, losses, ranks)`` hears each step (the driver's checkpoints:
     ``ranks.rank0("state")``)."""
     plans = plans if plans is not None else plan_ranks(spec)
-    ranks = start_ranks(spec, plans, address)
+    ranks = start_ranks(spec, plans, address, arrays)
     try:
         first = 0
         if start is not None:

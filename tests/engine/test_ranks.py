@@ -181,3 +181,91 @@ def test_a_run_killed_after_a_checkpoint_resumes_bit_identically(local_ray, tmp_
     assert "identical to one rank accumulating 2 micro-batches in rank order (unlimited memory): yes" in out
     state, _ = unlimited_run
     assert same(checkpoint.read(str(end))[1], state) == []
+
+
+def small_cnn_arrays(samples: int = 20) -> dict[str, np.ndarray]:
+    """A user's data set for small-cnn (its input and label leaves by name), not the teacher's."""
+    from engine.ir import Kind
+
+    from engine.library.ranks import whole_graph
+
+    g = whole_graph(UNLIMITED)          # the model's inputs (the micro graph adds its loss scale)
+    rng = np.random.default_rng(7)
+    out = {}
+    for t in g.leaves(Kind.INPUT, Kind.LABEL):
+        x = g.tensors[t]
+        shape = (samples, *x.shape[1:])
+        out[x.name] = (rng.integers(0, 10, shape) if x.dtype.kind in "iu" else rng.standard_normal(shape)
+                       ).astype(x.dtype)
+    return out
+
+
+def test_the_ranks_train_on_their_shards_of_the_users_data(local_ray, tmp_path, capsys, unlimited_run):
+    """--data with --ranks: rank r's shard at step k is micro-batch k*N + r of the user's arrays, so
+    the exact check holds (one rank accumulating the two micro-batches of the same arrays)."""
+    from engine import checkpoint
+    from engine.cli.run import main
+
+    data, ck = tmp_path / "data.npz", tmp_path / "ck.npz"
+    np.savez(data, **small_cnn_arrays())
+    code = main(["--ranks", "2", "--model", "small-cnn", "--batch", "8", "--iterations", str(STEPS), "--data",
+                 str(data), "--checkpoint", str(ck), "--out", str(tmp_path / "run")])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert "data   --data" in out and "20 samples" in out
+    assert "identical to one rank accumulating 2 micro-batches in rank order (unlimited memory): yes" in out
+    state, _ = unlimited_run                   # the synthetic data's run ends elsewhere: the arrays were used
+    _, update = rank_graphs(UNLIMITED)
+    assert same(checkpoint.read(str(ck))[1], state, reduced_names(update)) != []
+
+
+def test_users_data_that_does_not_fit_is_one_line_before_ray(tmp_path, capsys):
+    from engine.cli.run import main
+
+    data = tmp_path / "data.npz"
+    arrays = small_cnn_arrays()
+    name = next(iter(arrays))
+    np.savez(data, **{**arrays, name: arrays[name].astype(np.float64)})
+    assert main(["--ranks", "2", "--model", "small-cnn", "--batch", "8", "--data", str(data)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"engine.train: --data {data}: '{name}' is float64")
+
+
+def test_the_measured_bench_quick_mode_reports_every_figure(local_ray):
+    """bench.ranks_measured's quick mode: structure, not timing (the figures are the machine's)."""
+    from bench.ranks_measured import run
+
+    lines, figures = run("small-cnn", 8, None, 2, 2.0, 1)
+    text = "\n".join(lines)
+    for label in ("simulated: the Program with its all-reduces", "inside the Program", "outside the Program",
+                  "Ray round trip", "predicted step", "measured step on the driver", "CPU seconds per step",
+                  "measured / simulated", "share of a core", "load average"):
+        assert label in text
+    assert all(np.isfinite(v) and v > 0 for k, v in figures.items() if k != "outside")
+    assert figures["predicted"] == pytest.approx(figures["simulated"] + figures["outside"] + figures["call"])
+    assert figures["program"] <= figures["rank_wall"]
+
+
+def test_the_ranks_run_the_plan_searched_under_their_shared_host(local_ray, tmp_path, unlimited_run):
+    """--search-seconds with --ranks: the genetic search plans each rank graph on the driver, its
+    fitness the simulator on a profile whose two ranks share 4 GB/s of host; its plan, faster there
+    than the unsearched one, is the one every rank runs (their digests), and the run ends bit for bit
+    where the unlimited run does."""
+    from dataclasses import replace
+
+    from engine.library.ray_ranks import train_ranks
+    from engine.profile import HostShare, analytic_profile
+    from ga.search import SearchOptions
+
+    path = tmp_path / "host.json"
+    replace(analytic_profile("v100"), host=HostShare(ranks=2, bytes_per_s=4e9)).save(str(path))
+    base = RankSpec("small-cnn", batch=8, world=2, policy="swapadvisor", memory=160 * 2**10, profile=str(path),
+                    sanitize=True)
+    spec = replace(base, search=SearchOptions(population=8, seed=0, workers=1, max_generations=2, progress=False))
+    unsearched, plans = plan_ranks(base), plan_ranks(spec)
+    assert plans.searched == 1 and plans.seconds[0] < unsearched.seconds[0]      # the micro graph's plan
+    assert plans.digests()[0] != unsearched.digests()[0]
+    state, losses, ranks = train_ranks(spec, STEPS, plans=plans)
+    assert [info["plans"] for info in ranks.info] == [plans.digests()] * 2
+    ref_state, ref_losses = unlimited_run
+    assert losses == ref_losses and same(state, ref_state) == []

@@ -68,3 +68,18 @@ def test_the_ranks_keep_the_faster_plan_under_their_shared_host(tmp_path):
         differ += times[0] != times[1]
         assert seconds == pytest.approx(min(times)) and simulate(program, g, shared).total == pytest.approx(seconds)
     assert differ       # here the plan made on the share is the faster one (the micro graph's)
+
+
+def test_ranks_behind_one_switch_divide_its_uplink_each_way():
+    """DGX-1's two GPUs to a PCIe switch (bench.shared_host): a pair shares one uplink, full duplex,
+    within the host's bound for all ranks together."""
+    dgx = HostShare(ranks=8, bytes_per_s=120e9, group=2, group_bytes_per_s=12e9)
+    assert dgx.share(V100.link) == Link(6e9, 6e9, 12e9, V100.link.latency_s)
+    alone = HostShare(ranks=1, bytes_per_s=120e9, group=2, group_bytes_per_s=12e9)
+    assert alone.share(V100.link) == V100.link                  # one rank has its switch to itself
+    tight = HostShare(ranks=8, bytes_per_s=32e9, group=2, group_bytes_per_s=12e9)     # the host binds first
+    assert tight.share(V100.link) == Link(4e9, 4e9, 4e9, V100.link.latency_s)
+    d = json.loads(json.dumps(replace(V100, host=dgx).to_dict()))
+    assert Profile.from_dict(d).host == dgx
+    with pytest.raises(ProfileError, match="come together"):
+        Profile.from_dict({**d, "host": {"ranks": 8, "bytes_per_s": 1e11, "group": 2}})
