@@ -83,6 +83,19 @@ def _synthetic_cases() -> list[Case]:
         case("conv2d_grad_weight", [(2, 8, 9, 7), (2, 8, 5, 4)], padding=1, groups=8, stride=2, kernel_hw=(3, 3)),
         case("conv2d", [(2, 3, 6, 11), (20, 3, 1, 7)], padding=(0, 3)),
         case("conv2d", [spec((1, 2, 5, 5), f64), spec((3, 2, 3, 3), f64)]),
+        # dilated convolutions (GEMM and direct, the data gradient's one phase and its direct kernel
+        # where an axis is both strided and dilated) and transposed ones (the data gradient's kernels)
+        case("conv2d", [(2, 32, 9, 9), (32, 32, 3, 3)], padding=2, dilation=2),
+        case("conv2d_grad_data", [(32, 32, 3, 3), (2, 32, 9, 9)], padding=2, dilation=2, input_hw=(9, 9)),
+        case("conv2d_grad_data", [(32, 32, 3, 3), (1, 32, 5, 7)], padding=(2, 1), stride=(2, 1), dilation=(2, 3),
+             input_hw=(9, 11)),
+        case("conv2d_grad_weight", [(2, 32, 9, 9), (2, 32, 9, 9)], padding=2, dilation=2, kernel_hw=(3, 3)),
+        case("conv2d", [(1, 4, 10, 9), (4, 2, 3, 3)], padding=(3, 1), stride=(1, 2), groups=2, dilation=(3, 1)),
+        case("conv2d_grad_weight", [(1, 4, 10, 9), (1, 4, 10, 5)], padding=(3, 1), stride=(1, 2), groups=2,
+             dilation=(3, 1), kernel_hw=(3, 3)),
+        case("conv_transpose2d", [(2, 32, 4, 5), (32, 16, 3, 3)], stride=2, padding=1, output_padding=1),
+        case("conv_transpose2d", [(1, 4, 3, 4), (4, 3, 3, 2)], stride=(2, 3), padding=(1, 0),
+             output_padding=(1, 2), groups=2),
         # pooling
         case("max_pool2d", [(2, 3, 9, 9)], kernel=3, stride=2, padding=1),
         case("max_pool2d_grad", [(2, 3, 9, 9), (2, 3, 5, 5), (2, 3, 5, 5)], kernel=3, stride=2, padding=1),

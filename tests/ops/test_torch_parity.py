@@ -179,6 +179,23 @@ def test_conv2d(stride, padding, groups):
             lambda a, b: F.conv2d(a, b, stride=stride, padding=padding, groups=groups), attrs, wrt=(0, 1))
 
 
+@pytest.mark.parametrize("stride,padding,dilation", [(1, 2, 2), (2, 1, 2), ((1, 2), (6, 1), (6, 1))])
+def test_dilated_conv2d(stride, padding, dilation):
+    x, w = rng.standard_normal((2, 4, 13, 12)), rng.standard_normal((6, 4, 3, 3))
+    attrs = {"stride": stride, "padding": padding, "dilation": dilation}
+    compare(f"conv2d {attrs}", "conv2d", [x, w], lambda a, b: F.conv2d(a, b, **attrs), attrs, wrt=(0, 1))
+
+
+@pytest.mark.parametrize("stride,padding,output_padding,groups,dilation",
+                         [(2, 1, 1, 1, 1), (3, (1, 0), (2, 1), 2, 1), (1, 1, 0, 1, 2)])
+def test_conv_transpose2d(stride, padding, output_padding, groups, dilation):
+    x, w = rng.standard_normal((2, 4, 5, 6)), rng.standard_normal((4, 6 // groups, 3, 3))
+    attrs = {"stride": stride, "padding": padding, "output_padding": output_padding, "groups": groups,
+             "dilation": dilation}
+    compare(f"conv_transpose2d {attrs}", "conv_transpose2d", [x, w],
+            lambda a, b: F.conv_transpose2d(a, b, **attrs), attrs, wrt=(0, 1))
+
+
 def test_max_pool2d():
     x = rng.standard_normal((2, 3, 9, 8))
     compare("max_pool2d k3 s2 p1", "max_pool2d", [x], lambda t: F.max_pool2d(t, 3, stride=2, padding=1),
