@@ -96,6 +96,16 @@ def _synthetic_cases() -> list[Case]:
         case("conv_transpose2d", [(2, 32, 4, 5), (32, 16, 3, 3)], stride=2, padding=1, output_padding=1),
         case("conv_transpose2d", [(1, 4, 3, 4), (4, 3, 3, 2)], stride=(2, 3), padding=(1, 0),
              output_padding=(1, 2), groups=2),
+        # resampling: up by 4 and by odd factors, down, both corner conventions; reflection padding
+        case("upsample_bilinear2d", [(2, 3, 5, 4)], size=(17, 13)),
+        case("upsample_bilinear2d", [(1, 2, 9, 9)], size=(33, 4), align_corners=True),
+        case("upsample_bilinear2d", [(1, 2, 1, 1)], size=(5, 3), align_corners=True),
+        case("upsample_bilinear2d_grad", [(2, 3, 17, 13)], input_hw=(5, 4)),
+        case("upsample_bilinear2d_grad", [(1, 2, 33, 4)], input_hw=(9, 9), align_corners=True),
+        case("upsample_bilinear2d_grad", [(1, 2, 5, 3)], input_hw=(1, 1), align_corners=True),
+        case("reflection_pad2d", [(2, 3, 6, 5)], padding=(3, 2)),
+        case("reflection_pad2d_grad", [(2, 3, 12, 9)], padding=(3, 2), input_hw=(6, 5)),
+        case("reflection_pad2d_grad", [(1, 2, 4, 1)], padding=(1, 0), input_hw=(2, 1)),
         # pooling
         case("max_pool2d", [(2, 3, 9, 9)], kernel=3, stride=2, padding=1),
         case("max_pool2d_grad", [(2, 3, 9, 9), (2, 3, 5, 5), (2, 3, 5, 5)], kernel=3, stride=2, padding=1),

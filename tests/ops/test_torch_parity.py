@@ -196,6 +196,22 @@ def test_conv_transpose2d(stride, padding, output_padding, groups, dilation):
             lambda a, b: F.conv_transpose2d(a, b, **attrs), attrs, wrt=(0, 1))
 
 
+@pytest.mark.parametrize("size,align_corners", [((17, 12), False), ((17, 12), True), ((3, 2), False), ((1, 1), True)])
+def test_upsample_bilinear2d(size, align_corners):
+    x = rng.standard_normal((2, 3, 5, 4))
+    attrs = {"size": size, "align_corners": align_corners}
+    compare(f"upsample_bilinear2d {attrs}", "upsample_bilinear2d", [x],
+            lambda a: F.interpolate(a, size=size, mode="bilinear", align_corners=align_corners), attrs)
+
+
+@pytest.mark.parametrize("padding", [1, 3, (2, 1)])
+def test_reflection_pad2d(padding):
+    x = rng.standard_normal((2, 3, 5, 4))
+    ph, pw = (padding, padding) if isinstance(padding, int) else padding
+    compare(f"reflection_pad2d {padding}", "reflection_pad2d", [x],
+            lambda a: F.pad(a, (pw, pw, ph, ph), mode="reflect"), {"padding": padding})
+
+
 def test_max_pool2d():
     x = rng.standard_normal((2, 3, 9, 8))
     compare("max_pool2d k3 s2 p1", "max_pool2d", [x], lambda t: F.max_pool2d(t, 3, stride=2, padding=1),
