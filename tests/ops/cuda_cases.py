@@ -106,6 +106,11 @@ def _synthetic_cases() -> list[Case]:
         case("reflection_pad2d", [(2, 3, 6, 5)], padding=(3, 2)),
         case("reflection_pad2d_grad", [(2, 3, 12, 9)], padding=(3, 2), input_hw=(6, 5)),
         case("reflection_pad2d_grad", [(1, 2, 4, 1)], padding=(1, 0), input_hw=(2, 1)),
+        # instance norm: planes shorter and longer than a block
+        case("instance_norm", [(2, 3, 5, 4)]),
+        case("instance_norm", [(1, 2, 20, 30)], eps=1e-3),
+        case("instance_norm_grad", [(2, 3, 5, 4), (2, 3), (2, 3, 5, 4)]),
+        case("instance_norm_grad", [(1, 2, 20, 30), (1, 2), (1, 2, 20, 30)]),
         # pooling
         case("max_pool2d", [(2, 3, 9, 9)], kernel=3, stride=2, padding=1),
         case("max_pool2d_grad", [(2, 3, 9, 9), (2, 3, 5, 5), (2, 3, 5, 5)], kernel=3, stride=2, padding=1),

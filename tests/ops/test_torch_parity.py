@@ -159,6 +159,12 @@ def test_batch_norm_training(shape):
         check(f"batch_norm{shape} {what}", ev.arrays[grads[i]], tgrads[i])
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 5, 4), (1, 2, 1, 9)])
+def test_instance_norm(shape):
+    x = 2 + rng.standard_normal(shape)
+    compare("instance_norm", "instance_norm", [x], lambda a: F.instance_norm(a, eps=1e-5), {"eps": 1e-5})
+
+
 @pytest.mark.parametrize("shape", [(6, 10), (2, 3, 17)])
 def test_layer_norm(shape):
     d, eps = shape[-1], 1e-5 if shape == (6, 10) else 1e-3
