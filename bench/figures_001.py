@@ -182,8 +182,9 @@ def figures(model: str, batches, device_bytes: int = DEVICE_BYTES, size: int = 2
 
 
 def ips_cell(run: Run, batch: int) -> str:
+    """Images/s to the unit, or three figures below 100 (Pix2PixHD runs at about 5)."""
     v = run.ips(batch)
-    return "x" if v is None else f"{v:.0f}"
+    return "x" if v is None else f"{v:.0f}" if v >= 100 else f"{v:.3g}"
 
 
 def gib_cell(n: int | None) -> str:

@@ -506,8 +506,8 @@ def _largest_ratio(cols, over: str, under: str) -> float | None:
 # side, batches, device, chunk).
 QUICK45 = {
     "densenet-121": ("densenet-45", {"blocks": (2, 4, 8, 6), "growth": 32}, 64, (256, 1024), GIB, 4 << 20),
-    "pix2pixhd": ("pix2pixhd-16-3-3", {"ngf": 16, "downsamples": 3, "blocks": 3}, 64, (2, 16), 256 << 20, 1 << 20),
-    "deeplabv3plus": ("deeplabv3plus-r26-16", {"blocks": (2, 2, 2, 2), "base_width": 16}, 65, (2, 16), 256 << 20,
+    "pix2pixhd": ("pix2pixhd-16-3-3", {"ngf": 16, "downsamples": 3, "blocks": 3}, 64, (2, 16), 64 << 20, 1 << 20),
+    "deeplabv3plus": ("deeplabv3plus-r26-16", {"blocks": (2, 2, 2, 2), "base_width": 16}, 65, (2, 16), 96 << 20,
                       1 << 20),
 }
 
@@ -571,7 +571,8 @@ def _figures45_model(f, model: str, quick: bool) -> Section:
                           + ("holds" if spread <= 0.05 else "does not hold")
                           + f" (peak reserved {min(va) / GIB:.2f}-{max(va) / GIB:.2f} GiB over the batches that swap)")
     runs = {b: cols["blind schedule"].runs[b] for b in batches if cols["schedule"].runs[b].seconds}
-    lowered = [f"{r.budget_bytes / GIB:.1f} GiB at {b}" for b, r in runs.items()
+    digits = 1 if device >= GIB else 3          # quick mode's devices are a fraction of a GiB
+    lowered = [f"{r.budget_bytes / GIB:.{digits}f} GiB at {b}" for b, r in runs.items()
                if r.seconds and r.budget_bytes < device]
     out = [str(b) for b, r in runs.items() if not r.seconds]
     s.verdicts.append("'scheduling alone reaches the physical memory because of fragmentation' (Figure 5), blind: "
@@ -590,17 +591,17 @@ def _figures45_model(f, model: str, quick: bool) -> Section:
             best = cols["schedule + VA"].runs[fastest].ips(fastest)
             s.verdicts.append("'in pix2pixHD we achieve performance gain compared to baseline' (larger batches "
                               "faster): " + ("holds" if best > base_best else "does not hold")
-                              + f" (schedule + VA's best {best:.2f} images/s at batch {fastest}, the baseline's "
-                              f"best {base_best:.2f}; the paper: about 3 images/s)")
+                              + f" (schedule + VA's best {best:.3g} images/s at batch {fastest}, the baseline's "
+                              f"best {base_best:.3g}; the paper: about 3 images/s)")
     return s
 
 
 MODEL_NOTES = {
     "densenet-121": "",
-    "pix2pixhd": "; the global generator (ngf 64, 4 downsamplings, 9 residual blocks at 1024 channels, instance "
+    "pix2pixhd": "; at full size the global generator (ngf 64, 4 downsamplings, 9 residual blocks at 1024 channels, instance "
                  "norm, reflection padding, transposed convolutions) trained with an L1 loss: the discriminators and "
                  "the GAN, feature-matching and VGG losses are not built",
-    "deeplabv3plus": "; ResNet-101 backbone at output stride 16 (multi-grid 2, 4, 8), ASPP at rates 6, 12, 18 with "
+    "deeplabv3plus": "; at full size a ResNet-101 backbone at output stride 16 (multi-grid 2, 4, 8), ASPP at rates 6, 12, 18 with "
                      "image pooling, decoder, per-pixel cross-entropy (21 classes); no dropout",
 }
 
