@@ -85,6 +85,22 @@ __device__ __forceinline__ T block_sum(T v, T* scratch) {
     return r;
 }
 
+// A row's mean and 1/sqrt(biased variance + eps) over D values, numpy's order: the sum of x,
+// then the sum of squared deviations (layer norm's rows, instance norm's planes).
+template <typename T>
+__device__ __forceinline__ void row_mean_invstd(const T* xr, int D, T eps, T* scratch, T* mean, T* invstd) {
+    T s = T(0);
+    for (int j = threadIdx.x; j < D; j += REDUCE_THREADS) s = add_rn(s, xr[j]);
+    const T mu = block_sum(s, scratch) / T(D);
+    T q = T(0);
+    for (int j = threadIdx.x; j < D; j += REDUCE_THREADS) {
+        const T c = sub_rn(xr[j], mu);
+        q = add_rn(q, mul_rn(c, c));
+    }
+    *mean = mu;
+    *invstd = T(1) / sqrt_t(add_rn(block_sum(q, scratch) / T(D), eps));
+}
+
 // Maximum over a block (NaN-propagating, like numpy's max).
 template <typename T>
 __device__ __forceinline__ T block_max(T v, T* scratch) {

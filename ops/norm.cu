@@ -156,15 +156,8 @@ __device__ __forceinline__ void in_fwd_t(T* y, T* invstd, const T* x, T eps, i64
     __shared__ T red[REDUCE_THREADS];
     for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
         const T* xr = x + r * D;
-        T s = T(0);
-        for (int j = threadIdx.x; j < D; j += REDUCE_THREADS) s = add_rn(s, xr[j]);
-        const T mu = block_sum(s, red) / T(D);
-        T q = T(0);
-        for (int j = threadIdx.x; j < D; j += REDUCE_THREADS) {
-            const T c = sub_rn(xr[j], mu);
-            q = add_rn(q, mul_rn(c, c));
-        }
-        const T inv = T(1) / sqrt_t(add_rn(block_sum(q, red) / T(D), eps));
+        T mu, inv;
+        row_mean_invstd(xr, D, eps, red, &mu, &inv);
         if (threadIdx.x == 0) invstd[r] = inv;
         for (int j = threadIdx.x; j < D; j += REDUCE_THREADS) y[r * D + j] = mul_rn(sub_rn(xr[j], mu), inv);
     }
