@@ -5,6 +5,14 @@
 // write one address. Coefficients follow PyTorch's area_pixel_compute_source_index in T.
 #include "common.cuh"
 
+// Calls f(i, plane, h, w) for every pixel i of P planes of H x W, grid-stride.
+template <typename F>
+__device__ __forceinline__ void for_each_plane_pixel(int P, int H, int W, F f) {
+    const i64 total = (i64)P * H * W;
+    for (i64 i = global_thread(); i < total; i += global_stride())
+        f(i, i / ((i64)W * H), (int)((i / W) % H), (int)(i % W));
+}
+
 // Output index p of n_out reads input indices i0 <= i1 with weights 1 - l and l.
 template <typename T>
 struct Taps {
@@ -53,24 +61,20 @@ __device__ __forceinline__ void readers(int i, int n_in, int n_out, int align, i
 
 template <typename T>
 __device__ __forceinline__ void upsample_fwd_t(T* y, const T* x, int P, int H, int W, int OH, int OW, int align) {
-    const i64 total = (i64)P * OH * OW;
-    for (i64 i = global_thread(); i < total; i += global_stride()) {
-        const int q = i % OW, p = (i / OW) % OH;
-        const T* xc = x + (i / ((i64)OW * OH)) * H * W;
+    for_each_plane_pixel(P, OH, OW, [&](i64 i, i64 plane, int p, int q) {
+        const T* xc = x + plane * H * W;
         const Taps<T> r(p, H, OH, align), c(q, W, OW, align);
         const T l0 = sub_rn(T(1), c.l);
         const T top = add_rn(mul_rn(l0, xc[(i64)r.i0 * W + c.i0]), mul_rn(c.l, xc[(i64)r.i0 * W + c.i1]));
         const T bottom = add_rn(mul_rn(l0, xc[(i64)r.i1 * W + c.i0]), mul_rn(c.l, xc[(i64)r.i1 * W + c.i1]));
         y[i] = add_rn(mul_rn(sub_rn(T(1), r.l), top), mul_rn(r.l, bottom));
-    }
+    });
 }
 
 template <typename T>
 __device__ __forceinline__ void upsample_bwd_t(T* dx, const T* dy, int P, int H, int W, int OH, int OW, int align) {
-    const i64 total = (i64)P * H * W;
-    for (i64 i = global_thread(); i < total; i += global_stride()) {
-        const int w = i % W, h = (i / W) % H;
-        const T* dyc = dy + (i / ((i64)W * H)) * OH * OW;
+    for_each_plane_pixel(P, H, W, [&](i64 i, i64 plane, int h, int w) {
+        const T* dyc = dy + plane * OH * OW;
         int p0, p1, q0, q1;
         readers(h, H, OH, align, &p0, &p1);
         readers(w, W, OW, align, &q0, &q1);
@@ -86,7 +90,7 @@ __device__ __forceinline__ void upsample_bwd_t(T* dx, const T* dy, int P, int H,
             acc = add_rn(acc, mul_rn(wh, row));
         }
         dx[i] = acc;
-    }
+    });
 }
 
 #define RESAMPLE(NAME, IMPL, PARAMS, ARGS)                                         \
@@ -110,13 +114,9 @@ __device__ __forceinline__ int reflected(int r, int n, int pad) {
 
 template <typename T>
 __device__ __forceinline__ void reflection_pad_fwd_t(T* y, const T* x, int P, int H, int W, int ph, int pw) {
-    const int OH = H + 2 * ph, OW = W + 2 * pw;
-    const i64 total = (i64)P * OH * OW;
-    for (i64 i = global_thread(); i < total; i += global_stride()) {
-        const int s = i % OW, r = (i / OW) % OH;
-        const i64 plane = i / ((i64)OW * OH);
+    for_each_plane_pixel(P, H + 2 * ph, W + 2 * pw, [&](i64 i, i64 plane, int r, int s) {
         y[i] = x[(plane * H + reflected(r, H, ph)) * W + reflected(s, W, pw)];
-    }
+    });
 }
 
 // The padded indices that read input index i, ascending: the left mirror, itself, the right
@@ -132,17 +132,15 @@ __device__ __forceinline__ int mirrors(int i, int n, int pad, int out[3]) {
 template <typename T>
 __device__ __forceinline__ void reflection_pad_bwd_t(T* dx, const T* dy, int P, int H, int W, int ph, int pw) {
     const int OH = H + 2 * ph, OW = W + 2 * pw;
-    const i64 total = (i64)P * H * W;
-    for (i64 i = global_thread(); i < total; i += global_stride()) {
-        const int w = i % W, h = (i / W) % H;
-        const T* dyc = dy + (i / ((i64)W * H)) * OH * OW;
+    for_each_plane_pixel(P, H, W, [&](i64 i, i64 plane, int h, int w) {
+        const T* dyc = dy + plane * OH * OW;
         int rows[3], cols[3];
         const int nr = mirrors(h, H, ph, rows), nc = mirrors(w, W, pw, cols);
         T acc = T(0);
         for (int a = 0; a < nr; ++a)
             for (int b = 0; b < nc; ++b) acc = add_rn(acc, dyc[(i64)rows[a] * OW + cols[b]]);
         dx[i] = acc;
-    }
+    });
 }
 
 #define PAD_PARAMS int P, int H, int W, int ph, int pw
