@@ -97,6 +97,9 @@ def deeplabv3plus(batch: int = 6, size: int = 513, classes: int = 21, blocks=RES
     blocks = tuple(blocks)
     if len(blocks) != 4 or min(blocks) < 1:
         raise ValueError(f"deeplabv3plus: blocks must be four positive counts (ResNet stages), got {blocks}")
+    if batch < 2:
+        raise ValueError("deeplabv3plus: batch must be at least 2: the image-pooling branch's batch norm sees one "
+                         "value per channel per sample (PyTorch refuses it in training mode too)")
     depth = 3 * sum(blocks) + 2
     g = Graph("deeplabv3plus" if (blocks, base_width) == (RESNET101, 64) else f"deeplabv3plus-r{depth}-{base_width}")
     images = g.input("images", (batch, 3, size, size), dtype)

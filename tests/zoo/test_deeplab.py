@@ -53,6 +53,8 @@ def test_513_crops_at_output_stride_16():
 def test_bad_blocks_are_one_line():
     with pytest.raises(ValueError, match="blocks must be four positive counts"):
         deeplabv3plus(blocks=(3, 4, 23))
+    with pytest.raises(ValueError, match="batch must be at least 2"):
+        deeplabv3plus(batch=1)
 
 
 def test_trains_bit_identically_while_swapping():
