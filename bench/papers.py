@@ -598,11 +598,11 @@ def _figures45_model(f, model: str, quick: bool) -> Section:
 
 MODEL_NOTES = {
     "densenet-121": "",
-    "pix2pixhd": "; at full size the global generator (ngf 64, 4 downsamplings, 9 residual blocks at 1024 channels, instance "
-                 "norm, reflection padding, transposed convolutions) trained with an L1 loss: the discriminators and "
-                 "the GAN, feature-matching and VGG losses are not built",
-    "deeplabv3plus": "; at full size a ResNet-101 backbone at output stride 16 (multi-grid 2, 4, 8), ASPP at rates 6, 12, 18 with "
-                     "image pooling, decoder, per-pixel cross-entropy (21 classes); no dropout",
+    "pix2pixhd": "; at full size the global generator (ngf 64, 4 downsamplings, 9 residual blocks at 1024 "
+                 "channels, instance norm, reflection padding, transposed convolutions) trained with an L1 loss: the "
+                 "discriminators and the GAN, feature-matching and VGG losses are not built",
+    "deeplabv3plus": "; at full size a ResNet-101 backbone at output stride 16 (multi-grid 2, 4, 8), ASPP at rates 6, "
+                     "12, 18 with image pooling, decoder, per-pixel cross-entropy (21 classes); no dropout",
 }
 
 

@@ -225,7 +225,8 @@ def naive_transposed(x, w, stride, padding, output_padding, groups, dilation):
             for j in range(wd):
                 for r in range(kh):
                     for s in range(kw):
-                        full[:, g * cog:(g + 1) * cog, i * sh + r * dh, j * sw + s * dw] += x[:, c, i, j, None] * w[c, :, r, s]
+                        tap = x[:, c, i, j, None] * w[c, :, r, s]
+                        full[:, g * cog:(g + 1) * cog, i * sh + r * dh, j * sw + s * dw] += tap
     return full[:, :, ph:full.shape[2] - ph, pw:full.shape[3] - pw]
 
 
