@@ -85,6 +85,22 @@ __device__ __forceinline__ T block_sum(T v, T* scratch) {
     return r;
 }
 
+// A row's mean and 1/sqrt(biased variance + eps) over D values, numpy's order: the sum of x,
+// then the sum of squared deviations (layer norm's rows, instance norm's planes).
+template <typename T>
+__device__ __forceinline__ void row_mean_invstd(const T* xr, int D, T eps, T* scratch, T* mean, T* invstd) {
+    T s = T(0);
+    for (int j = threadIdx.x; j < D; j += REDUCE_THREADS) s = add_rn(s, xr[j]);
+    const T mu = block_sum(s, scratch) / T(D);
+    T q = T(0);
+    for (int j = threadIdx.x; j < D; j += REDUCE_THREADS) {
+        const T c = sub_rn(xr[j], mu);
+        q = add_rn(q, mul_rn(c, c));
+    }
+    *mean = mu;
+    *invstd = T(1) / sqrt_t(add_rn(block_sum(q, scratch) / T(D), eps));
+}
+
 // Maximum over a block (NaN-propagating, like numpy's max).
 template <typename T>
 __device__ __forceinline__ T block_max(T v, T* scratch) {
@@ -164,16 +180,16 @@ __device__ __forceinline__ void map2(T* y, const T* a, const T* b, i64 n, F f) {
 // Calls f(i, j, p, q) for every output window (p, q) of a strided, padded 2-D window (any
 // dims with KH, KW, sh, sw, ph, pw, OH, OW: pooling's and convolution's) that covers input
 // pixel (h, w) at window offset (i, j), in row-major offset order: gradients that add over
-// the windows add in one fixed order.
+// the windows add in one fixed order. Offsets are taps dh, dw apart (a dilated convolution's).
 template <typename Dims, typename F>
-__device__ __forceinline__ void for_each_window_over(int h, int w, const Dims& d, F f) {
+__device__ __forceinline__ void for_each_window_over(int h, int w, const Dims& d, F f, int dh = 1, int dw = 1) {
     for (int i = 0; i < d.KH; ++i) {
-        const int hp = h + d.ph - i;
+        const int hp = h + d.ph - i * dh;
         if (hp < 0 || hp % d.sh) continue;
         const int p = hp / d.sh;
         if (p >= d.OH) continue;
         for (int j = 0; j < d.KW; ++j) {
-            const int wp = w + d.pw - j;
+            const int wp = w + d.pw - j * dw;
             if (wp < 0 || wp % d.sw) continue;
             const int q = wp / d.sw;
             if (q >= d.OW) continue;
@@ -183,14 +199,15 @@ __device__ __forceinline__ void for_each_window_over(int h, int w, const Dims& d
 }
 
 // Calls f(i, j, h, w) for every input pixel (h, w) inside the d.H x d.W image that output
-// window (p, q) covers at window offset (i, j), in row-major offset order (padding skipped).
+// window (p, q) covers at window offset (i, j), in row-major offset order (padding skipped),
+// taps dh, dw apart.
 template <typename Dims, typename F>
-__device__ __forceinline__ void for_each_pixel_in(int p, int q, const Dims& d, F f) {
+__device__ __forceinline__ void for_each_pixel_in(int p, int q, const Dims& d, F f, int dh = 1, int dw = 1) {
     for (int i = 0; i < d.KH; ++i) {
-        const int h = p * d.sh - d.ph + i;
+        const int h = p * d.sh - d.ph + i * dh;
         if ((unsigned)h >= (unsigned)d.H) continue;
         for (int j = 0; j < d.KW; ++j) {
-            const int w = q * d.sw - d.pw + j;
+            const int w = q * d.sw - d.pw + j * dw;
             if ((unsigned)w >= (unsigned)d.W) continue;
             f(i, j, h, w);
         }

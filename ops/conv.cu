@@ -1,4 +1,5 @@
-// 2-D convolution (ops/conv.py): x [N,C,H,W], w [O,C/G,KH,KW], y [N,O,OH,OW], G groups.
+// 2-D convolution (ops/conv.py): x [N,C,H,W], w [O,C/G,KH,KW], y [N,O,OH,OW], G groups,
+// taps dh, dw apart (dilation; tap r of a window at row p reads h = p*sh - ph + r*dh).
 //
 // Implicit GEMM on the tiled GEMM of gemm.cuh, one GEMM per group (blockIdx.z), no
 // im2col buffer: tile loads gather straight from the tensors.
@@ -7,7 +8,9 @@
 //                stride phase: the input pixels with (h + ph) % sh == ah and (w + pw) % sw == aw
 //                receive gradient only from the taps r = ah (mod sh), s = aw (mod sw), so each
 //                phase multiplies only those (a stride-2 layer does a quarter of the
-//                multiply-adds of one GEMM over every pixel and tap, whose other terms are zero)
+//                multiply-adds of one GEMM over every pixel and tap, whose other terms are zero);
+//                with dilation only along axes of stride 1 (one phase, p = p0 + i - rr*dh): a
+//                dilated and strided axis takes the direct kernel
 //   weight grad  dw[g] (Og x Cg*KH*KW)    = dy[g] (Og x N*OH*OW) . cols(x)[g]^T
 // The weight gradient's k (N*OH*OW) can be long and its output small, so it may be split:
 // blockIdx.z = split * G + g, partial products go to scratch and conv2d_splitk_reduce adds
@@ -20,15 +23,15 @@
 #include "gemm.cuh"
 
 struct ConvDims {
-    int N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, G;
+    int N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, G, dh, dw;
     __device__ int Cg() const { return C / G; }
     __device__ int Og() const { return O / G; }
     __device__ int KK() const { return KH * KW; }
 };
 
 #define CONV_PARAMS int N, int C, int H, int W, int O, int KH, int KW, int OH, int OW, \
-                    int sh, int sw, int ph, int pw, int G
-#define CONV_ARGS ConvDims{N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, G}
+                    int sh, int sw, int ph, int pw, int G, int dil_h, int dil_w
+#define CONV_ARGS ConvDims{N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, G, dil_h, dil_w}
 
 template <typename T>
 struct ConvFwd {
@@ -39,7 +42,7 @@ struct ConvFwd {
     __device__ T b(int k, int col) const {                     // x at (c, r, s) x (n, p, q)
         const int c = k / d.KK(), rs = k - c * d.KK(), r = rs / d.KW, s = rs - r * d.KW;
         const int P = d.OH * d.OW, n = col / P, pq = col - n * P, p = pq / d.OW, q = pq - p * d.OW;
-        const int h = p * d.sh - d.ph + r, wc = q * d.sw - d.pw + s;
+        const int h = p * d.sh - d.ph + r * d.dh, wc = q * d.sw - d.pw + s * d.dw;
         if ((unsigned)h >= (unsigned)d.H || (unsigned)wc >= (unsigned)d.W) return T(0);
         return x[(((i64)n * d.C + g * d.Cg() + c) * d.H + h) * d.W + wc];
     }
@@ -78,7 +81,7 @@ struct ConvGradData {
     __device__ T b(int k, int col) const {                     // dy at the output that (r, s) maps to (h, w)
         const int taps = f.KHp * f.KWp, o = k / taps, t = k - o * taps, rr = t / f.KWp, ss = t - rr * f.KWp;
         const int P = f.Hp * f.Wp, n = col / P, ij = col - n * P, i = ij / f.Wp, j = ij - i * f.Wp;
-        const int p = f.p0 + i - rr, q = f.q0 + j - ss;
+        const int p = f.p0 + i - rr * d.dh, q = f.q0 + j - ss * d.dw;      // dh > 1 only where sh == 1
         if ((unsigned)p >= (unsigned)d.OH || (unsigned)q >= (unsigned)d.OW) return T(0);
         return dy[(((i64)n * d.O + g * d.Og() + o) * d.OH + p) * d.OW + q];
     }
@@ -98,7 +101,7 @@ struct ConvGradWeight {
     __device__ T b(int k, int col) const {                     // x at (n, p, q) x (c, r, s)
         const int P = d.OH * d.OW, n = k / P, pq = k - n * P, p = pq / d.OW, q = pq - p * d.OW;
         const int c = col / d.KK(), rs = col - c * d.KK(), r = rs / d.KW, s = rs - r * d.KW;
-        const int h = p * d.sh - d.ph + r, wc = q * d.sw - d.pw + s;
+        const int h = p * d.sh - d.ph + r * d.dh, wc = q * d.sw - d.pw + s * d.dw;
         if ((unsigned)h >= (unsigned)d.H || (unsigned)wc >= (unsigned)d.W) return T(0);
         return x[(((i64)n * d.C + g * d.Cg() + c) * d.H + h) * d.W + wc];
     }
@@ -191,7 +194,7 @@ __device__ __forceinline__ void conv_fwd_direct_t(T* y, const T* x, const T* w, 
             const T* xc = x + ((i64)n * d.C + g * Cg + c) * d.H * d.W;
             for_each_pixel_in(p, q, d, [&](int r, int s, int h, int wc) {
                 acc = fma(wo[(c * d.KH + r) * d.KW + s], xc[(i64)h * d.W + wc], acc);
-            });
+            }, d.dh, d.dw);
         }
         y[i] = acc;
     }
@@ -211,7 +214,7 @@ __device__ __forceinline__ void conv_grad_data_direct_t(T* dx, const T* w, const
             const T* wo = w + ((i64)o * Cg + cl) * d.KK();
             for_each_window_over(h, wc, d, [&](int r, int s, int p, int q) {
                 acc = fma(wo[r * d.KW + s], dyo[(i64)p * d.OW + q], acc);
-            });
+            }, d.dh, d.dw);
         }
         dx[i] = acc;
     }
@@ -229,7 +232,7 @@ __device__ __forceinline__ void conv_grad_weight_direct_t(T* dw, const T* x, con
         T acc = T(0);
         for (i64 j = threadIdx.x; j < K; j += REDUCE_THREADS) {
             const int n = j / P, pq = j - (i64)n * P, p = pq / d.OW, q = pq - p * d.OW;
-            const int h = p * d.sh - d.ph + r, wc = q * d.sw - d.pw + s;
+            const int h = p * d.sh - d.ph + r * d.dh, wc = q * d.sw - d.pw + s * d.dw;
             if ((unsigned)h >= (unsigned)d.H || (unsigned)wc >= (unsigned)d.W) continue;
             acc = fma(dy[((i64)n * d.O + o) * P + pq], x[(((i64)n * d.C + g * Cg + c) * d.H + h) * d.W + wc], acc);
         }

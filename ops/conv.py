@@ -1,4 +1,5 @@
-"""2-D convolution (stride, padding, groups; no bias) and its two gradients.
+"""2-D convolution (stride, padding, dilation, groups; no bias), its two gradients, and the
+transposed convolution, whose forward pass is the convolution's data gradient.
 
 Kernels use im2col: the strided window view of the zero-padded input is copied
 once into a (groups, C/groups*KH*KW, N*OH*OW) matrix, then one matmul batched
@@ -7,8 +8,14 @@ Python loop per channel. The copy keeps OH, OW innermost, where the window view
 is (near-)contiguous, so it runs at memory speed even for 1x1 and depthwise
 kernels. The data gradient scatters back with a fixed loop over the KH*KW
 kernel offsets, so its sums run in the same order on every run.
+
+Dilation d spaces a kernel's taps d apart (DeepLab's atrous convolution): the kernel spans
+d*(K-1)+1 pixels. Its attribute is kept only when it is not 1, so every graph, plan and
+digest made before dilation existed is unchanged.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -19,18 +26,35 @@ from .registry import (Cost, Op, OpError, ShapeError, check_attrs, emit, int_pai
                        require_float, same_dtype)
 
 
-def _canon_conv(attrs, extra=()):
-    """stride, padding and groups, plus the spatial size named in ``extra`` (for the gradients)."""
-    a = check_attrs(attrs, {"stride": 1, "padding": 0, "groups": 1, **{k: None for k in extra}}, required=extra)
+def _canon_conv(attrs, extra=(), optional=()):
+    """stride, padding, groups and dilation (absent when 1), plus the spatial size named in
+    ``extra`` (for the gradients) and the pairs named in ``optional`` (default 0)."""
+    a = check_attrs(attrs, {"stride": 1, "padding": 0, "groups": 1, "dilation": 1, **{k: None for k in extra},
+                            **{k: 0 for k in optional}}, required=extra)
     out = {"stride": int_pair(a["stride"], "stride"), "padding": int_pair(a["padding"], "padding"),
            "groups": int(a["groups"])}
-    if min(out["stride"]) < 1 or min(out["padding"]) < 0 or out["groups"] < 1:
-        raise OpError(f"stride must be >= 1, padding >= 0 and groups >= 1, got {out}")
+    dilation = int_pair(a["dilation"], "dilation")
+    if min(out["stride"]) < 1 or min(out["padding"]) < 0 or out["groups"] < 1 or min(dilation) < 1:
+        raise OpError(f"stride must be >= 1, dilation >= 1, padding >= 0 and groups >= 1, got "
+                      f"{dict(out, dilation=dilation)}")
+    if dilation != (1, 1):
+        out["dilation"] = dilation
+    for k in optional:
+        out[k] = int_pair(a[k], k)
     for k in extra:
         out[k] = int_pair(a[k], k)
         if min(out[k]) < 1:
             raise OpError(f"{k} must be positive, got {out[k]}")
     return out
+
+
+def _dilation(attrs) -> tuple[int, int]:
+    return attrs.get("dilation", (1, 1))
+
+
+def _span(kernel_hw, attrs) -> tuple[int, int]:
+    """The pixels a dilated kernel covers: d*(K-1)+1 along each axis."""
+    return tuple(d * (k - 1) + 1 for k, d in zip(kernel_hw, _dilation(attrs)))
 
 
 def _four_d(shape, what):
@@ -51,6 +75,7 @@ def _out_hw(x_shape, w_shape, attrs) -> tuple[int, int]:
     if cg != c // g:
         raise ShapeError(f"w {w_shape} needs {c // g} input channels per group to match x {x_shape} "
                          f"with groups={g}, i.e. shape {(o, c // g, kh, kw)}")
+    kh, kw = _span((kh, kw), attrs)
     if h + 2 * ph < kh or wd + 2 * pw < kw:
         raise ShapeError(f"kernel {kh}x{kw} does not fit input {h}x{wd} (x {x_shape}) with padding {(ph, pw)}: "
                          f"the padded input must be at least {kh}x{kw}")
@@ -72,8 +97,9 @@ def _padded(x, padding):
 
 def _columns(x, kernel_hw, attrs):
     """im2col: a fresh (groups, C/groups*KH*KW, N*OH*OW) array, rows ordered (c, kh, kw)."""
-    (sh, sw), g = attrs["stride"], attrs["groups"]
-    win = sliding_window_view(_padded(x, attrs["padding"]), kernel_hw, axis=(2, 3))[:, :, ::sh, ::sw]
+    (sh, sw), (dh, dw), g = attrs["stride"], _dilation(attrs), attrs["groups"]
+    win = sliding_window_view(_padded(x, attrs["padding"]), _span(kernel_hw, attrs), axis=(2, 3))
+    win = win[:, :, ::sh, ::sw, ::dh, ::dw]
     n, _, oh, ow = win.shape[:4]
     cols = np.ascontiguousarray(win.transpose(1, 4, 5, 0, 2, 3))       # C,KH,KW,N,OH,OW
     return cols.reshape(g, -1, n * oh * ow)
@@ -91,13 +117,18 @@ THIN = 16
 
 
 def _conv_dims(x_shape, w_shape, y_shape, attrs) -> tuple:
-    """conv.cu's CONV_PARAMS: N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, G."""
+    """conv.cu's CONV_PARAMS: N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, G, dh, dw."""
     n, c, h, w = x_shape
     o, _, kh, kw = w_shape
     for extent in (n * y_shape[2] * y_shape[3], n * h * w, c * kh * kw, o * kh * kw):
         i32(extent)      # the kernels index the per-group products in 32 bits: OpError past that
     return tuple(i32(v) for v in (n, c, h, w, o, kh, kw, *y_shape[2:], *attrs["stride"], *attrs["padding"],
-                                  attrs["groups"]))
+                                  attrs["groups"], *_dilation(attrs)))
+
+
+def _phases_need_direct(attrs) -> bool:
+    """The data gradient's stride phases (ConvPhase) take a dilation only along an axis of stride 1."""
+    return any(s > 1 and d > 1 for s, d in zip(attrs["stride"], _dilation(attrs)))
 
 
 def _stride_phases(x_shape, attrs) -> list[tuple[int, int, int]]:
@@ -196,7 +227,7 @@ class Conv2dGradData(Op):
         w, dy, x = ins[0].shape, ins[1].shape, outs[0].shape
         g, dtype, dims = attrs["groups"], outs[0].dtype, _conv_dims(x, w, dy, attrs)
         cg = w[1]
-        if cg < THIN:
+        if cg < THIN or _phases_need_direct(attrs):
             return [grid_stride(kernel_name("conv2d_grad_data_direct", dtype), numel(x),
                                 (OUT(0), IN(0), IN(1), *dims), OUT(0))]
         phases = _stride_phases(x, attrs)
@@ -210,7 +241,7 @@ class Conv2dGradData(Op):
         o, cg, kh, kw = w.shape
         n, c, h, wd = dx.shape
         oh, ow = dy.shape[2:]
-        g, (sh, sw), (ph, pw) = attrs["groups"], attrs["stride"], attrs["padding"]
+        g, (sh, sw), (ph, pw), (dh, dw) = attrs["groups"], attrs["stride"], attrs["padding"], _dilation(attrs)
         wt, dyg = w.reshape(g, o // g, -1).transpose(0, 2, 1), _dy_by_group(dy, g)
         # One output channel per group (depthwise) makes this an outer product, which
         # broadcasting does several times faster than a matmul with inner dimension 1.
@@ -218,7 +249,8 @@ class Conv2dGradData(Op):
         dxp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw), dtype=dx.dtype)
         for i in range(kh):            # fixed order: deterministic sums
             for j in range(kw):
-                dxp[:, :, i:i + sh * oh:sh, j:j + sw * ow:sw] += dcols[:, i, j].transpose(1, 0, 2, 3)
+                r, s = i * dh, j * dw
+                dxp[:, :, r:r + sh * oh:sh, s:s + sw * ow:sw] += dcols[:, i, j].transpose(1, 0, 2, 3)
         np.copyto(dx, dxp[:, :, ph:ph + h, pw:pw + wd])
 
 
@@ -279,3 +311,71 @@ class Conv2dGradWeight(Op):
         g = attrs["groups"]
         cols = _columns(x, dw.shape[2:], attrs)
         np.copyto(dw, np.matmul(_dy_by_group(dy, g), cols.transpose(0, 2, 1)).reshape(dw.shape))
+
+
+def _swap_inputs(launches):
+    """The data gradient's launches, (w, dy) read as a transposed convolution's (x, w)."""
+    swap = {IN(0): IN(1), IN(1): IN(0)}
+    return [replace(l, args=tuple(swap.get(a, a) if isinstance(a, tuple) else a for a in l.args))
+            for l in launches]
+
+
+@register
+class ConvTranspose2d(Op):
+    """(x[N,Cin,H,W], w[Cin,Cout/groups,KH,KW]) -> y[N,Cout,OH,OW], PyTorch's ConvTranspose2d
+    without bias: OH = (H-1)*sh - 2*ph + dh*(KH-1) + oph + 1. It is conv2d's data gradient with
+    x as dy (the same numpy and CUDA kernels); its own gradients are conv2d (for x) and
+    conv2d_grad_weight with the roles of x and dy swapped (for w)."""
+    name, arity = "conv_transpose2d", 2
+    cuda_kernels = Conv2dGradData.cuda_kernels      # its forward pass is that operator
+
+    def canon(self, attrs):
+        a = _canon_conv(attrs, optional=("output_padding",))
+        limit = [max(s, d) for s, d in zip(a["stride"], _dilation(a))]
+        if any(not 0 <= o < m for o, m in zip(a["output_padding"], limit)):
+            raise OpError(f"output_padding {a['output_padding']} must be >= 0 and smaller than stride or "
+                          f"dilation ({tuple(limit)})")
+        return a
+
+    def _as_grad_data(self, attrs, x_shape, w_shape) -> dict:
+        """conv2d_grad_data's attributes: the convolution whose input is this one's output."""
+        n, cin, h, wd = _four_d(x_shape, "x [N,Cin,H,W]")
+        _, _, kh, kw = _four_d(w_shape, "w [Cin,Cout/groups,KH,KW]")
+        span = _span((kh, kw), attrs)
+        out_hw = tuple((i - 1) * s - 2 * p + k + o for i, s, p, k, o in
+                       zip((h, wd), attrs["stride"], attrs["padding"], span, attrs["output_padding"]))
+        if min(out_hw) < 1:
+            raise ShapeError(f"conv_transpose2d of x {tuple(x_shape)} with w {tuple(w_shape)} and {attrs} "
+                             f"has an empty output {out_hw}")
+        conv_attrs = {k: v for k, v in attrs.items() if k != "output_padding"}
+        return {**conv_attrs, "input_hw": out_hw}
+
+    def infer(self, attrs, ins):
+        x, w = ins
+        if _four_d(w.shape, "w [Cin,Cout/groups,KH,KW]")[0] != _four_d(x.shape, "x [N,Cin,H,W]")[1]:
+            raise ShapeError(f"w {tuple(w.shape)} must have x's {x.shape[1]} input channels first "
+                             f"(PyTorch's [Cin, Cout/groups, KH, KW]) for x {tuple(x.shape)}")
+        grad_data = _GRAD_DATA.canon(self._as_grad_data(attrs, x.shape, w.shape))
+        return _GRAD_DATA.infer(grad_data, [w, x])
+
+    def cost(self, attrs, ins, outs):
+        return _conv_cost(outs[0].shape, ins[1].shape, attrs, ins, outs)
+
+    def gradient(self, g, node, dys, wanted):
+        x, w = node.inputs
+        conv_attrs = {k: v for k, v in node.attrs.items() if k != "output_padding"}
+        dx = emit(g, "conv2d", [dys[0], w], **conv_attrs) if wanted[0] else None
+        dw = emit(g, "conv2d_grad_weight", [dys[0], x], kernel_hw=g.shape(w)[2:], **conv_attrs) if wanted[1] else None
+        return [dx, dw]
+
+    def cuda_launches(self, attrs, ins, outs):
+        x, w = ins
+        grad_data = _GRAD_DATA.canon(self._as_grad_data(attrs, x.shape, w.shape))
+        return _swap_inputs(_GRAD_DATA.cuda_launches(grad_data, [w, x], outs))
+
+    def compute(self, attrs, xs, ys):
+        x, w = xs
+        _GRAD_DATA.compute(_GRAD_DATA.canon(self._as_grad_data(attrs, x.shape, w.shape)), [w, x], ys)
+
+
+_GRAD_DATA = Conv2dGradData()

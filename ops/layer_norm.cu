@@ -11,15 +11,8 @@ __device__ __forceinline__ void ln_fwd_t(T* y, T* mean, T* invstd, const T* x, c
     __shared__ T red[REDUCE_THREADS];
     for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
         const T* xr = x + r * D;
-        T s = T(0);
-        for (int j = threadIdx.x; j < D; j += REDUCE_THREADS) s = add_rn(s, xr[j]);
-        const T mu = block_sum(s, red) / T(D);
-        T q = T(0);
-        for (int j = threadIdx.x; j < D; j += REDUCE_THREADS) {
-            const T c = sub_rn(xr[j], mu);
-            q = add_rn(q, mul_rn(c, c));
-        }
-        const T inv = T(1) / sqrt_t(add_rn(block_sum(q, red) / T(D), eps));
+        T mu, inv;
+        row_mean_invstd(xr, D, eps, red, &mu, &inv);
         if (threadIdx.x == 0) {
             mean[r] = mu;
             invstd[r] = inv;

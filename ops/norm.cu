@@ -145,3 +145,56 @@ KERNEL void batch_norm_bwd_data_f64(double* dx, const double* x, const double* d
         i64 total, i64 m) {
     bn_bwd_data_t(dx, x, dy, mean, invstd, gamma, dgamma, dbeta, C, HW, total, m);
 }
+
+// ------------------------------------------------------------------ instance normalization
+// One block per (n, c) plane of D = H*W values, fixed-tree block sums (deterministic), as
+// layer_norm.cu's rows. No affine parameters (Pix2PixHD's InstanceNorm2d(affine=False)).
+
+// mean = sum(x)/D; invstd = 1/sqrt(sum((x-mean)^2)/D + eps); y = (x-mean)*invstd
+template <typename T>
+__device__ __forceinline__ void in_fwd_t(T* y, T* invstd, const T* x, T eps, i64 rows, int D) {
+    __shared__ T red[REDUCE_THREADS];
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const T* xr = x + r * D;
+        T mu, inv;
+        row_mean_invstd(xr, D, eps, red, &mu, &inv);
+        if (threadIdx.x == 0) invstd[r] = inv;
+        for (int j = threadIdx.x; j < D; j += REDUCE_THREADS) y[r * D + j] = mul_rn(sub_rn(xr[j], mu), inv);
+    }
+}
+
+// y is xhat: dx = ((D*dy - sum dy) - y*sum(dy*y)) * (invstd/D)
+template <typename T>
+__device__ __forceinline__ void in_bwd_t(T* dx, const T* y, const T* invstd, const T* dy, i64 rows, int D) {
+    __shared__ T red[REDUCE_THREADS];
+    const T d = T(D);
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        T s1 = T(0), s2 = T(0);
+        for (int j = threadIdx.x; j < D; j += REDUCE_THREADS) {
+            s1 = add_rn(s1, dy[r * D + j]);
+            s2 = add_rn(s2, mul_rn(dy[r * D + j], y[r * D + j]));
+        }
+        s1 = block_sum(s1, red);
+        s2 = block_sum(s2, red);
+        const T f = invstd[r] / d;
+        for (int j = threadIdx.x; j < D; j += REDUCE_THREADS)
+            dx[r * D + j] = mul_rn(sub_rn(sub_rn(mul_rn(d, dy[r * D + j]), s1), mul_rn(y[r * D + j], s2)), f);
+    }
+}
+
+KERNEL void __launch_bounds__(REDUCE_THREADS) instance_norm_fwd(float* y, float* invstd, const float* x, float eps,
+                                                                i64 rows, int D) {
+    in_fwd_t(y, invstd, x, eps, rows, D);
+}
+KERNEL void __launch_bounds__(REDUCE_THREADS) instance_norm_fwd_f64(double* y, double* invstd, const double* x,
+                                                                    double eps, i64 rows, int D) {
+    in_fwd_t(y, invstd, x, eps, rows, D);
+}
+KERNEL void __launch_bounds__(REDUCE_THREADS) instance_norm_bwd(float* dx, const float* y, const float* invstd,
+                                                                const float* dy, i64 rows, int D) {
+    in_bwd_t(dx, y, invstd, dy, rows, D);
+}
+KERNEL void __launch_bounds__(REDUCE_THREADS) instance_norm_bwd_f64(double* dx, const double* y, const double* invstd,
+                                                                    const double* dy, i64 rows, int D) {
+    in_bwd_t(dx, y, invstd, dy, rows, D);
+}

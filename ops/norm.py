@@ -1,4 +1,4 @@
-"""Batch normalization (training mode) and its gradient.
+"""Batch normalization (training mode) and instance normalization, and their gradients.
 
 batch_norm is one operator; training graphs use it split in two, batch_norm_stats (the
 statistics and running-statistics update, stateful) then batch_norm_apply (y, pure, so a plan
@@ -9,6 +9,7 @@ import numpy as np
 
 from .cuda_launch import (IN, OUT, MAX_GRID_YZ, THREADS, WS, Coverage, Launch, cdiv, grid_stride, i32, i64,
                           kernel_name, scalar)
+from .layer_norm import _eps, _row_launch
 from .registry import Cost, Op, OpError, ShapeError, check_attrs, nbytes, numel, register, require_float, same_dtype
 
 
@@ -339,3 +340,93 @@ class BatchNormGrad(Op):
         # dx = gamma * invstd / m * (m * dy - dbeta - xhat * dgamma)
         inner = m * dy - _per_channel(dbeta, nd) - xhat * _per_channel(dgamma, nd)
         np.multiply(inner, _per_channel(gamma * invstd / m, nd), out=dx)
+
+
+# ------------------------------------------------------------------ instance normalization
+# A fused operator rather than one composed of reductions and element-wise operators: composed,
+# the planner would see x - mean, its square and the normalized x as activations the backward
+# pass keeps (three tensors of x's size per layer). Fused, it keeps y and a [N,C] invstd: y is
+# x normalized (no affine parameters), all the gradient needs, where PyTorch's InstanceNorm2d
+# keeps x and its mean and invstd: the same bytes, one tensor of x's size and two small ones.
+
+def _planes(shape) -> tuple[int, int, int]:
+    """[N,C,H,W] as (N, C, H*W): one row of statistics per (sample, channel)."""
+    n, c, h, w = shape
+    return n, c, h * w
+
+
+@register
+class InstanceNorm(Op):
+    """x[N,C,H,W] -> (y, invstd[N,C]): each (sample, channel) plane normalized by its own mean
+    and biased variance, y = (x - mean) * invstd, invstd = 1/sqrt(var + eps); no affine
+    parameters and no running statistics (PyTorch's InstanceNorm2d defaults, Pix2PixHD's)."""
+    name = "instance_norm"
+    cuda_kernels = ("instance_norm_fwd",)
+
+    def canon(self, attrs):
+        return _eps(attrs)
+
+    def infer(self, attrs, ins):
+        shape = tuple(ins[0].shape)
+        if len(shape) != 4 or shape[2] * shape[3] == 0:
+            raise ShapeError(f"instance_norm: x must be [N,C,H,W] with at least one pixel, got shape {shape}")
+        require_float(ins[0].dtype)
+        dtype = np.dtype(ins[0].dtype)
+        return [(shape, dtype), (shape[:2], dtype)]
+
+    def cost(self, attrs, ins, outs):
+        return Cost(6.0 * numel(ins[0].shape), 2.0 * nbytes(ins[0]) + nbytes(outs[0]) + nbytes(outs[1]))
+
+    def gradient(self, g, node, dys, wanted):
+        if dys[1] is not None:
+            raise OpError("only output 0 (y) of instance_norm is differentiable; its statistics are not")
+        if dys[0] is None or not wanted[0]:
+            return [None]
+        y, invstd = node.outputs
+        return [g.apply("instance_norm_grad", [y, invstd, dys[0]])[0]]
+
+    def cuda_launches(self, attrs, ins, outs):
+        """One block per plane: the mean, the squared deviations' sum, then y."""
+        return [_row_launch("instance_norm_fwd", outs[0].dtype, _planes(ins[0].shape),
+                            (OUT(0), OUT(1), IN(0), scalar(outs[0].dtype, attrs["eps"])))]
+
+    def compute(self, attrs, xs, ys):
+        x = xs[0]
+        y, invstd = ys
+        t = x.dtype.type
+        d = t(x.shape[2] * x.shape[3])
+        mean = np.sum(x, axis=(2, 3)) / d
+        centered = x - mean[:, :, None, None]
+        var = np.sum(centered * centered, axis=(2, 3)) / d
+        np.divide(t(1), np.sqrt(var + t(attrs["eps"])), out=invstd)
+        np.multiply(centered, invstd[:, :, None, None], out=y)
+
+
+@register
+class InstanceNormGrad(Op):
+    """(y, invstd, dy) -> dx = invstd / D * (D * dy - sum(dy) - y * sum(dy * y)) per plane of D
+    pixels (y is the normalized x)."""
+    name, arity, differentiable = "instance_norm_grad", 3, False
+    cuda_kernels = ("instance_norm_bwd",)
+
+    def infer(self, attrs, ins):
+        y, invstd, dy = ins
+        shape = tuple(y.shape)
+        if len(shape) != 4 or tuple(dy.shape) != shape or tuple(invstd.shape) != shape[:2]:
+            raise ShapeError(f"instance_norm_grad: y and dy must be one [N,C,H,W] shape and invstd [N,C], got "
+                             f"{shape}, {tuple(dy.shape)} and {tuple(invstd.shape)}")
+        return [(shape, same_dtype(ins))]
+
+    def cost(self, attrs, ins, outs):
+        return Cost(8.0 * numel(ins[0].shape), 2.0 * (nbytes(ins[0]) + nbytes(ins[2])) + nbytes(outs[0]))
+
+    def cuda_launches(self, attrs, ins, outs):
+        return [_row_launch("instance_norm_bwd", outs[0].dtype, _planes(ins[0].shape),
+                            (OUT(0), IN(0), IN(1), IN(2)))]
+
+    def compute(self, attrs, xs, ys):
+        y, invstd, dy = xs
+        t = y.dtype.type
+        d = t(y.shape[2] * y.shape[3])
+        inner = d * dy - np.sum(dy, axis=(2, 3), keepdims=True) - y * np.sum(dy * y, axis=(2, 3), keepdims=True)
+        np.multiply(inner, (invstd / d)[:, :, None, None], out=ys[0])

@@ -9,6 +9,8 @@ Names (case-insensitive), as the paper writes them (Section 6.1):
 - ``brnn-L-XK``    L bidirectional LSTM layers of hidden size X*1024
 - ``resnet-D``     forward-only ResNet of depth D, for inference
 - ``densenet-D``   DenseNet-BC of depth D (121, 169, 201, 161; paper 001's Figures 4 and 5)
+- ``pix2pixhd``    Pix2PixHD's global generator on size x 2*size Cityscapes images (001's Figures 4 and 5)
+- ``deeplabv3plus`` DeepLabv3+ with a ResNet-101 backbone, output stride 16 (001's Figures 4 and 5)
 - ``gpt-tiny``, ``gpt2-small|medium|large|xl``, ``gpt-7b``  GPT decoders (zoo/gpt.py presets)
 - ``gpt-L-W-H``    a GPT of L blocks of width W with H heads (GPT-2's vocabulary, 1024 tokens)
 - ``llama-tiny``, ``llama2-7b``  Llama 2 decoders (zoo/llama.py presets)
@@ -30,8 +32,8 @@ from typing import Callable
 from engine.ir import Graph
 
 VALID_FORMS = "wresnet-D-X (e.g. wresnet-152-10), inception-X, nasnet-R, rnn-L-XK (e.g. rnn-8-8k), " \
-              "brnn-L-XK, resnet-D, densenet-D, gpt-tiny, gpt2-small|medium|large|xl, gpt-7b, gpt-L-W-H, " \
-              "llama-tiny, llama2-7b, llama-L-W-H"
+              "brnn-L-XK, resnet-D, densenet-D, pix2pixhd, deeplabv3plus, gpt-tiny, gpt2-small|medium|large|xl, " \
+              "gpt-7b, gpt-L-W-H, llama-tiny, llama2-7b, llama-L-W-H"
 GPT_PRESETS = ("gpt-tiny", "gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt-7b")
 LLAMA_PRESETS = ("llama-tiny", "llama2-7b")
 NUMBER = r"(\d+(?:\.\d+)?)"
@@ -72,6 +74,8 @@ FAMILIES = {
                      lambda m: {"depth": int(m[1])}, training=False),
     "densenet": Family(r"densenet-(\d+)", "zoo.densenet", "densenet", "size",
                        lambda m: {"depth": int(m[1])}),
+    "pix2pixhd": Family(r"pix2pixhd", "zoo.pix2pixhd", "pix2pixhd", "size", lambda m: {}),
+    "deeplabv3plus": Family(r"deeplabv3plus", "zoo.deeplab", "deeplabv3plus", "size", lambda m: {}),
     "gpt": Family(rf"({'|'.join(GPT_PRESETS)})|gpt-(\d+)-(\d+)-(\d+)", "zoo.gpt", "gpt", "seq",
                   _decoder_args("zoo.gpt"), optimizer="adamw"),
     "llama": Family(rf"({'|'.join(LLAMA_PRESETS)})|llama-(\d+)-(\d+)-(\d+)", "zoo.llama", "llama", "seq",
@@ -87,6 +91,9 @@ TINY = {
     "brnn": dict(layers=2, hidden=16, batch=4, steps=5, classes=7),
     "resnet": dict(blocks=(1, 1, 1, 1), base_width=4, batch=2, size=32, classes=10),
     "densenet": dict(blocks=(2, 2), growth=4, batch=2, size=32, classes=10),
+    "pix2pixhd": dict(ngf=4, downsamples=2, blocks=1, in_channels=3, batch=2, size=8),
+    "deeplabv3plus": dict(blocks=(1, 1, 1, 1), base_width=4, aspp_channels=8, low_channels=4, classes=3, batch=2,
+                          size=33),
     "gpt": dict(layers=2, width=16, heads=2, seq=6, vocab=11, batch=2),
     "llama": dict(layers=2, width=16, heads=2, seq=6, vocab=11, batch=2),
 }

@@ -16,14 +16,16 @@ def pair(v) -> tuple[int, int]:
 
 
 def conv(g: Graph, x: int, out_ch: int, kernel, stride=1, padding=None, groups: int = 1,
-         name: str = "conv") -> int:
-    """A bias-free convolution; ``padding`` defaults to half the kernel ("same" at stride 1)."""
+         name: str = "conv", dilation: int = 1) -> int:
+    """A bias-free convolution; ``padding`` defaults to half the (dilated) kernel ("same" at
+    stride 1)."""
     kh, kw = pair(kernel)
-    padding = (kh // 2, kw // 2) if padding is None else pair(padding)
+    padding = (dilation * (kh // 2), dilation * (kw // 2)) if padding is None else pair(padding)
     in_ch = g.shape(x)[1]
+    dilated = {"dilation": dilation} if dilation != 1 else {}
     with g.scope(name):
         w = g.parameter("w", (out_ch, in_ch // groups, kh, kw), g.dtype(x).name, init="he_normal")
-        (y,) = g.apply("conv2d", [x, w], name="conv", stride=pair(stride), padding=padding, groups=groups)
+        (y,) = g.apply("conv2d", [x, w], name="conv", stride=pair(stride), padding=padding, groups=groups, **dilated)
     return y
 
 
@@ -57,11 +59,11 @@ def _in_place(on: bool) -> dict:
 
 
 def conv_bn(g: Graph, x: int, out_ch: int, kernel, stride=1, padding=None, relu_after: bool = True,
-            name: str = "conv", in_place: bool = False) -> int:
+            name: str = "conv", in_place: bool = False, dilation: int = 1) -> int:
     """conv -> BN (-> ReLU), the unit every CNN here is made of (``in_place``: BN and ReLU
     may overwrite their inputs, for inference graphs)."""
     with g.scope(name):
-        y = conv(g, x, out_ch, kernel, stride, padding)
+        y = conv(g, x, out_ch, kernel, stride, padding, dilation=dilation)
         y = batch_norm(g, y, in_place=in_place)
         if relu_after:
             y = relu(g, y, in_place=in_place)

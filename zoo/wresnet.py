@@ -34,12 +34,12 @@ def blocks_for_depth(depth: int) -> tuple[int, ...]:
                      "or 12k+2 (14, 26, 38, ...)")
 
 
-def bottleneck(g: Graph, x: int, width: int, stride: int, in_place: bool = False) -> int:
-    """1x1 (width) -> 3x3 (width, stride) -> 1x1 (4 x width), added to the shortcut
+def bottleneck(g: Graph, x: int, width: int, stride: int, in_place: bool = False, dilation: int = 1) -> int:
+    """1x1 (width) -> 3x3 (width, stride, ``dilation``) -> 1x1 (4 x width), added to the shortcut
     (``in_place``: BN, ReLU and the sum may overwrite their inputs, for inference graphs)."""
     out_ch = 4 * width
     y = conv_bn(g, x, width, 1, name="conv1", in_place=in_place)
-    y = conv_bn(g, y, width, 3, stride, name="conv2", in_place=in_place)
+    y = conv_bn(g, y, width, 3, stride, name="conv2", in_place=in_place, dilation=dilation)
     y = conv_bn(g, y, out_ch, 1, relu_after=False, name="conv3", in_place=in_place)
     shortcut = x
     if stride != 1 or g.shape(x)[1] != out_ch:

@@ -30,7 +30,7 @@ import ops
 
 OPS_DIR = Path(ops.__file__).resolve().parent
 FAMILIES = ("elementwise", "dense", "norm", "loss", "shape", "optim", "conv", "pooling", "attention", "layer_norm",
-            "embedding", "activation", "broadcast", "math", "indexing", "logic")
+            "embedding", "activation", "broadcast", "math", "indexing", "logic", "resample")
 STD = "c++17"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 

@@ -98,8 +98,8 @@ class Models:
         return text
 
 
-_ZOO_TRAINING = ("wresnet-D-X, inception-X, nasnet-R, rnn-L-XK, brnn-L-XK, gpt-tiny, gpt2-small|medium|large|xl, "
-                 "gpt-7b, gpt-L-W-H")
+_ZOO_TRAINING = ("wresnet-D-X, inception-X, nasnet-R, rnn-L-XK, brnn-L-XK, densenet-D, pix2pixhd, deeplabv3plus, "
+                 "gpt-tiny, gpt2-small|medium|large|xl, gpt-7b, gpt-L-W-H")
 TRAINING = Models("small-cnn", f"small-cnn, small-lstm, a zoo model ({_ZOO_TRAINING}), or the folder of an "
                                "imported PyTorch model (python -m engine.importer)", forward_only=False, small=True)
 INFERENCE_TABLE2 = "resnet-152"      # SwapAdvisor's Table 2: engine.infer's budgets are its

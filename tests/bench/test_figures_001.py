@@ -4,6 +4,7 @@ import pytest
 
 import zoo
 from bench import figures_001 as f
+from engine.ir import Kind
 from engine.profile import analytic_profile
 from planner.facts import GraphFacts
 
@@ -48,3 +49,23 @@ def test_figures_runs_every_configuration_at_every_batch(tiny):
     assert all(abs(c.runs[8].seconds - base.seconds) < 1e-9 * base.seconds for c in cols.values())
     assert [r[0] for r in f.memory_rows(cols, (8,))][-2:] == ["blind schedule (scheduling budget)",
                                                             "blind schedule + VA (scheduling budget)"]
+
+
+def test_each_of_001_s_models_is_built_at_its_size_and_batches_reach_past_the_paper_s_va_batch():
+    for model, setting in f.MODELS.items():
+        base, ratio = f.PAPER_LARGEST[setting.paper]
+        assert max(setting.batches) >= base * ratio * f.PAPER_VA_OVER_SCHEDULE[1] - 0.5, model
+        g = zoo.build(model, batch=2, size=setting.size)     # DeepLab's image pooling: BN needs 2 values
+        image = g.shape(g.leaves(Kind.INPUT)[0])
+        assert image[2] == setting.size and str(image[3]) in setting.image, model
+
+
+def test_the_other_two_models_swap_in_a_small_device():
+    """Pix2PixHD and DeepLabv3+ through the same cells as DenseNet, in bench.papers' quick settings:
+    past the baseline's batch only the window runs."""
+    from bench.papers import QUICK45
+    for model in ("pix2pixhd", "deeplabv3plus"):
+        _, options, size, batches, device, chunk = QUICK45[model]
+        cols = f.figures(model, batches, device, size, say=lambda _: None, chunk_bytes=chunk, **options)
+        assert cols["baseline"].largest() == batches[0], model
+        assert cols["schedule"].largest() == cols["schedule + VA"].largest() == batches[1], model

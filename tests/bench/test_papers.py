@@ -33,6 +33,11 @@ def test_quick_run_prints_every_section_with_its_verdicts(tmp_path, capsys):
                 "ours: blind schedule (scheduling budget) GiB"):
         assert row in figs45
     assert "'VA trains 1.5-2x the batch of scheduling alone', blind (001's setting): " in figs45
+    for paper, ratio in (("Pix2PixHD", 4), ("DeepLabv3+", 5.3)):               # a section per model of 001's
+        body = out.split(f"## Paper 001 Figures 4 and 5: images/s and memory against batch ({paper})")[1]
+        body = body.split("\n## ")[0]
+        assert "ours: schedule + VA images/s" in body
+        assert f"'scheduling trains {ratio:g}x the baseline's largest batch ({paper})', blind (001's setting): " in body
     assert "'scheduling alone stops at batch 928, VA reaches 1440', 001's setting: " in out
     fig5 = out.split("## SmartSwap Figure 5")[1].split("\n## ")[0]
     assert all(f"'SmartSwap trains {m}x the {a} of native PyTorch': " in fig5

@@ -150,3 +150,120 @@ def test_attribute_errors():
         registry.get("conv2d_grad_data").canon({})
     with pytest.raises(OpError, match="kernel_hw must be positive"):
         registry.get("conv2d_grad_weight").canon({"kernel_hw": (0, 3)})
+
+
+# Dilated (DeepLab's atrous) convolutions: (N, C, H, W, O, kernel, stride, padding, groups, dilation)
+DILATED = [
+    (2, 4, 9, 8, 6, 3, 1, 2, 2, 2),
+    (1, 3, 11, 9, 4, 3, (1, 2), (3, 1), 1, (3, 1)),      # dilated along the axis of stride 1 only
+    (1, 2, 9, 9, 2, 3, 2, 2, 1, 2),                      # dilated and strided: the direct data gradient
+]
+
+
+def naive_dilated(x, w, stride, padding, groups, dilation):
+    """A dilated kernel is the undilated one with zeros between its taps."""
+    (dh, dw), (_, _, kh, kw) = pair(dilation), w.shape
+    wide = np.zeros((*w.shape[:2], dh * (kh - 1) + 1, dw * (kw - 1) + 1))
+    wide[:, :, ::dh, ::dw] = w
+    return naive_conv(x, wide, stride, padding, groups)
+
+
+def make_dilated(case):
+    *plain, d = case
+    x, w, attrs = make(plain)
+    return x, w, {**attrs, "dilation": d}
+
+
+@pytest.mark.parametrize("case", DILATED)
+def test_dilated_forward_matches_a_kernel_with_zeros_between_taps(case):
+    x, w, attrs = make_dilated(case)
+    (y,) = run_op("conv2d", [x, w], **attrs)
+    np.testing.assert_allclose(y, naive_dilated(x, w, **attrs), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", DILATED)
+def test_dilated_gradients_match_finite_differences_and_are_adjoints(case):
+    x, w, attrs = make_dilated(case)
+    check_gradient("conv2d", [x, w], attrs=attrs, max_points=25)
+    (y,) = run_op("conv2d", [x, w], **attrs)
+    dy = rng.standard_normal(y.shape)
+    (dx,) = run_op("conv2d_grad_data", [w, dy], input_hw=x.shape[2:], **attrs)
+    (dw,) = run_op("conv2d_grad_weight", [x, dy], kernel_hw=w.shape[2:], **attrs)
+    assert np.sum(x * dx) == pytest.approx(np.sum(y * dy), rel=1e-10)
+    assert np.sum(w * dw) == pytest.approx(np.sum(y * dy), rel=1e-10)
+
+
+def test_dilation_one_leaves_the_attributes_as_they_were():
+    """Graphs, plans and program digests made before dilation existed must not change."""
+    conv = registry.get("conv2d")
+    assert conv.canon({"dilation": 1}) == conv.canon({}) == {"stride": (1, 1), "padding": (0, 0), "groups": 1}
+    assert conv.canon({"dilation": (2, 1)})["dilation"] == (2, 1)
+    with pytest.raises(OpError, match="dilation >= 1"):
+        conv.canon({"dilation": 0})
+    with pytest.raises(ShapeError, match="kernel 5x5 does not fit input 4x4"):
+        conv.infer(conv.canon({"dilation": 2}), [np.zeros((1, 2, 4, 4)), np.zeros((2, 2, 3, 3))])
+
+
+# Transposed convolutions: (N, Cin, H, W, Cout, kernel, stride, padding, output_padding, groups, dilation)
+TRANSPOSED = [
+    (2, 6, 4, 5, 4, 3, 2, 1, 1, 1, 1),                   # Pix2PixHD's upsampling layer
+    (1, 4, 3, 4, 6, (2, 3), (2, 3), (0, 1), (1, 2), 2, 1),
+    (2, 3, 4, 3, 2, 3, 1, 1, 0, 1, 2),                   # dilated
+]
+
+
+def naive_transposed(x, w, stride, padding, output_padding, groups, dilation):
+    """Each input pixel scatters w times its value into the output, then the padding is cut."""
+    (sh, sw), (ph, pw), (oph, opw), (dh, dw) = map(pair, (stride, padding, output_padding, dilation))
+    n, cin, h, wd = x.shape
+    _, cog, kh, kw = w.shape
+    full = np.zeros((n, cog * groups, (h - 1) * sh + dh * (kh - 1) + 1 + oph, (wd - 1) * sw + dw * (kw - 1) + 1 + opw))
+    cig = cin // groups
+    for c in range(cin):
+        g = c // cig
+        for i in range(h):
+            for j in range(wd):
+                for r in range(kh):
+                    for s in range(kw):
+                        tap = x[:, c, i, j, None] * w[c, :, r, s]
+                        full[:, g * cog:(g + 1) * cog, i * sh + r * dh, j * sw + s * dw] += tap
+    return full[:, :, ph:full.shape[2] - ph, pw:full.shape[3] - pw]
+
+
+def make_transposed(case):
+    n, cin, h, w, cout, k, s, p, op, g, d = case
+    return rng.standard_normal((n, cin, h, w)), rng.standard_normal((cin, cout // g, *pair(k))), \
+        dict(stride=s, padding=p, output_padding=op, groups=g, dilation=d)
+
+
+@pytest.mark.parametrize("case", TRANSPOSED)
+def test_transposed_forward_matches_scattered_taps(case):
+    x, w, attrs = make_transposed(case)
+    (y,) = run_op("conv_transpose2d", [x, w], **attrs)
+    np.testing.assert_allclose(y, naive_transposed(x, w, **attrs), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", TRANSPOSED)
+def test_transposed_gradients_match_finite_differences(case):
+    x, w, attrs = make_transposed(case)
+    check_gradient("conv_transpose2d", [x, w], attrs=attrs, max_points=25)
+
+
+def test_transposed_is_the_convolution_s_data_gradient():
+    """The same kernel: conv_transpose2d(x, w) == conv2d_grad_data(w, x) bit for bit, in float32."""
+    x, w, attrs = make_transposed(TRANSPOSED[0])
+    x, w = x.astype(np.float32), w.astype(np.float32)
+    (y,) = run_op("conv_transpose2d", [x, w], **attrs)
+    attrs.pop("output_padding")
+    (dx,) = run_op("conv2d_grad_data", [w, x], input_hw=y.shape[2:], **attrs)
+    assert y.dtype == np.float32 and np.array_equal(y, dx)
+
+
+def test_transposed_errors_say_what_is_wrong():
+    ct = registry.get("conv_transpose2d")
+    with pytest.raises(OpError, match=r"output_padding \(2, 2\) must be >= 0 and smaller than stride"):
+        ct.canon({"stride": 2, "output_padding": 2})
+    with pytest.raises(ShapeError, match="must have x's 4 input channels first"):
+        ct.infer(ct.canon({}), [np.zeros((1, 4, 3, 3)), np.zeros((3, 4, 3, 3))])
+    with pytest.raises(ShapeError, match="empty output"):
+        ct.infer(ct.canon({"padding": 3}), [np.zeros((1, 4, 1, 1)), np.zeros((4, 2, 3, 3))])

@@ -212,3 +212,36 @@ def test_split_errors():
         apply.canon({"eps": 1e-3})
     # one value per channel is fine to normalize (the statistics are refused, not y's formula)
     assert apply.infer({}, [np.ones((1, 3)), gamma, beta, rmean, rvar]) == [((1, 3), np.dtype(np.float64))]
+
+
+# ------------------------------------------------------------------ instance normalization
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (1, 2, 1, 7), (3, 1, 6, 6)])
+def test_instance_norm_normalizes_each_plane_and_its_gradient_matches_finite_differences(shape):
+    x = 3 + 2 * rng.standard_normal(shape)
+    y, invstd = run_op("instance_norm", [x], eps=1e-5)
+    mean, var = x.mean(axis=(2, 3), keepdims=True), x.var(axis=(2, 3), keepdims=True)
+    np.testing.assert_allclose(y, (x - mean) / np.sqrt(var + 1e-5), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(invstd, 1 / np.sqrt(var[:, :, 0, 0] + 1e-5), rtol=1e-12)
+    check_gradient("instance_norm", [x], max_points=30)
+
+
+def test_instance_norm_keeps_only_y_and_invstd_for_its_gradient():
+    """The gradient reads y and the [N,C] invstd, never x: x may be freed after the forward pass."""
+    ev = Eager()
+    x = ev.const(rng.standard_normal((2, 3, 4, 4)))
+    y, invstd = ev.apply("instance_norm", [x])
+    node = SimpleNamespace(op="instance_norm", attrs=ev.last_attrs, inputs=(x,), outputs=(y, invstd))
+    dy = ev.const(rng.standard_normal((2, 3, 4, 4)))
+    registry.get("instance_norm").gradient(ev, node, [dy, None], [True])
+    assert ev.shape(invstd) == (2, 3)
+
+
+def test_instance_norm_errors():
+    inorm, grad = registry.get("instance_norm"), registry.get("instance_norm_grad")
+    with pytest.raises(ShapeError, match=r"x must be \[N,C,H,W\]"):
+        inorm.infer(inorm.canon({}), [np.zeros((2, 3, 4))])
+    with pytest.raises(OpError, match="eps must be positive"):
+        inorm.canon({"eps": 0})
+    with pytest.raises(ShapeError, match=r"invstd \[N,C\]"):
+        grad.infer({}, [np.zeros((2, 3, 4, 4)), np.zeros((3,)), np.zeros((2, 3, 4, 4))])

@@ -159,6 +159,12 @@ def test_batch_norm_training(shape):
         check(f"batch_norm{shape} {what}", ev.arrays[grads[i]], tgrads[i])
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 5, 4), (1, 2, 1, 9)])
+def test_instance_norm(shape):
+    x = 2 + rng.standard_normal(shape)
+    compare("instance_norm", "instance_norm", [x], lambda a: F.instance_norm(a, eps=1e-5), {"eps": 1e-5})
+
+
 @pytest.mark.parametrize("shape", [(6, 10), (2, 3, 17)])
 def test_layer_norm(shape):
     d, eps = shape[-1], 1e-5 if shape == (6, 10) else 1e-3
@@ -177,6 +183,39 @@ def test_conv2d(stride, padding, groups):
     attrs = {"stride": stride, "padding": padding, "groups": groups}
     compare(f"conv2d {attrs}", "conv2d", [x, w],
             lambda a, b: F.conv2d(a, b, stride=stride, padding=padding, groups=groups), attrs, wrt=(0, 1))
+
+
+@pytest.mark.parametrize("stride,padding,dilation", [(1, 2, 2), (2, 1, 2), ((1, 2), (6, 1), (6, 1))])
+def test_dilated_conv2d(stride, padding, dilation):
+    x, w = rng.standard_normal((2, 4, 13, 12)), rng.standard_normal((6, 4, 3, 3))
+    attrs = {"stride": stride, "padding": padding, "dilation": dilation}
+    compare(f"conv2d {attrs}", "conv2d", [x, w], lambda a, b: F.conv2d(a, b, **attrs), attrs, wrt=(0, 1))
+
+
+@pytest.mark.parametrize("stride,padding,output_padding,groups,dilation",
+                         [(2, 1, 1, 1, 1), (3, (1, 0), (2, 1), 2, 1), (1, 1, 0, 1, 2)])
+def test_conv_transpose2d(stride, padding, output_padding, groups, dilation):
+    x, w = rng.standard_normal((2, 4, 5, 6)), rng.standard_normal((4, 6 // groups, 3, 3))
+    attrs = {"stride": stride, "padding": padding, "output_padding": output_padding, "groups": groups,
+             "dilation": dilation}
+    compare(f"conv_transpose2d {attrs}", "conv_transpose2d", [x, w],
+            lambda a, b: F.conv_transpose2d(a, b, **attrs), attrs, wrt=(0, 1))
+
+
+@pytest.mark.parametrize("size,align_corners", [((17, 12), False), ((17, 12), True), ((3, 2), False), ((1, 1), True)])
+def test_upsample_bilinear2d(size, align_corners):
+    x = rng.standard_normal((2, 3, 5, 4))
+    attrs = {"size": size, "align_corners": align_corners}
+    compare(f"upsample_bilinear2d {attrs}", "upsample_bilinear2d", [x],
+            lambda a: F.interpolate(a, size=size, mode="bilinear", align_corners=align_corners), attrs)
+
+
+@pytest.mark.parametrize("padding", [1, 3, (2, 1)])
+def test_reflection_pad2d(padding):
+    x = rng.standard_normal((2, 3, 5, 4))
+    ph, pw = (padding, padding) if isinstance(padding, int) else padding
+    compare(f"reflection_pad2d {padding}", "reflection_pad2d", [x],
+            lambda a: F.pad(a, (pw, pw, ph, ph), mode="reflect"), {"padding": padding})
 
 
 def test_max_pool2d():

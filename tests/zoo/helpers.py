@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine import reference
+from engine.data import _loss_reader
 from engine.initializers import initial_state
 from engine.ir import Graph, Kind
 
@@ -19,7 +20,7 @@ def random_feeds(g: Graph, seed: int = 0) -> dict[int, np.ndarray]:
         feeds[t] = rng.standard_normal(x.shape).astype(x.dtype)
     for t in g.leaves(Kind.LABEL):
         x = g.tensors[t]
-        (reader,) = [g.nodes[u] for u in g.users[t] if g.nodes[u].op == "softmax_cross_entropy"]
+        reader = _loss_reader(g, t)            # through reshapes (DeepLab's per-pixel labels)
         classes = g.shape(reader.inputs[0])[1]
         feeds[t] = rng.integers(0, classes, x.shape).astype(x.dtype)
     return feeds
