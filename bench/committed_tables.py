@@ -11,8 +11,8 @@ Not checked: tables whose figures depend on a timed search or on measured time (
 table2, smartswap, sim_vs_measured, cli_stability, the GPU files), and deterministic ones with no
 cell cheap enough for a test (fragmentation: a window search per batch, 50-140 s; search_quality:
 enumerated optima; serving; Figure 9's generation-capped searches in the papers file, 70-90 CPU s
-each). The papers files' other sections are checked by one cell each (``papers``: one run of
-``bench.papers``; ``papers_001figs``: its sections added since, run with ``--only``).
+each). The papers file's other sections are checked by one cell each (the file is one run of
+``bench.papers``: a section regenerated alone would leave the others behind).
 
     python -m bench.committed_tables          # every check: committed, now, ok or STALE
 """
@@ -201,15 +201,15 @@ CHECKS = (
     Check("papers: Figure 7, TFLMS as published, batch 16", "papers",
           lambda text: plain_cell(section(text, "SwapAdvisor Figure 7"), lambda c: c[0] == "ours: tflms", "B=16"),
           lambda: _lms_vs_swapadvisor("tflms", 16)),
-    Check("papers: Figure 6 at batch 16, Inception-4 unsearched", "papers_001figs",
+    Check("papers: Figure 6 at batch 16, Inception-4 unsearched", "papers",
           lambda text: plain_cell(section(text, "SwapAdvisor Figure 6 at every batch"),
                                   lambda c: c[:2] == ["inception-4", "16"], "SA unsearched ours"),
           lambda: _papers_fig6_unsearched("inception-4", 16)),
-    Check("papers: 001 Table 1 blind, best fit at batch 512", "papers_001figs",
+    Check("papers: 001 Table 1 blind, best fit at batch 512", "papers",
           lambda text: plain_cell(section(text, "Paper 001 Table 1 in 001's setting"),
                                   lambda c: c[0] == "512", "best fit images/s"),
           lambda: _papers_figure_001("wresnet-50-1", 512, "blind schedule")),
-    Check("papers: 001 Figure 4, DenseNet schedule at batch 192", "papers_001figs",
+    Check("papers: 001 Figure 4, DenseNet schedule at batch 192", "papers",
           lambda text: plain_cell(section(text, "Paper 001 Figures 4 and 5"),
                                   lambda c: c[0] == "ours: schedule images/s", "192"),
           lambda: _papers_figure_001("densenet-121", 192, "schedule")),
