@@ -26,6 +26,7 @@ without it, as the swap planner's double pass does.
 from __future__ import annotations
 
 from bisect import bisect_right
+from functools import cached_property
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -77,6 +78,11 @@ class StepFacts:
         position[self.schedule] = np.arange(len(self.schedule))
         source = InPlace.of(g).sources(n_t, position, last, self.kept)
         self.in_place: list[list[int]] = [[int(source[t]) for t in outs] for outs in self.outputs]
+
+    @cached_property
+    def produced_at(self) -> dict[int, int]:
+        """Per tensor made in the schedule: the step that produces it."""
+        return {t: pos for pos, outs in enumerate(self.outputs) for t in outs}
 
     def dies_at(self, t: int, pos: int) -> bool:
         """Whether ``t`` is not needed after step ``pos`` (its last use, and not kept)."""

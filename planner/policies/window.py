@@ -79,6 +79,13 @@ class VariableSequence:
         cum = np.cumsum(np.asarray(nbytes, dtype=np.int64)[tensor]) if len(tensor) else np.zeros(0, np.int64)
         return cls(np.array(first, dtype=np.int64), np.array(last, dtype=np.int64), tensor, cum, nxt)
 
+    def first_entries(self, n_tensors: int) -> list[int]:
+        """Per tensor: its first entry (NEVER if none), a pass's next uses before step 0."""
+        first = np.full(n_tensors, NEVER, dtype=np.int64)
+        tensors, entry = np.unique(self.tensor, return_index=True)     # each tensor's first occurrence
+        first[tensors] = entry
+        return first.tolist()
+
     def window_ends(self, window_bytes: int) -> np.ndarray:
         """Per step i, r_i: the last entry whose bytes from the step's first entry stay within
         ``window_bytes``, and never before the step's own last entry."""
@@ -95,17 +102,20 @@ class WindowStats:
     evictions: int = 0         # tensors evicted because an operator's own tensors found no room
 
 
-def plan_window(request: PlanRequest, window_bytes: int, schedule=None, steps: StepFacts | None = None):
-    """The window policy's Program for one window size, and what its last pass did (WindowStats)."""
+def plan_window(request: PlanRequest, window_bytes: int, schedule=None, steps: StepFacts | None = None,
+                seq: VariableSequence | None = None):
+    """The window policy's Program for one window size, and what its last pass did (WindowStats).
+    ``steps`` and ``seq``: the schedule's, when the caller plans several sizes."""
     g = request.graph
     order = list(schedule if schedule is not None else
                  (request.schedule if request.schedule is not None else request.facts.order))
     steps = steps or StepFacts(g, order)
+    seq = seq or VariableSequence.of(steps, GraphArrays.of(g).nbytes)
     stats = []
 
     def one_pass(resident):
         try:
-            out, st = _one_pass(request, window_bytes, order, steps, resident)
+            out, st = _one_pass(request, window_bytes, order, steps, seq, resident)
         except PlanError:
             if not resident:
                 raise
@@ -116,22 +126,15 @@ def plan_window(request: PlanRequest, window_bytes: int, schedule=None, steps: S
     return program, stats[-1]
 
 
-def _one_pass(request: PlanRequest, window_bytes: int, order, steps: StepFacts, resident):
+def _one_pass(request: PlanRequest, window_bytes: int, order, steps: StepFacts, seq: VariableSequence, resident):
     g, budget = request.graph, request.budget
     alloc = online_allocator(request)
     out = OnlineProgram(g, alloc, budget.scratch_bytes, order, POLICY.name, resident)
-    seq = VariableSequence.of(steps, out.nbytes)
     ends = seq.window_ends(window_bytes)
     stats = WindowStats(int(window_bytes))
     nbytes, obj_of = out.nbytes, out.obj_of
-    produced_at = {}                                   # tensor -> the step that produces it
-    for pos, outs in enumerate(steps.outputs):
-        for t in outs:
-            produced_at[t] = pos
-    next_use = np.full(len(g.tensors), NEVER, dtype=np.int64)   # each tensor's next entry
-    for e in range(len(seq.tensor) - 1, -1, -1):
-        next_use[seq.tensor[e]] = e
-    next_use = next_use.tolist()
+    produced_at = steps.produced_at
+    next_use = seq.first_entries(len(g.tensors))       # each tensor's next entry
     seq_tensor, seq_next = seq.tensor.tolist(), seq.next_entry.tolist()
     pending: OrderedDict[int, None] = OrderedDict()    # reserved swap-outs, oldest first
     wanted: list[tuple[int, int]] = []                 # (entry, tensor) to prefetch, window order
@@ -261,11 +264,10 @@ def search_window(request: PlanRequest, fractions=SEARCH_FRACTIONS, whole: bool 
     order = list(request.schedule if request.schedule is not None else request.facts.order)
     steps = StepFacts(g, order)
     sizes = [max(1, int(f * request.budget.pool_bytes)) for f in fractions]
-    if whole:
-        total = VariableSequence.of(steps, GraphArrays.of(g).nbytes).cum
-        if len(total) and int(total[-1]) > max(sizes, default=0):
-            sizes.append(int(total[-1]))
-    best, refused = fastest(request, sizes, lambda w: plan_window(request, w, order, steps), PlanError)
+    seq = VariableSequence.of(steps, GraphArrays.of(g).nbytes)
+    if whole and len(seq.cum) and int(seq.cum[-1]) > max(sizes, default=0):
+        sizes.append(int(seq.cum[-1]))
+    best, refused = fastest(request, sizes, lambda w: plan_window(request, w, order, steps, seq), PlanError)
     if best is None:
         raise refused[-1]
     return best
