@@ -69,7 +69,7 @@ def _matrices(in_hw, out_hw, align_corners, dtype):
     return [interpolation_matrix(i, o, align_corners, dtype) for i, o in zip(in_hw, out_hw)]
 
 
-def _upsample_cost(small, big, ins, outs) -> Cost:
+def _upsample_cost(big, ins, outs) -> Cost:
     """Four multiply-adds per output pixel of the large side."""
     return Cost(8.0 * numel(big), _moved(ins, outs))
 
@@ -89,7 +89,7 @@ class UpsampleBilinear2d(Op):
         return [((n, c, *attrs["size"]), np.dtype(ins[0].dtype))]
 
     def cost(self, attrs, ins, outs):
-        return _upsample_cost(ins[0].shape, outs[0].shape, ins, outs)
+        return _upsample_cost(outs[0].shape, ins, outs)
 
     def gradient(self, g, node, dys, wanted):
         if dys[0] is None or not wanted[0]:
@@ -125,7 +125,7 @@ class UpsampleBilinear2dGrad(Op):
         return [((n, c, *attrs["input_hw"]), np.dtype(ins[0].dtype))]
 
     def cost(self, attrs, ins, outs):
-        return _upsample_cost(outs[0].shape, ins[0].shape, ins, outs)
+        return _upsample_cost(ins[0].shape, ins, outs)
 
     def cuda_launches(self, attrs, ins, outs):
         n, c, oh, ow = ins[0].shape
