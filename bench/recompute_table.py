@@ -8,7 +8,8 @@ recomputing (x bound) and over the swap-only bound (x swap bound).
     python -m bench.recompute_table [--models nasnet-25,...] [--search-seconds 0] [--save]
 
 With --search-seconds S the two SwapAdvisor rows each get an S-second genetic search (one worker
-per core), the same seed; capuchin and checkpoint never search.
+per core), the same seed, and ends with its knob polish (ga/polish.py; "+N" in gens/evals:
+its evaluations, after the time limit); capuchin and checkpoint never search.
 """
 from __future__ import annotations
 
@@ -68,9 +69,11 @@ def model_rows(name: str, device_bytes: int, search_seconds: float, say, rows_wa
         found = searched[0] if searched else None
         rows.append([name, label, f"{p.seconds:.3f}", f"{ideal / p.seconds:.3f}", p.program.recomputes,
                      f"{p.h2d_bytes / 1e9:.1f}", f"{p.seconds / b.recompute_bound:.2f}", f"{p.seconds / b.bound:.2f}",
-                     f"{found.generations}/{found.evaluations}" if found else "",
+                     (f"{found.generations}/{found.evaluations}"
+                      + (f" +{found.polished.evaluations}" if found.polished else "")) if found else "",
                      found.knobs_chosen() if found else ""])
-        say(f"{name} {label}: {p.seconds:.3f} s ({time.perf_counter() - t0:.0f} s to plan)")
+        say(f"{name} {label}: {p.seconds:.3f} s ({time.perf_counter() - t0:.0f} s to plan)"
+            + (f"; knob polish: {found.polished.describe()}" if found and found.polished else ""))
     return rows
 
 
@@ -96,7 +99,7 @@ def main(argv=None) -> int:
     print(f"# {machine()}; analytic V100 profile, {a.budget_gib:g} GiB, the paper's batches; "
           f"search {a.search_seconds:g} s per SwapAdvisor row", file=out)
     print(tabulate(rows, headers=["model", "plan", "sim s", "of ideal", "recomputes", "h2d GB", "x bound",
-                                  "x swap bound", "gens/evals", "knobs chosen"], disable_numparse=True), file=out)
+                                  "x swap bound", "gens/evals +polish", "knobs chosen"], disable_numparse=True), file=out)
     print(out.getvalue(), end="")
     if a.save:
         suffix = f"_search{a.search_seconds:g}s" if a.search_seconds else ""

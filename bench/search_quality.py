@@ -203,10 +203,11 @@ def searched(g: Graph, seed: int, evaluations: int, random_only: bool,
     facts, budget, profile = study_setup(g)
     if random_only:
         opts = SearchOptions(population=evaluations, max_generations=0, seed=seed, workers=1, allocator="pool",
-                             progress=False, ideal=False)
+                             progress=False, ideal=False, polish=False)
     else:
         opts = SearchOptions(population=GA_POPULATION, max_evaluations=evaluations, max_generations=10**6,
-                             allocator="pool", immigrants=immigrants, seed=seed, workers=1, progress=False, ideal=False)
+                             allocator="pool", immigrants=immigrants, seed=seed, workers=1, progress=False, ideal=False,
+                             polish=False)     # equal evaluations: the knob polish would add some
     result = search(facts, budget, profile, opts)
     return result.best_time, result.evaluations
 

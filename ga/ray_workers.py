@@ -190,6 +190,11 @@ class RayWorkers:
                 idle.append(actor)
         return results
 
+    @property
+    def alive(self) -> bool:
+        """False once terminated (as a deadline does): ``map`` would then refuse."""
+        return bool(self._actors)
+
     def terminate(self) -> None:
         for actor in self._actors:
             self._ray.kill(actor)

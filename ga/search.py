@@ -38,6 +38,7 @@ from .allocation_ops import DEFAULT_SIGMA
 from .context import GraphContext
 from .fitness import Evaluator
 from .history import GenerationStats, plot_history, write_history
+from .polish import Polished, evaluate_task, polish
 from .ray_workers import RayWorkers
 from .workers import DeadlineReached, ProcessWorkers
 from .population import (MODES, PAIR, SELECT, Breeder, Individual, Variation, child_task, first_task,
@@ -95,6 +96,10 @@ class SearchOptions:
     # schedule crossover takes a random stretch of the other parent (schedule_ops.segment_crossover)
     # instead of Figure 4's prefix: off, within a run's noise in the same A/B.
     knobs: bool = True
+    # With knobs, end by polishing the best genome's knob values (ga/polish.py: coordinate
+    # descent, at most 30 evaluations for swapadvisor, after the time limit): RNN-8-8K's joint
+    # search had ended 0.35% behind the swap-only one at a headroom one grid step off.
+    polish: bool = True
     segment: float = 0.0
     # Probability that an allocation child also trades objects between two classes
     # (allocation_ops.transfer). BRNN-4-8K, 150 s on 2 cores: 15.044 s at 0, 14.838 s at 0.5
@@ -180,6 +185,7 @@ class SearchResult:
     allocator: str | None = None
     allocator_options: tuple = ()
     policy_options: tuple = ()         # SearchOptions.policy_options: held fixed
+    polished: Polished | None = None   # the end-of-search knob polish (None: not run)
 
     def request(self, graph, facts: GraphFacts, budget: Budget, profile: Profile,
                 node_seconds: np.ndarray | None = None) -> PlanRequest:
@@ -351,6 +357,7 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
     immigrants = min(round(opts.immigrants * per_generation), per_generation)
     crossovers = -(-(per_generation - immigrants) // variation.children_per_crossover)
     stopped = "generations"
+    polished = None
     args = (ctx, facts, profile, budget, policy, node_seconds, variation, opts.seed, simple, opts.allocator,
             opts.allocator_options, opts.policy_options)
     # The bar counts search seconds toward the time limit when there is one (so its ETA is the
@@ -433,6 +440,19 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
             run.population = [everyone[i] for i in keep]
             run.generation = gen
             finish_generation()
+        # (An ablation holds the knobs at their defaults: nothing to polish there.)
+        if opts.polish and knobs and opts.mode == "both" and run.best is not None and math.isfinite(run.best.time):
+            bar.set_postfix_str(f"polishing the best genome's knobs (best so far {run.best.time:.4g} s)")
+            if workers.alive:
+                def evaluate(tasks):
+                    return workers.map(evaluate_task, tasks)
+            else:       # a deadline terminated the workers mid-generation: polish in this process
+                local = make_breeder(*args)
+
+                def evaluate(tasks):
+                    return [evaluate_task(local, task) for task in tasks]
+            polished = polish(run.best, knobs, evaluate)
+            run.best = polished.after
     except KeyboardInterrupt:
         stopped = "interrupted"
     finally:
@@ -444,4 +464,5 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
     return SearchResult(best.schedule.tolist(), best.allocation, best.time, run.initial_time,
                         run.initial_best, run.ideal, run.generation, run.evaluations, elapsed(), stopped,
                         opts.mode, run.history, run.population, dict(best.options),
-                        policy.placed_by(opts.allocator), tuple(opts.allocator_options), tuple(opts.policy_options))
+                        policy.placed_by(opts.allocator), tuple(opts.allocator_options), tuple(opts.policy_options),
+                        polished)

@@ -95,6 +95,11 @@ class ProcessWorkers:
                 raise DeadlineReached(results) from None
         return results
 
+    @property
+    def alive(self) -> bool:
+        """False once the processes were terminated (as a deadline does): ``map`` would then fail."""
+        return self._processes is not None or self.workers <= 1
+
     def terminate(self) -> None:
         if self._processes is not None:
             self._processes.terminate()

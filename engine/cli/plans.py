@@ -176,6 +176,8 @@ def searched_program(cfg: RunConfig, policy: Policy, request: PlanRequest, out_d
           + (f" ({knobs})" if knobs else "") +
           f", default order with the simple allocation {initial}; log {out_dir}/search.csv"
           + (" and search.png" if plotted else " (no plot: matplotlib is not installed; pip install '.[plot]')"))
+    if result.polished is not None and result.polished.improved:
+        print(f"search: polishing the best genome's knobs gained: {result.polished.describe()}")
     if result.generations == 0 and result.stopped != "generations":     # cut short, not asked for 0
         print(f"search: NOT ONE GENERATION finished ({result.evaluations} of {s.population} first candidates "
               f"evaluated): the plan is the best of those, not a searched one; give more --search-seconds or a "
