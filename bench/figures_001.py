@@ -30,7 +30,6 @@ Every time is simulated on the analytic v100-nvlink profile (001's two NVLinks):
 from __future__ import annotations
 
 import argparse
-import io
 import sys
 from dataclasses import dataclass, field
 
@@ -39,7 +38,7 @@ from tabulate import tabulate
 import zoo
 from allocator.online import AllocatorMisuse, make_online_allocator, replay
 from bench.fragmentation import SCHEDULE_CHUNK, plan_window, window_budget
-from bench.results_file import planning_machine_line, save_results
+from bench.results_file import Transcript, planning_machine_line, save_results
 from bench.table1_001 import DEVICE_BYTES, run_one
 from engine.errors import EngineError
 from engine.profile import analytic_profile
@@ -218,11 +217,7 @@ def main(argv=None) -> int:
     batches = [int(b) for b in a.batches.split(",")] if a.batches else list(setting.batches)
     a.size = a.size or setting.size
     image = setting.image if a.size == setting.size else f"side {a.size}"
-    out = io.StringIO()
-
-    def say(line=""):
-        print(line, flush=True)
-        out.write(line + "\n")
+    say = Transcript()
 
     say(f"# paper 001 Figures 4 and 5, simulated: {a.model} ({setting.paper}), {image}, 16 GiB, profile {PROFILE}")
     say(f"# {planning_machine_line()}")
@@ -235,7 +230,7 @@ def main(argv=None) -> int:
     say("largest batch: " + ", ".join(f"{c.label} {c.largest()}" for c in cols.values()))
     if a.save:
         name = "figures_001" if a.model == MODEL else f"figures_001_{a.model}"
-        print(f"saved {save_results(name, out.getvalue())}")
+        print(f"saved {save_results(name, say.text())}")
     return 0
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import io
 import os
 import platform
 import sys
@@ -33,7 +32,7 @@ from tabulate import tabulate
 
 import zoo
 from allocator.online import make_online_allocator, recorded, replay
-from bench.results_file import cpu_name, save_results
+from bench.results_file import Transcript, cpu_name, save_results
 from engine.profile import DEVICES, analytic_profile
 from planner import policy
 from planner.budget import make_budget
@@ -191,11 +190,7 @@ def main(argv=None) -> int:
         print("bench.fragmentation: the window policy is not registered", file=sys.stderr)
         return 2
     batches = [int(b) for b in a.batches.split(",")]
-    out = io.StringIO()
-
-    def say(line=""):
-        print(line)
-        out.write(line + "\n")
+    say = Transcript()
 
     say(f"# bench.fragmentation, {datetime.date.today().isoformat()}, {machine()}")
     say(f"# {MODEL} 224x224, {a.memory_gib:g} GiB device, window policy, profile {profile_name()} "
@@ -219,7 +214,7 @@ def main(argv=None) -> int:
             written = plot(histories, path, int(a.memory_gib * GIB))
             say(f"plot: {written}" if written else "plot skipped: matplotlib is not installed (pip install '.[plot]')")
     if a.save:
-        print(f"saved {save_results('fragmentation', out.getvalue())}")
+        print(f"saved {save_results('fragmentation', say.text())}")
     return 0
 
 

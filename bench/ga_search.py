@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import io
 import math
 import sys
 import time
@@ -30,7 +29,7 @@ import time
 from tabulate import tabulate
 
 import zoo
-from bench.results_file import save_results
+from bench.results_file import Transcript, save_results
 from engine.profile import analytic_profile
 from engine.schedules import mxnet_order
 from ga.fitness import Evaluator
@@ -143,11 +142,7 @@ def main(argv=None) -> int:
                  f"segment crossover {probe.segment:g}, transfer {probe.transfer:g}, "
                  + ("all-random first generation" if args.random_only else "seeded first generation"))
     started = time.perf_counter()
-    out = io.StringIO()
-
-    def say(line: str = "") -> None:
-        print(line, flush=True)
-        out.write(line + "\n")
+    say = Transcript()
 
     say(f"# SwapAdvisor genetic search, simulated: analytic V100 profile, {args.budget_gib:g} GiB budget, "
         f"{args.seconds:g} s per search on {workers} worker process(es), seed {args.seed}, "
@@ -289,7 +284,7 @@ def main(argv=None) -> int:
     say()
     say(f"total {time.perf_counter() - started:.0f} s")
     if args.save:
-        print(f"saved {save_results('ga_search', out.getvalue())}")
+        print(f"saved {save_results('ga_search', say.text())}")
     return 0
 
 

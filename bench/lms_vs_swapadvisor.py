@@ -13,13 +13,12 @@ Images per second of one simulated iteration; every Program is verified. The pap
 from __future__ import annotations
 
 import argparse
-import io
 import time
 
 from tabulate import tabulate
 
 import zoo
-from bench.results_file import planning_machine_line, save_results
+from bench.results_file import Transcript, planning_machine_line, save_results
 from engine.errors import EngineError
 from engine.profile import analytic_profile
 from planner import policy
@@ -88,11 +87,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
     profile = analytic_profile("v100")
-    out = io.StringIO()
-
-    def say(line=""):
-        print(line, flush=True)
-        out.write(line + "\n")
+    say = Transcript()
 
     say(f"SwapAdvisor Figure 7, simulated: {MODEL}, 16 GiB, analytic profile v100 (PCIe: 12 GB/s each way, "
         f"20 GB/s both ways)")
@@ -136,7 +131,7 @@ def main(argv=None) -> None:
         for n in notes:
             say(f"  {n}")
     if args.save:
-        print(f"saved {save_results('lms_vs_swapadvisor', out.getvalue())}")
+        print(f"saved {save_results('lms_vs_swapadvisor', say.text())}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import io
 import os
 import platform
 import sys
@@ -31,7 +30,7 @@ from tabulate import tabulate
 
 import zoo
 from bench.ga_search import PAPER_FIG6
-from bench.results_file import cpu_name, save_results
+from bench.results_file import Transcript, cpu_name, save_results
 from engine.library.planning import plan_quality
 from engine.profile import analytic_profile
 from engine.schedules import mxnet_order, updates_when_ready
@@ -158,11 +157,7 @@ def main(argv=None) -> int:
     profile = analytic_profile("v100")
     device_bytes = int(args.budget_gib * 2**30)
     started = time.perf_counter()
-    out = io.StringIO()
-
-    def say(line: str = "") -> None:
-        print(line, flush=True)
-        out.write(line + "\n")
+    say = Transcript()
 
     say(f"# python -m bench.plan_quality {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
     say(f"# {datetime.datetime.now():%Y-%m-%d %H:%M}, {machine()}")
@@ -206,7 +201,7 @@ def main(argv=None) -> int:
     say()
     say(f"total {time.perf_counter() - started:.0f} s")
     if args.save:
-        print(f"saved {save_results('plan_quality', out.getvalue())}")
+        print(f"saved {save_results('plan_quality', say.text())}")
     return 0
 
 

@@ -5,7 +5,7 @@ side by side. Per plan: simulated seconds, fraction of ideal (the sum of op time
 bytes copied in, and the plan's time over the lower bound of its order that holds when
 recomputing (x bound) and over the swap-only bound (x swap bound).
 
-    python -m bench.recompute_table [--models nasnet-25,...] [--search-seconds 0] [--save]
+    python -m bench.recompute_table [--models nasnet-25,...] [--search-seconds 0 | --search-evaluations N] [--save]
 
 With --search-seconds S the two SwapAdvisor rows each get an S-second genetic search (one worker
 per core), the same seed, and ends with its knob polish (ga/polish.py; "+N" in gens/evals:
@@ -37,15 +37,21 @@ ROWS = (("swapadvisor, swap only", "swapadvisor", {RECOMPUTE_OPTION: 0.0}), ("sw
         ("capuchin", "capuchin", {}), ("checkpoint", "checkpoint", {}))
 
 
-def search_options(seconds: float):
-    """An S-second genetic search, seed 0, one worker per core; None for S = 0 (no search)."""
-    if not seconds:
+def search_options(seconds: float, evaluations: int | None = None):
+    """An S-second genetic search, seed 0, one worker per core, or one of ``evaluations``
+    candidates whatever the time (the same plan on a busy machine as on a quiet one); None for
+    neither (no search)."""
+    if not seconds and not evaluations:
         return None
     from ga.search import SearchOptions
+    if evaluations:
+        return SearchOptions(seed=0, max_evaluations=evaluations, max_generations=10**9,
+                             workers=os.cpu_count() or 1, progress=False)
     return SearchOptions(seed=0, time_limit_s=seconds, workers=os.cpu_count() or 1, progress=False)
 
 
-def model_rows(name: str, device_bytes: int, search_seconds: float, say, rows_wanted=ROWS) -> list[list]:
+def model_rows(name: str, device_bytes: int, search_seconds: float, say, rows_wanted=ROWS,
+               search_evaluations: int | None = None) -> list[list]:
     """The table's rows for ``name`` (``rows_wanted``: a subset of ``ROWS``, in their order)."""
     batch = next(p for p in PAPER if p.model == name).batch
     g = zoo.build(name, batch=batch)
@@ -53,7 +59,7 @@ def model_rows(name: str, device_bytes: int, search_seconds: float, say, rows_wa
     profile = analytic_profile("v100")
     secs = profile.node_seconds(g)
     ideal = float(secs.sum())
-    search = search_options(search_seconds)
+    search = search_options(search_seconds, search_evaluations)
     rows = []
     for label, name_, options in rows_wanted:
         t0 = time.perf_counter()
@@ -82,6 +88,9 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=",".join(p.model for p in PAPER))
     ap.add_argument("--budget-gib", type=float, default=16.0)
     ap.add_argument("--search-seconds", type=float, default=0.0)
+    ap.add_argument("--search-evaluations", type=int, default=None,
+                    help="instead of --search-seconds: stop each search after N candidates (the same plan "
+                         "whatever the machine's load)")
     ap.add_argument("--rows", default=";".join(r[0] for r in ROWS),
                     help="which rows, by label, separated by ';' (default: all)")
     ap.add_argument("--save", action="store_true", help="write bench/results/recompute_table_<date>.txt")
@@ -95,14 +104,17 @@ def main(argv=None) -> int:
     for name in a.models.split(","):
         labels = set(a.rows.split(";"))
         rows += model_rows(name, int(a.budget_gib * 2**30), a.search_seconds, say,
-                           tuple(r for r in ROWS if r[0] in labels))
+                           tuple(r for r in ROWS if r[0] in labels), a.search_evaluations)
+    effort = (f"search {a.search_evaluations} evaluations" if a.search_evaluations
+              else f"search {a.search_seconds:g} s")
     print(f"# {machine()}; analytic V100 profile, {a.budget_gib:g} GiB, the paper's batches; "
-          f"search {a.search_seconds:g} s per SwapAdvisor row", file=out)
+          f"{effort} per SwapAdvisor row", file=out)
     print(tabulate(rows, headers=["model", "plan", "sim s", "of ideal", "recomputes", "h2d GB", "x bound",
                                   "x swap bound", "gens/evals +polish", "knobs chosen"], disable_numparse=True), file=out)
     print(out.getvalue(), end="")
     if a.save:
-        suffix = f"_search{a.search_seconds:g}s" if a.search_seconds else ""
+        suffix = (f"_search{a.search_evaluations}evals" if a.search_evaluations
+                  else f"_search{a.search_seconds:g}s" if a.search_seconds else "")
         say(f"wrote {save_results('recompute_table' + suffix, out.getvalue())}")
     return 0
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime
+import io
 import os
 import platform
 
@@ -13,6 +14,21 @@ def save_results(name: str, text: str) -> str:
     with open(path, "w") as f:
         f.write(text)
     return path
+
+
+class Transcript:
+    """What a benchmark prints, kept for its ``--save`` file: ``say(line)`` prints the line at
+    once (a long run shows its progress) and keeps it; ``say.text()`` is all of them."""
+
+    def __init__(self):
+        self._kept = io.StringIO()
+
+    def __call__(self, line: str = "") -> None:
+        print(line, flush=True)
+        self._kept.write(line + "\n")
+
+    def text(self) -> str:
+        return self._kept.getvalue()
 
 
 def cpu_name() -> str:

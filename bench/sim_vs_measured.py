@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import io
 import os
 import platform
 import statistics
@@ -46,7 +45,7 @@ from planner.errors import OutOfRoom
 from planner.facts import GraphFacts
 from planner.simulate import simulate
 from planner.verify import verify
-from bench.results_file import cpu_name, save_results
+from bench.results_file import Transcript, cpu_name, save_results
 from zoo import small
 
 MODELS = {
@@ -130,11 +129,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     options = {"chunk_bytes": args.chunk_kib << 10} if takes_option(args.allocator, "chunk_bytes") else {}
     link = EmulatedLink(args.link_gbps * 1e9, args.link_gbps * 1e9, 1.6 * args.link_gbps * 1e9)
-    out = io.StringIO()
-
-    def say(text: str = "") -> None:
-        print(text, flush=True)
-        out.write(text + "\n")
+    say = Transcript()
 
     say(f"# python -m bench.sim_vs_measured {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
     say(f"# machine (timed here): {platform.platform()}, {os.cpu_count()} cores: {cpu_name()}; "
@@ -185,7 +180,7 @@ def main(argv=None):
     for w in filter(None, warnings):
         say(f"WARNING: {w}")
     if args.save:
-        print(f"saved {save_results(f'sim_vs_measured_cpu_{args.allocator}', out.getvalue())}")
+        print(f"saved {save_results(f'sim_vs_measured_cpu_{args.allocator}', say.text())}")
     return 0
 
 

@@ -18,14 +18,13 @@ which is why ``swapadvisor`` can be "x" where ``window`` runs.
 from __future__ import annotations
 
 import argparse
-import io
 import time
 
 from tabulate import tabulate
 
 import zoo
 from allocator.registry import takes_option
-from bench.results_file import planning_machine_line, save_results
+from bench.results_file import Transcript, planning_machine_line, save_results
 from engine.errors import EngineError
 from engine.profile import analytic_profile
 from planner import policy
@@ -79,11 +78,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
     profile = analytic_profile("v100-nvlink")
-    out = io.StringIO()
-
-    def say(line=""):
-        print(line, flush=True)
-        out.write(line + "\n")
+    say = Transcript()
 
     say(f"paper 001 Table 1, simulated: wresnet-50-1 224x224, 16 GiB, profile v100-nvlink (V100 rates; link "
         f"50 GB/s each way, 100 GB/s both ways), va chunk {args.chunk_mib} MiB")
@@ -128,7 +123,7 @@ def main(argv=None) -> None:
         for n in notes:
             say(f"  {n}")
     if args.save:
-        print(f"saved {save_results('table1_001', out.getvalue())}")
+        print(f"saved {save_results('table1_001', say.text())}")
 
 
 if __name__ == "__main__":
