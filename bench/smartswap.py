@@ -256,7 +256,8 @@ def measured_run(sp: StreamPlanner, graphs, sets, iterations: int) -> dict:
     # which run inside the loop here (a real system would run them beside it).
     plan_s = sum(s for _, s in sp.plan_seconds) + sum(s for _, s in sp.tune_seconds)
     w = np.array([(s, a, b) for _, s, a, b in observe.windows])
-    return dict(rate=iterations / (wall - plan_s), first=sum(s for _, s in sp.plan_seconds) / max(1, len(sp.plan_seconds)),
+    first = sum(s for _, s in sp.plan_seconds) / max(1, len(sp.plan_seconds))
+    return dict(rate=iterations / (wall - plan_s), first=first,
                 window_s=np.median(w[:, 0]), simple_s=np.median(w[:, 1]), detailed_s=np.median(w[:, 2]),
                 simple=np.median(w[:, 1] / w[:, 0]), detailed=np.median(w[:, 2] / w[:, 0]),
                 operators=float(np.median([r.operators for r in det.records])), windows=len(w))
@@ -310,7 +311,8 @@ def cpu_comparison(iterations: int, search_s: float, workers: int, say, repeats:
 
 def table1_rows(rs: list[dict], say) -> None:
     """004 Table 1 beside ours (smartswap's runs of ``measured_run``: medians over the repeats)."""
-    med = {k: float(np.median([r[k] for r in rs])) for k in ("window_s", "simple_s", "detailed_s", "simple", "detailed")}
+    med = {k: float(np.median([r[k] for r in rs]))
+           for k in ("window_s", "simple_s", "detailed_s", "simple", "detailed")}
     ours = {"baseline (no monitor)": (med["window_s"], None),
             "low-overhead mode": (med["window_s"] + med["simple_s"], med["simple"]),
             "detailed mode": (med["window_s"] + med["detailed_s"], med["detailed"]),
@@ -320,7 +322,8 @@ def table1_rows(rs: list[dict], say) -> None:
              "/" if ours[name][1] is None else f"{100 * ours[name][1]:.2f}%"]
             for name, ms, share in TABLE1_PAPER]
     say(f"\n004 Table 1 (the monitor's overhead): the paper's Llama 2 on a 910B beside smartswap's gpt-tiny stream "
-        f"here (median {rs[0]['operators']:.0f} operators in the last {KEEP} observed iterations; medians over observed iterations and "
+        f"here (median {rs[0]['operators']:.0f} operators in the last {KEEP} observed iterations; medians over observed "
+        f"iterations and "
         f"{len(rs)} runs; ours adds each mode's own time to the iteration, both timed in the same run)")
     say(tabulate(rows, headers=["", "paper ms", "paper extra", "ours ms", "ours extra"], disable_numparse=True))
     ratio = med["detailed"] / med["simple"] if med["simple"] else float("inf")
@@ -360,7 +363,8 @@ def main(argv=None) -> int:
     ap.add_argument("--search-seconds", type=float, default=20.0, help="SwapAdvisor's search per new graph")
     ap.add_argument("--iterations", type=int, default=60, help="simulated stream length")
     ap.add_argument("--cpu-iterations", type=at_least(2), default=120, help="(an observed iteration ends every 2)")
-    ap.add_argument("--cpu-repeats", type=at_least(1), default=3, help="times the cpu comparison runs each way, in turn")
+    ap.add_argument("--cpu-repeats", type=at_least(1), default=3,
+                    help="times the cpu comparison runs each way, in turn")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--table1", action="store_true",

@@ -172,7 +172,8 @@ def table(points: list[Point], query_s: tuple[float, ...]) -> str:
     rows = [[p.layers, p.swap_outs, f"{p.device_s:.3f}", f"{p.ours_s:.3f}",
              *(f"{p.per_block_s[q]:.3f}" for q in query_s), f"{p.fifo_s[qs_max]:.3f}",
              f"{p.queries_per_block:,}", f"{p.queries_fifo:,}", f"{p.interval_ours:.0f} / {p.interval_sync:.0f}",
-             f"{p.breakeven_us:.1f}" if p.breakeven_us > 0 else "host-bound already", f"{p.pool_gib:.1f} / {p.pool_sync_gib:.1f}"] for p in points]
+             f"{p.breakeven_us:.1f}" if p.breakeven_us > 0 else "host-bound already",
+             f"{p.pool_gib:.1f} / {p.pool_sync_gib:.1f}"] for p in points]
     return tabulate(rows, headers=["layers", "swap-outs", "device only s", "ours s",
                                    *(f"recordStream {1e6 * q:g} us/query s" for q in query_s),
                                    f"FIFO {1e6 * qs_max:g} us s", "queries an iteration (per block)", "(FIFO)",
@@ -190,7 +191,8 @@ def figure(points: list[Point], query_s: tuple[float, ...], path: str, title: st
     ax.plot(layers, [p.device_s for p in points], "k:", label="device alone (no host timeline)")
     ax.plot(layers, [p.ours_s for p in points], "o-", lw=2, label="release points (ours): no queries")
     for q in query_s:
-        ax.plot(layers, [p.per_block_s[q] for p in points], "s--", label=f"recordStream, per pending block, {1e6 * q:g} us/query")
+        ax.plot(layers, [p.per_block_s[q] for p in points], "s--",
+                label=f"recordStream, per pending block, {1e6 * q:g} us/query")
     q = max(query_s)
     ax.plot(layers, [p.fifo_s[q] for p in points], "^-.", label=f"recordStream, FIFO polling, {1e6 * q:g} us/query")
     ax.set_xlabel("layers")
