@@ -173,6 +173,15 @@ def _smartswap_fig5_base(method: str) -> str:
     return f"{sw.run(f.PAPER_BASE, method):.3f}"
 
 
+def _smartswap_fig6a(layers: int, query_us: float) -> str:
+    from bench import smartswap_fig6a as f
+    from engine.profile import analytic_profile
+    b = f.PAPER_BASE
+    p = f.point(f.Setting(b.batch, layers, b.seq, b.hidden), 64 * f.GIB, 32000, analytic_profile("910b"),
+                f.DISPATCH_US * 1e-6, (query_us * 1e-6,))
+    return f"{p.per_block_s[query_us * 1e-6]:.3f}"
+
+
 CHECKS = (
     Check("table1_001: swapadvisor, batch 256", "table1_001",
           lambda text: github_cell(text, "ours: swapadvisor", "256"), lambda: _table1_001_swapadvisor(256)),
@@ -194,6 +203,9 @@ CHECKS = (
     Check("smartswap_fig5: base setting, full_recompute seconds", "smartswap_fig5",
           lambda text: plain_cell(text, lambda c: c[:2] == ["batch", "4"], "full_recompute s"),
           lambda: _smartswap_fig5_base("full_recompute")),
+    Check("smartswap_fig6a: 24 layers, recordStream at 20 us a query", "smartswap_fig6a",
+          lambda text: plain_cell(text, lambda c: c[0] == "24", "recordStream 20 us/query s"),
+          lambda: _smartswap_fig6a(24, 20.0)),
     Check("recompute_table: inception-4 swapadvisor seconds", "recompute_table",
           lambda text: plain_cell(text, lambda c: c[:2] == ["inception-4", "swapadvisor"], "sim s"),
           lambda: _recompute_table("inception-4", "swapadvisor")),

@@ -12,8 +12,8 @@ bench.table1_001), called here, not copied; every time is simulated (analytic pr
 every figure is deterministic: no search is timed by the clock (the Figure 10 searches stop at
 a generation cap, seeded). SmartSwap (004) is measured on an Ascend NPU with PyTorch: its Figure 5
 is simulated here on an analytic 910B profile (bench.smartswap_fig5); its other claims have benches
-of their own (bench.smartswap, bench.smartswap_long), listed at the end with their committed
-files, as are the other figures this command does not regenerate.
+of their own (bench.smartswap, bench.smartswap_long, bench.smartswap_fig6a), listed at the end with
+their committed files, as are the other figures this command does not regenerate.
 
     python -m bench.papers [--quick] [--save] [--png DIR]
 
@@ -615,10 +615,10 @@ NOT_HERE = (
     ("SwapAdvisor Figure 11 (simulated against measured, rank agreement)", "bench.sim_vs_measured (timed on this "
      "CPU: it prints the load around the timing and warns when the machine was busy)"),
     ("SwapAdvisor Table 2 (inference)", "bench.table2 (timed searches: bench/results/table2_*.txt)"),
-    ("004 SmartSwap Table 1, Figure 6b", "bench.smartswap, bench.smartswap_long (the monitor's overhead is "
-     "timed; Table 1's detailed mode has no counterpart yet)"),
-    ("004 SmartSwap Figure 6a", "no counterpart: a cost for the host's event polling is missing "
-     "(docs/reproduction.md)"),
+    ("004 SmartSwap Table 1, Figure 6b", "bench.smartswap, bench.smartswap_long (both monitoring modes' overhead "
+     "is timed on the cpu backend: bench.smartswap --table1, bench/results/smartswap_table1_*.txt)"),
+    ("004 SmartSwap Figure 6a", "bench.smartswap_fig6a (simulated with the host timeline; recordStream's event "
+     "queries charged to the host: bench/results/smartswap_fig6a_*.txt)"),
 )
 
 # ------------------------------------------------------------------ SmartSwap (004) Figure 5

@@ -22,7 +22,13 @@ measured on the largest micro-step, and 004 Figure 6b's reuse intervals (operato
 swap-out's issue to the reuse of its bytes) at the simulator's release points against waiting
 for the next synchronization.
 
+004 Table 1 (the monitor's overhead): on the cpu backend each way runs both monitoring modes at
+the same hook, each timed apart in the same run (engine/op_monitor.py, the low-overhead mode;
+engine/detailed_monitor.py, the detailed mode), as a share of the observed iteration's time.
+``--table1`` runs only that, for smartswap on gpt-tiny (seconds, not minutes).
+
     python -m bench.smartswap [--search-seconds 20] [--iterations 60] [--cpu-iterations 120] [--save]
+    python -m bench.smartswap --table1 [--cpu-iterations 120] [--cpu-repeats 3] [--save]
 """
 from __future__ import annotations
 
@@ -41,6 +47,7 @@ from engine import iteration_stream as st
 from engine.autodiff import make_optimizer
 from engine.backend_registry import choose
 from engine.blas_threads import one_blas_thread
+from engine.detailed_monitor import KEEP, DetailedMonitor
 from engine.library.stream_plans import StalePlanError, StreamPlanner, WindowObserver, admit
 from engine.op_monitor import Monitor
 from engine.profile import analytic_profile
@@ -59,6 +66,9 @@ MODELS = {    # name -> (buckets, batch)
     "gpt-7b": ((1024, 1536, 2048), 4),
 }
 C_VALUES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
+# 004 Table 1: Llama 2 on one 910B, ms per iteration and the share added
+TABLE1_PAPER = (("baseline (no monitor)", 4911.1, None), ("low-overhead mode", 4952.6, 0.009),
+                ("detailed mode", 6612.0, 0.346), ("PyTorch's built-in profiler", 15699.7, 2.197))
 PAPER = ("004 reports no comparison with SwapAdvisor; its Table 1: the monitor adds 0.9% (low-overhead "
          "mode), 34.6% (detailed) to a 4.91 s iteration; Figure 6b: reuse intervals 3-4x shorter on "
          "average with the simulator's release points, orders of magnitude at the tail")
@@ -215,20 +225,55 @@ def _dist(x: np.ndarray) -> list[str]:
     return [f"{x.mean():.1f}", *(f"{np.percentile(x, q):.0f}" for q in (50, 90, 99)), f"{x.max()}"]
 
 
+CPU_BUCKETS = (8, 12, 16)
+
+
+def cpu_setting(iterations: int):
+    """gpt-tiny's stream on the cpu backend: (settings, budget at half its largest peak)."""
+    sets = settings(CPU_BUCKETS)
+    probe = stream_graphs("gpt-tiny", CPU_BUCKETS, 8)
+    gs = distinct(st.graphs_of(st.IterationPlan(sets), probe, iterations))
+    return sets, max(GraphFacts(g).peak_bytes for g in gs) // 2
+
+
+def measured_run(sp: StreamPlanner, graphs, sets, iterations: int) -> dict:
+    """``iterations`` of the stream on ``sp``'s runners with both monitoring modes at the observer:
+    iterations/s with planning excluded, first-plan seconds per new graph, and per observed
+    iteration (medians: iterations that planned a new graph are outliers) its ms, each mode's
+    ms and each mode's share of it."""
+    det = DetailedMonitor(sp.program_ran)
+    observe = WindowObserver(sp.monitor, det)
+    tr = StreamTrainer(graphs, st.IterationPlan(sets), sp.runner_for, after=observe)
+    try:
+        with one_blas_thread():
+            t0 = time.perf_counter()
+            for _ in range(iterations):
+                tr.step()
+            wall = time.perf_counter() - t0
+    finally:
+        sp.close()
+    # Planning excluded: the first plans (SwapAdvisor's searches) and GenPolicy's alternatives,
+    # which run inside the loop here (a real system would run them beside it).
+    plan_s = sum(s for _, s in sp.plan_seconds) + sum(s for _, s in sp.tune_seconds)
+    w = np.array([(s, a, b) for _, s, a, b in observe.windows])
+    first = sum(s for _, s in sp.plan_seconds) / max(1, len(sp.plan_seconds))
+    return dict(rate=iterations / (wall - plan_s), first=first,
+                window_s=np.median(w[:, 0]), simple_s=np.median(w[:, 1]), detailed_s=np.median(w[:, 2]),
+                simple=np.median(w[:, 1] / w[:, 0]), detailed=np.median(w[:, 2] / w[:, 0]),
+                operators=float(np.median([r.operators for r in det.records])), windows=len(w))
+
+
 def cpu_comparison(iterations: int, search_s: float, workers: int, say, repeats: int = 3) -> list:
     """gpt-tiny on the cpu backend at half the stream's largest peak: wall seconds per iteration,
     the three ways run ``repeats`` times in turn (a shared machine: the median of the repeats).
     Returns the targets' row: [name, throughput ratio, planning-per-graph ratio]."""
-    buckets = (8, 12, 16)
-    sets = settings(buckets)
     profile = analytic_profile("v100")
     placement = choose("cpu")
-    probe = stream_graphs("gpt-tiny", buckets, 8)
-    gs = distinct(st.graphs_of(st.IterationPlan(sets), probe, iterations))
-    device = max(GraphFacts(g).peak_bytes for g in gs) // 2
+    sets, device = cpu_setting(iterations)
     say(f"\n## gpt-tiny on the cpu backend (measured; {cpu_name()}, {os.cpu_count()} cores, one BLAS thread): "
-        f"buckets {buckets}, {iterations} iterations, budget {device} B (1/2 of the largest peak); the three "
-        f"run in turn {repeats} times, medians (and the range of iterations/s)")
+        f"buckets {CPU_BUCKETS}, {iterations} iterations, budget {device} B (1/2 of the largest peak); the three "
+        f"run in turn {repeats} times, medians (and the range of iterations/s); both monitoring modes at the "
+        f"observer, each timed apart, as a share of the observed iteration (an optimizer step or an evaluation)")
 
     class Replanned(StreamPlanner):       # SwapAdvisor's searched plan for each new graph, same gate and runners
         def _plan(self, g, pol, **options):
@@ -240,55 +285,92 @@ def cpu_comparison(iterations: int, search_s: float, workers: int, say, repeats:
     ways = {"smartswap + monitor": lambda mon: StreamPlanner("smartswap", device, profile, placement, monitor=mon),
             "swapadvisor re-planned": lambda mon: Replanned("swapadvisor", device, profile, placement, monitor=mon),
             "ideal (unlimited memory)": lambda mon: StreamPlanner("ideal", 1 << 40, profile, placement, monitor=mon)}
-    graphs = {name: stream_graphs("gpt-tiny", buckets, 8) for name in ways}   # SwapAdvisor searches each once
+    graphs = {name: stream_graphs("gpt-tiny", CPU_BUCKETS, 8) for name in ways}   # SwapAdvisor searches each once
     runs: dict[str, list] = {name: [] for name in ways}
     for _ in range(repeats):
         for name, make in ways.items():
-            mon = Monitor()
-            sp = make(mon)
-            observe = WindowObserver(mon)
-            tr = StreamTrainer(graphs[name], st.IterationPlan(sets), sp.runner_for, after=observe)
-            with one_blas_thread():
-                t0 = time.perf_counter()
-                for _ in range(iterations):
-                    tr.step()
-                wall = time.perf_counter() - t0
-            # Planning excluded for both: the first plans (SwapAdvisor's searches) and GenPolicy's
-            # alternatives, which run inside the loop here (a real system would run them beside it).
-            plan_s = sum(s for _, s in sp.plan_seconds) + sum(s for _, s in sp.tune_seconds)
-            it_s = np.array([t for _, t, _ in observe.times])
-            mon_s = np.array([m for _, _, m in observe.times])
-            first = sum(s for _, s in sp.plan_seconds) / max(1, len(sp.plan_seconds))
-            sp.close()
-            # Per iteration, the monitor's seconds over the iteration's (median: iterations that
-            # planned a new graph are outliers).
-            runs[name].append((iterations / (wall - plan_s), first, np.median(it_s), np.median(mon_s),
-                               np.median(mon_s / it_s)))
+            runs[name].append(measured_run(make(Monitor()), graphs[name], sets, iterations))
     rows = []
     for name, rs in runs.items():
-        rate, it_ms, mon_ms, share = (np.median([r[k] for r in rs]) for k in (0, 2, 3, 4))
-        rates = [r[0] for r in rs]
-        rows.append([name, f"{rate:.1f} ({min(rates):.1f}-{max(rates):.1f})", f"{rs[0][1]:.3f}",
-                     f"{1e3 * it_ms:.2f}", f"{1e3 * mon_ms:.3f}", f"{100 * share:.2f}%"])
+        med = {k: np.median([r[k] for r in rs]) for k in ("rate", "window_s", "simple_s", "simple", "detailed")}
+        rates = [r["rate"] for r in rs]
+        rows.append([name, f"{med['rate']:.1f} ({min(rates):.1f}-{max(rates):.1f})", f"{rs[0]['first']:.3f}",
+                     f"{1e3 * med['window_s']:.2f}", f"{1e3 * med['simple_s']:.3f}", f"{100 * med['simple']:.2f}%",
+                     f"{100 * med['detailed']:.1f}%"])
     say(tabulate(rows, headers=["", "iterations/s (planning excluded)", "plan s per new graph (first run)",
-                                "median iteration ms", "median monitor ms", "monitor overhead"]))
+                                "median observed iteration ms", "median monitor ms", "monitor overhead",
+                                "detailed mode overhead"]))
     ours, theirs = (runs[k] for k in ("smartswap + monitor", "swapadvisor re-planned"))
-    ratio_tp = np.median([r[0] for r in ours]) / np.median([r[0] for r in theirs])
-    ratio_plan = ours[0][1] / theirs[0][1]
+    ratio_tp = np.median([r["rate"] for r in ours]) / np.median([r["rate"] for r in theirs])
+    ratio_plan = ours[0]["first"] / theirs[0]["first"]
     say(f"smartswap / swapadvisor re-planned, measured: throughput {ratio_tp:.3f} (target >= 0.9), planning per "
         f"new graph {ratio_plan:.3f} (target <= 0.1)")
+    table1_rows(ours, say)
     return ["gpt-tiny (cpu, measured)", ratio_tp, ratio_plan]
+
+
+def table1_rows(rs: list[dict], say) -> None:
+    """004 Table 1 beside ours (smartswap's runs of ``measured_run``: medians over the repeats)."""
+    med = {k: float(np.median([r[k] for r in rs]))
+           for k in ("window_s", "simple_s", "detailed_s", "simple", "detailed")}
+    ours = {"baseline (no monitor)": (med["window_s"], None),
+            "low-overhead mode": (med["window_s"] + med["simple_s"], med["simple"]),
+            "detailed mode": (med["window_s"] + med["detailed_s"], med["detailed"]),
+            "PyTorch's built-in profiler": (None, None)}
+    rows = [[name, f"{ms:,.1f}", "/" if share is None else f"{100 * share:.1f}%",
+             "not run" if ours[name][0] is None else f"{1e3 * ours[name][0]:.3f}",
+             "/" if ours[name][1] is None else f"{100 * ours[name][1]:.2f}%"]
+            for name, ms, share in TABLE1_PAPER]
+    say(f"\n004 Table 1 (the monitor's overhead): the paper's Llama 2 on a 910B beside smartswap's gpt-tiny stream "
+        f"here (median {rs[0]['operators']:.0f} operators in the last {KEEP} observed iterations; medians over observed "
+        f"iterations and "
+        f"{len(rs)} runs; ours adds each mode's own time to the iteration, both timed in the same run)")
+    say(tabulate(rows, headers=["", "paper ms", "paper extra", "ours ms", "ours extra"], disable_numparse=True))
+    ratio = med["detailed"] / med["simple"] if med["simple"] else float("inf")
+    say(f"detailed over low-overhead mode: paper {0.346 / 0.009:.0f}x, ours {ratio:.0f}x; the detailed mode below "
+        f"the profiler's 219.7%: {'yes' if med['detailed'] < 2.197 else 'no'}")
+
+
+def table1(iterations: int, repeats: int, say) -> None:
+    """``--table1``: only smartswap's measured runs, for 004 Table 1."""
+    sets, device = cpu_setting(iterations)
+    say(f"\n## gpt-tiny on the cpu backend (measured; {cpu_name()}, {os.cpu_count()} cores, one BLAS thread): "
+        f"smartswap, buckets {CPU_BUCKETS}, {iterations} iterations, budget {device} B (1/2 of the largest peak), "
+        f"{repeats} runs")
+    before = os.getloadavg()[0]
+    runs = [measured_run(StreamPlanner("smartswap", device, analytic_profile("v100"), choose("cpu"), monitor=Monitor()),
+                         stream_graphs("gpt-tiny", CPU_BUCKETS, 8), sets, iterations) for _ in range(repeats)]
+    say(f"load average (1 min) before {before:.2f}, after {os.getloadavg()[0]:.2f} (a shared machine: each mode's "
+        "share is timed inside the same iterations, so load slows both sides)")
+    table1_rows(runs, say)
+
+
+def at_least(low: int):
+    """An argparse type: an integer no less than ``low`` (else argparse's one-line refusal)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is below {low}")
+        return value
+    return parse
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.smartswap", description=__doc__.splitlines()[0])
     ap.add_argument("--search-seconds", type=float, default=20.0, help="SwapAdvisor's search per new graph")
     ap.add_argument("--iterations", type=int, default=60, help="simulated stream length")
-    ap.add_argument("--cpu-iterations", type=int, default=120)
-    ap.add_argument("--cpu-repeats", type=int, default=3, help="times the cpu comparison runs each way, in turn")
+    ap.add_argument("--cpu-iterations", type=at_least(2), default=120, help="(an observed iteration ends every 2)")
+    ap.add_argument("--cpu-repeats", type=at_least(1), default=3,
+                    help="times the cpu comparison runs each way, in turn")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--save", action="store_true", help="write bench/results/smartswap_<date>.txt")
+    ap.add_argument("--table1", action="store_true",
+                    help="only 004 Table 1: both monitoring modes' overhead, measured on smartswap's cpu run")
+    ap.add_argument("--save", action="store_true",
+                    help="write bench/results/smartswap_<date>.txt (with --table1: smartswap_table1_<date>.txt)")
     args = ap.parse_args(argv)
     out = io.StringIO()
 
@@ -296,6 +378,13 @@ def main(argv=None) -> int:
         print(line, flush=True)
         out.write(line + "\n")
 
+    if args.table1:
+        say(f"# SmartSwap's monitor overhead (004 Table 1), {datetime.datetime.now():%Y-%m-%d %H:%M}, {cpu_name()}, "
+            f"{os.cpu_count()} cores")
+        table1(args.cpu_iterations, args.cpu_repeats, say)
+        if args.save:
+            print("saved", save_results("smartswap_table1", out.getvalue()))
+        return 0
     say(f"# SmartSwap vs SwapAdvisor on a changing-graph stream, {datetime.datetime.now():%Y-%m-%d %H:%M}, "
         f"{cpu_name()}; SwapAdvisor searched {args.search_seconds:g} s per new graph on {args.workers} workers")
     say(f"# paper: {PAPER}")

@@ -17,6 +17,14 @@ in-order stream over the profile's network, which it shares with nothing here: a
 ranks, ``Network.ring_seconds`` of its bucket's bytes. Copies move on ``Profile.rank_link``: the
 device's link, or its share of a host that several ranks share (``Profile.host``).
 
+Host timeline (opt-in, ``host_seconds``; off for every plan, search and table: their times stay
+as they were): one host thread issues the instructions in program order, never waiting for the
+device (an eager framework's asynchronous dispatch), issuing instruction i costs
+``Profile.dispatch_s`` plus ``host_seconds[i]`` (e.g. the event queries PyTorch's recordStream makes
+it do), and no instruction starts before the host has issued it. The profile's ``dispatch_s`` is
+then the host's cost instead of being added to each instruction's device time. A host slower
+than the device makes the iteration host-bound: its time is then the host's.
+
 The loop is compiled (numba: the search runs it for every candidate) over a Program's
 arrays (``planner.program_arrays``).
 """
@@ -41,15 +49,33 @@ class Deadlock(RuntimeError):
 
 
 def run_streams(program: Program | ProgramArrays, g: Graph, profile: Profile, node_seconds: np.ndarray,
-                priority: np.ndarray | None = None, in_order=(COMPUTE, SWAP_IN, SWAP_OUT)):
+                priority: np.ndarray | None = None, in_order=(COMPUTE, SWAP_IN, SWAP_OUT),
+                host_seconds: np.ndarray | None = None):
     """Run the Program's instructions on three streams. Streams in ``in_order`` run in
     program order; the others start, when idle, their ready instruction of least
-    ``priority`` (ties: program order). Returns (start, finish, dispatch order)."""
+    ``priority`` (ties: program order). ``host_seconds``: per instruction, the host's cost of
+    issuing it beyond ``dispatch_s`` (the host timeline on); None: off. Returns (start, finish,
+    dispatch order)."""
     arrays = program if isinstance(program, ProgramArrays) else ProgramArrays.of(program.instrs)
     nbytes = np.fromiter((t.nbytes for t in g.tensors), dtype=np.float64, count=len(g.tensors))
     reduce_s = None if isinstance(program, ProgramArrays) else allreduce_seconds(program, g, profile)
     return run_arrays(arrays, nbytes, np.asarray(node_seconds, dtype=np.float64), profile, priority, in_order,
-                      reduce_s)
+                      reduce_s, host_seconds)
+
+
+class HostCostError(EngineError, ValueError):
+    """Host costs that are not one finite, non-negative number of seconds per instruction."""
+
+
+def host_costs(host_seconds, n: int) -> np.ndarray:
+    """``host_seconds`` checked as the host timeline's input: float64, one per instruction."""
+    h = np.asarray(host_seconds, dtype=np.float64)
+    if h.shape != (n,):
+        raise HostCostError(f"host costs: {n} instructions need {n} host seconds, got shape {h.shape}")
+    bad = np.flatnonzero(~np.isfinite(h) | (h < 0))
+    if len(bad):
+        raise HostCostError(f"host costs: instruction {int(bad[0])} has {h[bad[0]]} s; each must be finite and >= 0")
+    return h
 
 
 class NoNetwork(EngineError, ValueError):
@@ -73,13 +99,15 @@ def allreduce_seconds(program: Program, g: Graph, profile: Profile) -> np.ndarra
 
 
 _NO_REDUCTIONS = np.zeros(0)
+_NO_HOST = np.zeros(0)
 
 
 def run_arrays(a: ProgramArrays, tensor_bytes: np.ndarray, node_seconds: np.ndarray, profile: Profile,
                priority: np.ndarray | None = None, in_order=(COMPUTE, SWAP_IN, SWAP_OUT),
-               reduce_seconds: np.ndarray | None = None):
+               reduce_seconds: np.ndarray | None = None, host_seconds: np.ndarray | None = None):
     """``run_streams`` on arrays (``tensor_bytes`` as float64, per tensor; ``reduce_seconds`` per
-    instruction, an all-reduce's time, or None when there is none). The all-reduce stream is in order."""
+    instruction, an all-reduce's time, or None when there is none; ``host_seconds`` as
+    ``run_streams``'s). The all-reduce stream is in order."""
     n = len(a)
     link = profile.rank_link          # this rank's share of a host several ranks share (Profile.host)
     key = np.arange(n, dtype=np.float64) if priority is None else np.asarray(priority, dtype=np.float64)
@@ -88,11 +116,13 @@ def run_arrays(a: ProgramArrays, tensor_bytes: np.ndarray, node_seconds: np.ndar
     ordered[ALLREDUCE] = True
     # read only for all-reduces (kind 3): none on the search's path, so nothing is allocated per candidate
     fixed = _NO_REDUCTIONS if reduce_seconds is None else np.asarray(reduce_seconds, dtype=np.float64)
+    # an empty array is the host timeline off (numba compiles one loop for both)
+    host = _NO_HOST if host_seconds is None or n == 0 else host_costs(host_seconds, n)
     with announced(_dispatch, "the simulator"):
         start, finish, order, ok = _dispatch(
             a.kind, a.target, a.copy, a.dep_ptr, a.deps, tensor_bytes, node_seconds, float(profile.dispatch_s),
             float(link.latency_s), float(link.h2d_bytes_per_s), float(link.d2h_bytes_per_s),
-            float(link.duplex_bytes_per_s) / 2, key, ordered, fixed)
+            float(link.duplex_bytes_per_s) / 2, key, ordered, fixed, host)
     if not ok:
         raise Deadlock("simulation deadlocked: the program's edges contradict its stream order")
     return start, finish, order.tolist()
@@ -140,11 +170,22 @@ def _heap_pop(hk, hi, size):
 
 @numba.njit(cache=True)
 def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dispatch_s, latency_s,
-              h2d, d2h, half_duplex, key, ordered, fixed):
+              h2d, d2h, half_duplex, key, ordered, fixed, host):
     n = kind.shape[0]
     latency = np.zeros(n)
     work = np.empty(n)               # compute: seconds; copies: bytes
     waiting = np.zeros(n, dtype=np.int64)
+    # Host timeline: issued[i], when the host has issued instruction i (each issue one more
+    # dependency of its instruction); dispatch_s is then the host's, not the device's.
+    host_on = host.shape[0] > 0
+    issued = np.zeros(n)
+    if host_on:
+        acc = 0.0
+        for i in range(n):
+            acc += dispatch_s + host[i]
+            issued[i] = acc
+        dispatch_s = 0.0
+    hnext = 0                        # the next instruction the host issues
     # Dependents in CSR: each instruction's dependencies, plus its stream predecessor when the
     # stream runs in order.
     count = np.zeros(n + 1, dtype=np.int64)
@@ -168,6 +209,8 @@ def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dis
                 count[prev[k] + 1] += 1
                 waiting[i] += 1
             prev[k] = i
+        if host_on:
+            waiting[i] += 1
     ptr = np.cumsum(count)
     fill = ptr[:-1].copy()
     dependents = np.empty(ptr[n], dtype=np.int64)
@@ -200,6 +243,12 @@ def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dis
     now = 0.0
     done = 0
     while done < n:
+        while host_on and hnext < n and issued[hnext] - now <= 1e-12 * now:
+            waiting[hnext] -= 1
+            if waiting[hnext] == 0:
+                kh = kind[hnext]
+                hsize[kh] = _heap_push(hk[kh], hi[kh], hsize[kh], key[hnext], hnext)
+            hnext += 1
         for k in range(4):
             if running[k] < 0 and hsize[k] > 0:
                 i, hsize[k] = _heap_pop(hk[k], hi[k], hsize[k])
@@ -208,6 +257,9 @@ def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dis
                 order[n_order] = i
                 n_order += 1
         if running[0] < 0 and running[1] < 0 and running[2] < 0 and running[3] < 0:
+            if host_on and hnext < n:        # the device idles until the host issues more
+                now = issued[hnext]
+                continue
             return start, finish, order[:n_order], False
         rate[:] = one_way
         if (running[1] >= 0 and latency[running[1]] == 0
@@ -222,6 +274,8 @@ def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dis
             if i >= 0:
                 s = latency[i] if latency[i] > 0 else work[i] / rate[k]
                 dt = min(dt, s)
+        if host_on and hnext < n:            # the host's next issue may come first
+            dt = min(dt, issued[hnext] - now)
         now += dt
         for k in range(4):
             i = running[k]

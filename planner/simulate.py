@@ -1,6 +1,7 @@
 """The dataflow simulator: a Program and a profile -> the iteration's timeline.
 
-Three in-order streams sharing one link; the timing model is ``planner.dispatch``'s.
+Three in-order streams sharing one link; the timing model is ``planner.dispatch``'s (with its
+host timeline when ``host_seconds`` is given).
 """
 from __future__ import annotations
 
@@ -36,11 +37,14 @@ class Timeline:
         return chrome_trace(program, g, self.start, self.finish, self.total)
 
 
-def simulate(program: Program, g: Graph, profile: Profile, node_seconds: np.ndarray | None = None) -> Timeline:
+def simulate(program: Program, g: Graph, profile: Profile, node_seconds: np.ndarray | None = None,
+             host_seconds: np.ndarray | None = None) -> Timeline:
     """Inputs: a Program, its Graph, a Profile (node_seconds may be given precomputed,
-    as the search does). Output: the Timeline of one iteration, each stream in program order."""
+    as the search does). Output: the Timeline of one iteration, each stream in program order.
+    ``host_seconds``: per instruction, what issuing it costs the host beyond the profile's
+    ``dispatch_s``: the host timeline on (``planner.dispatch``); None (every plan's): off."""
     secs = profile.node_seconds(g) if node_seconds is None else node_seconds
-    start, finish, _ = run_streams(program, g, profile, secs)
+    start, finish, _ = run_streams(program, g, profile, secs, host_seconds=host_seconds)
     total = float(np.max(finish)) if len(finish) else 0.0
     return Timeline(start, finish, total)
 

@@ -23,6 +23,7 @@ from engine.errors import EngineError
 from engine.graph_io import fingerprint
 from engine.ir import Graph
 from engine.iteration_stream import EVAL
+from engine.detailed_monitor import DetailedMonitor
 from engine.op_monitor import GENPOLICY, Monitor, key_of
 from engine.profile import Profile
 from engine.program import Program
@@ -99,6 +100,7 @@ class StreamPlanner:
         self.plan_seconds: list[tuple[str, float]] = []    # (graph, seconds): its first plan, before it ran
         self.tune_seconds: list[tuple[str, float]] = []    # (graph, seconds): GenPolicy's alternatives
         self.fallbacks = 0
+        self._ran: dict[int, tuple[Graph, Program]] = {}     # id(graph) -> (graph, the Program its runner runs)
 
     def _plan(self, g: Graph, policy, **options) -> Entry:
         facts = GraphFacts(g)
@@ -151,7 +153,15 @@ class StreamPlanner:
             self._close(e)
             admit(e.program, g, self.device_bytes)
             e.made = executor(e.program, g, self.placement, self.sanitize, self.seed)
+        self._ran[id(g)] = (g, e.program)
         return e.made.runner
+
+    def program_ran(self, g: Graph) -> Program:
+        """The Program of the runner last handed out for ``g`` (what the detailed monitor reads)."""
+        got = self._ran.get(id(g))
+        if got is None or got[0] is not g:
+            raise KeyError(f"no runner was handed out for graph '{g.name}'")
+        return got[1]
 
     def close(self) -> None:
         for e in self.cache.entries.values():
@@ -162,17 +172,28 @@ class StreamPlanner:
 class WindowObserver:
     """Feeds the monitor one optimizer step at a time: the micro-steps of an accumulation window
     and its update make one observed iteration (as an eager framework's step does), an
-    evaluation another. Keeps each iteration's time and the monitor's own time beside it."""
+    evaluation another. Keeps each iteration's time and the monitor's own time beside it.
+    ``detailed``: the detailed mode too, at the same point, timed apart (``windows``)."""
 
-    def __init__(self, monitor: Monitor):
-        self.monitor = monitor
+    def __init__(self, monitor: Monitor, detailed: DetailedMonitor | None = None):
+        self.monitor, self.detailed = monitor, detailed
         self.pending: list[Graph] = []
+        self.pending_s = 0.0
         self.times: list[tuple[int, float, float]] = []    # (iteration, its seconds, monitor seconds)
+        # per observed iteration: (last trainer iteration, its seconds, simple mode s, detailed mode s)
+        self.windows: list[tuple[int, float, float, float]] = []
 
     def __call__(self, i: int, graphs: list[Graph], seconds: float, step) -> None:
         t0 = time.perf_counter()
         self.pending.extend(graphs)
+        self.pending_s += seconds
+        detailed_s = 0.0
         if step.kind == EVAL or step.ends_window:
             self.monitor.observe(i, self.pending)
-            self.pending = []
-        self.times.append((i, seconds, time.perf_counter() - t0))
+            simple_s = time.perf_counter() - t0
+            if self.detailed is not None:
+                self.detailed.observe(i, self.pending, self.pending_s)
+                detailed_s = time.perf_counter() - t0 - simple_s
+            self.windows.append((i, self.pending_s, simple_s, detailed_s))
+            self.pending, self.pending_s = [], 0.0
+        self.times.append((i, seconds, time.perf_counter() - t0 - detailed_s))
