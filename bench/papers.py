@@ -10,10 +10,10 @@ schedule blind to the allocator (001's setting), Figures 4 and 5 on DenseNet, Pi
 the full tables (bench.plan_quality, bench.lms_vs_swapadvisor, bench.ga_search's search,
 bench.table1_001), called here, not copied; every time is simulated (analytic profiles), so
 every figure is deterministic: no search is timed by the clock (the Figure 10 searches stop at
-a generation cap, seeded). SmartSwap (004) is measured on an Ascend NPU with PyTorch: its Figure 5
-is simulated here on an analytic 910B profile (bench.smartswap_fig5); its other claims have benches
-of their own (bench.smartswap, bench.smartswap_long, bench.smartswap_fig6a), listed at the end with
-their committed files, as are the other figures this command does not regenerate.
+a generation cap, seeded). SmartSwap (004) is measured on an Ascend NPU with PyTorch: its Figures 5
+and 6a are simulated here on an analytic 910B profile (bench.smartswap_fig5, bench.smartswap_fig6a);
+its measured claims have benches of their own (bench.smartswap, bench.smartswap_long), listed at the
+end with their committed files, as are the other figures this command does not regenerate.
 
     python -m bench.papers [--quick] [--save] [--png DIR]
 
@@ -23,7 +23,6 @@ pipeline in under two minutes (the tests run it); its verdicts are about those s
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import sys
 import time
@@ -31,7 +30,7 @@ from dataclasses import dataclass, field
 
 from tabulate import tabulate
 
-from bench.results_file import planning_machine_line, save_results
+from bench.results_file import Transcript, planning_machine_line, save_results
 
 GIB = 2**30
 
@@ -617,8 +616,6 @@ NOT_HERE = (
     ("SwapAdvisor Table 2 (inference)", "bench.table2 (timed searches: bench/results/table2_*.txt)"),
     ("004 SmartSwap Table 1, Figure 6b", "bench.smartswap, bench.smartswap_long (both monitoring modes' overhead "
      "is timed on the cpu backend: bench.smartswap --table1, bench/results/smartswap_table1_*.txt)"),
-    ("004 SmartSwap Figure 6a", "bench.smartswap_fig6a (simulated with the host timeline; recordStream's event "
-     "queries charged to the host: bench/results/smartswap_fig6a_*.txt)"),
 )
 
 # ------------------------------------------------------------------ SmartSwap (004) Figure 5
@@ -644,9 +641,30 @@ def figure5_004(quick: bool) -> Section:
     return s
 
 
+def figure6a_004(quick: bool) -> Section:
+    """bench.smartswap_fig6a's sweep: time per step against layers, release points against
+    recordStream's event queries on the host."""
+    from bench import smartswap_fig6a as f
+
+    query_s = tuple(q * 1e-6 for q in f.QUERY_US)
+    points, base, device = f.sweep(quick, query_s=query_s)
+    headers, rows = f.table_rows(points, query_s)
+    s = Section("SmartSwap Figure 6a: time per step against layers, release points against recordStream",
+                f.PAPER.split(": ", 1)[1],
+                f"llama (zoo/llama.py), batch {base.batch}, sequence {base.seq}, hidden {base.hidden}, float16, "
+                f"smartswap in {device / GIB:.2f} GiB on the analytic 910b profile, simulated with the host timeline "
+                f"(planner.dispatch: {f.DISPATCH_US:g} us an instruction); recordStream's blocks released at the next "
+                f"synchronization, each dispatch paying an event query per pending block (or FIFO polling) at an "
+                f"assumed cost (bench.smartswap_fig6a cites the values)", headers)
+    s.rows += rows
+    s.verdicts += f.verdicts(points, query_s)
+    return s
+
+
 SECTIONS = (("fig6", figure6), ("fig6_batches", figure6_batches), ("fig7", figure7), ("fig9", figure9),
             ("fig10", figure10), ("table1_001", table1_001), ("table1_001_blind", table1_001_blind),
-            ("figs45_001", figures45_001), ("fig5_004", figure5_004))
+            ("figs45_001", figures45_001), ("fig5_004", figure5_004),
+            ("fig6a_004", figure6a_004))
 
 
 def figure6_png(section: Section, path: str) -> None:
@@ -688,11 +706,7 @@ def main(argv=None) -> int:
     unknown = [n for n in only if n not in dict(SECTIONS)]
     if unknown:
         ap.error(f"unknown section {unknown[0]}; choose from {', '.join(n for n, _ in SECTIONS)}")
-    out = io.StringIO()
-
-    def say(text: str = "") -> None:
-        print(text, flush=True)
-        out.write(text + "\n")
+    say = Transcript()
 
     say(f"# python -m bench.papers {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
     say(f"# {planning_machine_line()}")
@@ -726,7 +740,7 @@ def main(argv=None) -> int:
         except ImportError:         # the plot extra is not installed: the tables stand without it
             print("figure: not drawn (matplotlib is not installed: pip install '.[plot]')")
     if args.save:
-        print(f"saved {save_results('papers_quick' if args.quick else 'papers', out.getvalue())}")
+        print(f"saved {save_results('papers_quick' if args.quick else 'papers', say.text())}")
     return 0
 
 

@@ -40,7 +40,6 @@ it when torch is installed.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import sys
 import time
@@ -49,7 +48,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from tabulate import tabulate
 
-from bench.results_file import planning_machine_line, save_results
+from bench.results_file import Transcript, planning_machine_line, save_results
 from bench.smartswap_fig5 import GIB, PAPER_BASE, QUICK_BASE, Setting
 
 LAYERS = (8, 12, 16, 20, 24, 28, 32)
@@ -167,18 +166,37 @@ def verdicts(points: list[Point], query_s: tuple[float, ...]) -> list[str]:
     return out
 
 
-def table(points: list[Point], query_s: tuple[float, ...]) -> str:
+def table_rows(points: list[Point], query_s: tuple[float, ...]) -> tuple[list[str], list[list]]:
+    """(headers, rows) of the seconds per step against layers."""
     qs_max = max(query_s)
     rows = [[p.layers, p.swap_outs, f"{p.device_s:.3f}", f"{p.ours_s:.3f}",
              *(f"{p.per_block_s[q]:.3f}" for q in query_s), f"{p.fifo_s[qs_max]:.3f}",
              f"{p.queries_per_block:,}", f"{p.queries_fifo:,}", f"{p.interval_ours:.0f} / {p.interval_sync:.0f}",
              f"{p.breakeven_us:.1f}" if p.breakeven_us > 0 else "host-bound already",
              f"{p.pool_gib:.1f} / {p.pool_sync_gib:.1f}"] for p in points]
-    return tabulate(rows, headers=["layers", "swap-outs", "device only s", "ours s",
-                                   *(f"recordStream {1e6 * q:g} us/query s" for q in query_s),
-                                   f"FIFO {1e6 * qs_max:g} us s", "queries an iteration (per block)", "(FIFO)",
-                                   "mean reuse interval ours / at sync", "break-even us/query",
-                                   "pool GiB / needed at sync"], disable_numparse=True)
+    headers = ["layers", "swap-outs", "device only s", "ours s",
+               *(f"recordStream {1e6 * q:g} us/query s" for q in query_s),
+               f"FIFO {1e6 * qs_max:g} us s", "queries an iteration (per block)", "(FIFO)",
+               "mean reuse interval ours / at sync", "break-even us/query", "pool GiB / needed at sync"]
+    return headers, rows
+
+
+def table(points: list[Point], query_s: tuple[float, ...]) -> str:
+    headers, rows = table_rows(points, query_s)
+    return tabulate(rows, headers=headers, disable_numparse=True)
+
+
+def sweep(quick: bool, dispatch_s: float = DISPATCH_US * 1e-6, query_s: tuple[float, ...] = tuple(
+        q * 1e-6 for q in QUERY_US), layers=None) -> tuple[list[Point], object, int]:
+    """Every layer count's Point: (points, the base setting, the budget in bytes)."""
+    from engine.profile import analytic_profile
+
+    base, vocab = (QUICK_BASE, 1000) if quick else (PAPER_BASE, 32000)
+    device = quick_device() if quick else 64 * GIB
+    profile = analytic_profile("910b")
+    points = [point(Setting(base.batch, n, base.seq, base.hidden), device, vocab, profile, dispatch_s, query_s)
+              for n in sorted(set(layers or (QUICK_LAYERS if quick else LAYERS)))]
+    return points, base, device
 
 
 def figure(points: list[Point], query_s: tuple[float, ...], path: str, title: str) -> None:
@@ -259,19 +277,11 @@ def main(argv=None) -> int:
     ap.add_argument("--save", action="store_true", help="write bench/results/smartswap_fig6a_<date>.txt and the PNG")
     ap.add_argument("--png", default=None, help="folder for the PNG (default: beside the results with --save)")
     args = ap.parse_args(argv)
-    from engine.profile import analytic_profile
-
     base, vocab = (QUICK_BASE, 1000) if args.quick else (PAPER_BASE, 32000)
     device = quick_device() if args.quick else 64 * GIB
-    layers = sorted(set(args.layers or (QUICK_LAYERS if args.quick else LAYERS)))
     query_s = tuple(q * 1e-6 for q in args.query_us)
     dispatch_s = args.dispatch_us * 1e-6
-    out = io.StringIO()
-
-    def say(text: str = "") -> None:
-        print(text, flush=True)
-        out.write(text + "\n")
-
+    say = Transcript()
     say(f"# python -m bench.smartswap_fig6a {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
     say(f"# {planning_machine_line()}")
     say(f"# paper: {PAPER}")
@@ -283,9 +293,7 @@ def main(argv=None) -> int:
                                f"torch.add on 16 floats, one thread: {measured:.2f} us a call (an eager operator's "
                                f"host floor on this CPU, before any device launch)"))
     t0 = time.process_time()
-    profile = analytic_profile("910b")
-    points = [point(Setting(base.batch, n, base.seq, base.hidden), device, vocab, profile, dispatch_s, query_s)
-              for n in layers]
+    points, _, _ = sweep(args.quick, dispatch_s, query_s, args.layers)
     say()
     say("## seconds per step against layers")
     say(table(points, query_s))
@@ -308,7 +316,7 @@ def main(argv=None) -> int:
         except ImportError:
             say("figure: matplotlib is not installed (the plot extra)")
     if args.save:
-        print("saved", save_results(name, out.getvalue()))
+        print("saved", save_results(name, say.text()))
     return 0
 
 
