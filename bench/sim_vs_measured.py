@@ -26,6 +26,7 @@ import platform
 import statistics
 import sys
 from bisect import bisect_left
+from dataclasses import replace
 from itertools import combinations
 
 import numpy as np
@@ -156,18 +157,23 @@ def main(argv=None):
             verify(program, g, budget)
             timeline = simulate(program, g, profile, secs)
             sim = timeline.total
+            unwoken = simulate(program, g, replace(profile, wake_s=0.0), secs).total   # as before wake-ups were charged
             real, times, busy = measure(g, program, link, args.iterations)
             sims.append(sim)
             reals.append(real)
             spreads.append(spread(times))
-            rows.append([name, label, f"{budget / 2**20:.2f}", len(program.instrs), f"{sim:.4f}",
-                         f"{real:.4f}", f"{(sim - real) / real:+.1%}",
+            rows.append([name, label, f"{budget / 2**20:.2f}", len(program.instrs), f"{1e6 * profile.wake_s:.0f}",
+                         f"{unwoken:.4f}", f"{sim:.4f}", f"{real:.4f}", f"{(unwoken - real) / real:+.1%}",
+                         f"{(sim - real) / real:+.1%}",
                          "-" if spreads[-1] is None else f"{spreads[-1]:.0%}", busy_ratios(program, timeline, busy)])
             print(tabulate([rows[-1]]), file=sys.stderr, flush=True)
     load = HostLoad.now(before)
-    say(tabulate(rows, headers=["model", "budget", "MiB", "instructions", "simulated s", "measured s",
-                                "sim error", "spread", "busy measured/sim: compute / in / out"],
+    say(tabulate(rows, headers=["model", "budget", "MiB", "instructions", "wake us", "sim s, no wake",
+                                "simulated s", "measured s", "error, no wake", "sim error", "spread",
+                                "busy measured/sim: compute / in / out"],
                  disable_numparse=True))
+    say("(wake: the profile's wake-up of a stream that waited on another (engine/cpu_profiling.measure_wake_s), "
+        "charged by the simulator; 'no wake' is the same Program simulated without it)")
     say("(spread: the timed iterations' interquartile range over their median)")
     for line in order_lines(sims, reals):
         say(line)

@@ -13,7 +13,8 @@ JSON: {"format": "swapengine.profile/1", "device": str,
        host whose memory and root ports carry all their copies at most at bytes_per_s together;
        group and group_bytes_per_s, optional: ranks behind one PCIe switch share its uplink),
        "analytic": {"flops_per_s", "bytes_per_s", "launch_s"} (optional: rates for ops not measured),
-       "ops": {signature: seconds}, "dispatch_s": seconds of host work per instruction}
+       "ops": {signature: seconds}, "dispatch_s": seconds of host work per instruction,
+       "wake_s": seconds a stream takes to resume after waiting on another's event (optional, 0)}
 """
 from __future__ import annotations
 
@@ -104,6 +105,9 @@ class Profile:
     dispatch_s: float = 0.0     # host cost of issuing one instruction, on any stream
     network: Network | None = None   # between data-parallel ranks; None: the profile has none
     host: HostShare | None = None    # ranks sharing this device's host; None: the host is its own
+    # A stream that blocked on another stream's event resumes this long after it is set (the CPU
+    # backend's threads: an OS wake-up, tens of us; a GPU's streams: none worth charging).
+    wake_s: float = 0.0
 
     @property
     def rank_link(self) -> Link:
@@ -137,6 +141,8 @@ class Profile:
             d["network"] = self.network.__dict__.copy()
         if self.host:
             d["host"] = {k: v for k, v in self.host.__dict__.items() if v is not None}
+        if self.wake_s:
+            d["wake_s"] = self.wake_s
         return d
 
     @classmethod
@@ -155,6 +161,7 @@ class Profile:
                         if d.get("analytic") else None)
             ops = {str(k): _number(v, f"ops[{k!r:.60}]") for k, v in _object(d.get("ops", {}), "ops").items()}
             dispatch = _number(d.get("dispatch_s", 0.0), "dispatch_s")
+            wake = _number(d.get("wake_s", 0.0), "wake_s")
             network = (Network(**{k: _number(v, f"network.{k}") for k, v in _object(d["network"], "network").items()})
                        if d.get("network") else None)
             host = None
@@ -177,10 +184,12 @@ class Profile:
             raise ProfileError(f"malformed profile: {e}") from None
         _positive(("link.h2d_bytes_per_s", link.h2d_bytes_per_s), ("link.d2h_bytes_per_s", link.d2h_bytes_per_s),
                   ("link.duplex_bytes_per_s", link.duplex_bytes_per_s))
-        _seconds(("link.latency_s", link.latency_s), ("dispatch_s", dispatch),
+        _seconds(("link.latency_s", link.latency_s), ("dispatch_s", dispatch), ("wake_s", wake),
                  *((f"ops[{k!r:.60}]", v) for k, v in ops.items()))
         if not dispatch < 1:
             raise ProfileError(f"dispatch_s {dispatch} is a second or more per instruction")
+        if not wake < 1:
+            raise ProfileError(f"wake_s {wake} is a second or more per wake-up")
         if analytic is not None:
             _positive(("analytic.flops_per_s", analytic.flops_per_s), ("analytic.bytes_per_s", analytic.bytes_per_s))
             _seconds(("analytic.launch_s", analytic.launch_s))
@@ -191,7 +200,7 @@ class Profile:
             _positive(("host.bytes_per_s", host.bytes_per_s))
             if host.group is not None:
                 _positive(("host.group_bytes_per_s", host.group_bytes_per_s))
-        return cls(device, link, analytic, ops, dispatch, network, host)
+        return cls(device, link, analytic, ops, dispatch, network, host, wake)
 
     def save(self, path: str) -> None:
         """Atomically, making the folders ``path`` needs (engine/checkpoint.write_atomically)."""

@@ -17,6 +17,12 @@ in-order stream over the profile's network, which it shares with nothing here: a
 ranks, ``Network.ring_seconds`` of its bucket's bytes. Copies move on ``Profile.rank_link``: the
 device's link, or its share of a host that several ranks share (``Profile.host``).
 
+A stream that was idle waiting for another stream's instruction starts its instruction
+``Profile.wake_s`` after that one finishes (the CPU backend's stream threads block on an event
+and the OS wakes them tens of microseconds later; 0, nothing charged, on analytic and GPU
+profiles). Only a real wait is charged: the stream idle, and a dependency on another stream
+the last to finish.
+
 Host timeline (opt-in, ``host_seconds``; off for every plan, search and table: their times stay
 as they were): one host thread issues the instructions in program order, never waiting for the
 device (an eager framework's asynchronous dispatch), issuing instruction i costs
@@ -122,7 +128,7 @@ def run_arrays(a: ProgramArrays, tensor_bytes: np.ndarray, node_seconds: np.ndar
         start, finish, order, ok = _dispatch(
             a.kind, a.target, a.copy, a.dep_ptr, a.deps, tensor_bytes, node_seconds, float(profile.dispatch_s),
             float(link.latency_s), float(link.h2d_bytes_per_s), float(link.d2h_bytes_per_s),
-            float(link.duplex_bytes_per_s) / 2, key, ordered, fixed, host)
+            float(link.duplex_bytes_per_s) / 2, key, ordered, fixed, host, float(profile.wake_s))
     if not ok:
         raise Deadlock("simulation deadlocked: the program's edges contradict its stream order")
     return start, finish, order.tolist()
@@ -170,7 +176,7 @@ def _heap_pop(hk, hi, size):
 
 @numba.njit(cache=True)
 def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dispatch_s, latency_s,
-              h2d, d2h, half_duplex, key, ordered, fixed, host):
+              h2d, d2h, half_duplex, key, ordered, fixed, host, wake_s):
     n = kind.shape[0]
     latency = np.zeros(n)
     work = np.empty(n)               # compute: seconds; copies: bytes
@@ -238,6 +244,10 @@ def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dis
     order = np.empty(n, dtype=np.int64)
     n_order = 0
     running = np.full(4, -1, dtype=np.int64)
+    # Wake-ups: when each instruction's last dependency on another stream finished, and when
+    # each stream last went idle (an instruction starting later than both waited for the former).
+    woken_by = np.full(n, -1.0)
+    idle_since = np.zeros(4)
     one_way = np.array([1.0, h2d, d2h, 1.0])
     rate = np.empty(4)
     now = 0.0
@@ -254,6 +264,8 @@ def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dis
                 i, hsize[k] = _heap_pop(hk[k], hi[k], hsize[k])
                 running[k] = i
                 start[i] = now
+                if wake_s > 0 and woken_by[i] == now and idle_since[k] < now:
+                    latency[i] += wake_s
                 order[n_order] = i
                 n_order += 1
         if running[0] < 0 and running[1] < 0 and running[2] < 0 and running[3] < 0:
@@ -291,9 +303,12 @@ def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dis
             if hit:
                 finish[i] = now
                 running[k] = -1
+                idle_since[k] = now
                 done += 1
                 for e in range(ptr[i], ptr[i + 1]):
                     j = dependents[e]
+                    if kind[j] != k:
+                        woken_by[j] = now
                     waiting[j] -= 1
                     if waiting[j] == 0:
                         kj = kind[j]
