@@ -33,7 +33,12 @@ by a few instructions), and the free rings take and give a tensor's chunks in on
 Compile time: helpers are inlined into ``scan`` where they run at every step; the rarer ones
 that call many others (pricing and recreating a recompute chain) are called instead, compiled
 once each, without reference counting too: inlining them at each call site multiplied the
-code LLVM compiles (over 15 minutes and 17 GB before this).
+code LLVM compiles (over 15 minutes and 17 GB before this). So are the helpers with several call
+sites whose bodies hold other inlined helpers (a swap-in, a compute's emission, a placement and
+the free rings' pushes and pops): a cold first plan then compiled in 141 CPU-s and 1.4 GB instead
+of 309 and 5.1 GB, for 2-7% more time per pass (NasNet-25, RNN-8-8K, WResNet-152-10). Calling
+the eviction helpers too (``_acquire``, ``_evict``, ``_victim``) would halve the compile again but
+cost 15-20% per pass: each call copies the whole ``State`` record.
 
 The helpers stay in this file although it is long: numba's cache (cache=True) is invalidated by
 a change to the caching function's own file only, so a helper inlined from another module could
@@ -350,7 +355,7 @@ def _bring_inputs(st, pos, nid):
             return
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)     # called, not inlined: see "Compile time" above
 def _swap_in(st, t, pos):
     """Copy t in from its host copy into an object of its class (evicting if none is free)."""
     tensors, cand = st.tensors, st.scratch.cand
@@ -636,7 +641,7 @@ def _place_outputs(st, pos, nid, n_dying):
     return n_dying
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)     # called, not inlined: see "Compile time" above
 def _emit_compute(st, nid):
     """Emit node nid's compute, depending on its inputs' writers and its outputs' objects'
     releases, with the objects it touches (inputs, then outputs); its index."""
@@ -852,7 +857,7 @@ def _key_object(st, t):
     return st.chunks.key_chunk[t] if st.layout.klass[t] == st.layout.chunk_class else st.res.obj_of[t]
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)     # called, not inlined: see "Compile time" above
 def _new_placement(st, t):
     """Record t's chunks (held) as a new placement; its object id (past the layout's objects)."""
     chunks, layout = st.chunks, st.layout
@@ -912,7 +917,7 @@ def _evict(st, victim, pos):
     return o, dirty
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)     # called, not inlined: see "Compile time" above
 def _push_objects(st, t, o, k, dirty):
     """Put the objects evicted tensor t sat in (its chunks, or o) on class k's free ring; how many."""
     layout = st.layout
@@ -1089,7 +1094,7 @@ def _push_free(st, o, k, dirty):
     _push_free_from(st, one, 0, 1, k, dirty)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)     # called, not inlined: see "Compile time" above
 def _push_free_from(st, src, a, b, k, dirty):
     """Put objects src[a:b] of class k, in turn, at the back of its class's free ring: the dirty
     one when the copy out of their last tenant is still to finish, else the clean one."""
@@ -1113,7 +1118,7 @@ def _pop_free(st, k, for_output):
     return one[0] if _pop_free_into(st, k, for_output, one, 0, 1) else -1
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)     # called, not inlined: see "Compile time" above
 def _pop_free_into(st, k, for_output, dest, at, count):
     """Up to ``count`` free objects of class k into dest[at:], one after another; how many
     (fewer when the class runs out). For a swap-in, the one freed earliest (the copy into it
