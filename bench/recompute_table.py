@@ -110,7 +110,8 @@ def main(argv=None) -> int:
     print(f"# {machine()}; analytic V100 profile, {a.budget_gib:g} GiB, the paper's batches; "
           f"{effort} per SwapAdvisor row", file=out)
     print(tabulate(rows, headers=["model", "plan", "sim s", "of ideal", "recomputes", "h2d GB", "x bound",
-                                  "x swap bound", "gens/evals +polish", "knobs chosen"], disable_numparse=True), file=out)
+                                  "x swap bound", "gens/evals +polish", "knobs chosen"],
+                   disable_numparse=True), file=out)
     print(out.getvalue(), end="")
     if a.save:
         suffix = (f"_search{a.search_evaluations}evals" if a.search_evaluations

@@ -38,7 +38,8 @@ class Polished:
         if not self.improved:
             return f"no knob change helped ({self.evaluations} evaluations)"
         old, new = dict(self.before.options), dict(self.after.options)
-        moved = ", ".join(f"{name} {old[name]:g} -> {new[name]:g}" for name in sorted(new) if old.get(name) != new[name])
+        moved = ", ".join(f"{name} {old[name]:g} -> {new[name]:g}"
+                          for name in sorted(new) if old.get(name) != new[name])
         return f"{moved}: {self.before.time:.4g} -> {self.after.time:.4g} s ({self.evaluations} evaluations)"
 
 

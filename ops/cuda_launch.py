@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .registry import OpError
+from .registry import OpError, numel
 
 THREADS = 256                    # every kernel here runs 256-thread blocks
 MAX_GRID_X = 2**31 - 1
@@ -129,6 +129,14 @@ class GemmTiles:
 LARGE, SMALL = GemmTiles("", 128, 128), GemmTiles("_s", 64, 64)
 BK = 8
 FULL_GPU_TILES = 256     # about two tiles per SM on a 132-SM H100
+
+
+def per_row(base: str, dtype, shape, args) -> Launch:
+    """One block per row of ``shape`` (its last axis is the row: normalizations, softmaxes),
+    writing output 0; the kernel takes ``args``, then the row count and the row's length."""
+    cols = shape[-1]
+    rows = numel(shape) // cols
+    return per_block(kernel_name(base, dtype), rows, (*args, i64(rows), i32(cols)), OUT(0), elements_per_item=cols)
 
 
 def gemm_tiles(m: int, n: int, batch: int = 1) -> GemmTiles:

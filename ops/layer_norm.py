@@ -9,19 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cuda_launch import IN, OUT, grid_stride, i32, i64, kernel_name, per_block, scalar
-from .registry import Cost, Op, OpError, ShapeError, check_attrs, nbytes, numel, register, require_float, same_dtype
-
-
-def _eps(attrs) -> dict:
-    a = check_attrs(attrs, {"eps": 1e-5})
-    try:
-        eps = float(a["eps"])
-    except (TypeError, ValueError):
-        raise OpError(f"eps must be a number, got {a['eps']!r}") from None
-    if not eps > 0:
-        raise OpError(f"eps must be positive, got {a['eps']!r}")
-    return {"eps": eps}
+from .cuda_launch import IN, OUT, grid_stride, i32, i64, kernel_name, per_row, scalar
+from .registry import (Cost, Op, OpError, ShapeError, nbytes, numel, positive_eps, register, require_float,
+                       same_dtype)
 
 
 def _rows(x, vectors, what: str) -> tuple[int, ...]:
@@ -44,12 +34,6 @@ def _check_stats(shape, stats, what: str) -> None:
                              f"got {tuple(t.shape)}")
 
 
-def _row_launch(base: str, dtype, shape, args) -> object:
-    d = shape[-1]
-    rows = numel(shape) // d
-    return per_block(kernel_name(base, dtype), rows, (*args, i64(rows), i32(d)), OUT(0), elements_per_item=d)
-
-
 def _column_launch(base: str, dtype, shape, args) -> object:
     d = shape[-1]
     return grid_stride(kernel_name(base, dtype), d, (*args, i64(numel(shape) // d), i32(d)), OUT(1), per_thread=1)
@@ -66,7 +50,7 @@ class LayerNorm(Op):
     cuda_kernels = ("layer_norm_fwd",)
 
     def canon(self, attrs):
-        return _eps(attrs)
+        return positive_eps(attrs)
 
     def infer(self, attrs, ins):
         shape = _rows(ins[0], (("gamma", ins[1]), ("beta", ins[2])), "layer_norm")
@@ -88,7 +72,7 @@ class LayerNorm(Op):
 
     def cuda_launches(self, attrs, ins, outs):
         """One block per row: the mean, the squared deviations' sum, then y."""
-        return [_row_launch("layer_norm_fwd", outs[0].dtype, tuple(ins[0].shape),
+        return [per_row("layer_norm_fwd", outs[0].dtype, tuple(ins[0].shape),
                             (OUT(0), OUT(1), OUT(2), IN(0), IN(1), IN(2), scalar(outs[0].dtype, attrs["eps"])))]
 
     def compute(self, attrs, xs, ys):
@@ -128,7 +112,7 @@ class LayerNormGrad(Op):
     def cuda_launches(self, attrs, ins, outs):
         """dx one block per row; dgamma and dbeta one thread per column, rows added in order."""
         dtype, shape = outs[0].dtype, tuple(ins[0].shape)
-        return [_row_launch("layer_norm_bwd_data", dtype, shape, (OUT(0), IN(0), IN(1), IN(2), IN(3), IN(4))),
+        return [per_row("layer_norm_bwd_data", dtype, shape, (OUT(0), IN(0), IN(1), IN(2), IN(3), IN(4))),
                 _column_launch("layer_norm_bwd_params", dtype, shape, (OUT(1), OUT(2), IN(0), IN(2), IN(3), IN(4)))]
 
     def compute(self, attrs, xs, ys):
@@ -159,7 +143,7 @@ class RmsNorm(Op):
     cuda_kernels = ("rms_norm_fwd",)
 
     def canon(self, attrs):
-        return _eps(attrs)
+        return positive_eps(attrs)
 
     def infer(self, attrs, ins):
         shape = _rows(ins[0], (("gamma", ins[1]),), "rms_norm")
@@ -179,7 +163,7 @@ class RmsNorm(Op):
         return [dx if wanted[0] else None, dgamma if wanted[1] else None]
 
     def cuda_launches(self, attrs, ins, outs):
-        return [_row_launch("rms_norm_fwd", outs[0].dtype, tuple(ins[0].shape),
+        return [per_row("rms_norm_fwd", outs[0].dtype, tuple(ins[0].shape),
                             (OUT(0), OUT(1), IN(0), IN(1), scalar(outs[0].dtype, attrs["eps"])))]
 
     def compute(self, attrs, xs, ys):
@@ -211,7 +195,7 @@ class RmsNormGrad(Op):
 
     def cuda_launches(self, attrs, ins, outs):
         dtype, shape = outs[0].dtype, tuple(ins[0].shape)
-        return [_row_launch("rms_norm_bwd_data", dtype, shape, (OUT(0), IN(0), IN(1), IN(2), IN(3))),
+        return [per_row("rms_norm_bwd_data", dtype, shape, (OUT(0), IN(0), IN(1), IN(2), IN(3))),
                 _column_launch("rms_norm_bwd_params", dtype, shape, (OUT(1), IN(0), IN(2), IN(3)))]
 
     def compute(self, attrs, xs, ys):

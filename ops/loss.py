@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cuda_launch import IN, OUT, THREADS, WS, Coverage, Launch, grid_stride, i32, i64, kernel_name, per_block
+from .cuda_launch import IN, OUT, THREADS, WS, Coverage, Launch, grid_stride, i32, i64, kernel_name, per_block, per_row
 from .registry import (Cost, Op, OpError, ShapeError, check_attrs, emit, nbytes, numel, register, require_float,
                        same_dtype)
 
@@ -138,12 +138,6 @@ def _check_last_axis(x, what: str) -> tuple[int, ...]:
     return shape
 
 
-def _row_launch(base: str, shape, dtype, args) -> Launch:
-    cols = shape[-1]
-    rows = numel(shape) // cols
-    return per_block(kernel_name(base, dtype), rows, (*args, i64(rows), i32(cols)), OUT(0), elements_per_item=cols)
-
-
 @register
 class LogSoftmax(Op):
     """x[..., C] -> y = log softmax(x) over the last axis, as PyTorch computes it:
@@ -165,7 +159,7 @@ class LogSoftmax(Op):
 
     def cuda_launches(self, attrs, ins, outs):
         """One block per row: maximum, sum of exponentials, then y."""
-        return [_row_launch("log_softmax_fwd", tuple(ins[0].shape), outs[0].dtype, (OUT(0), IN(0)))]
+        return [per_row("log_softmax_fwd", outs[0].dtype, tuple(ins[0].shape), (OUT(0), IN(0)))]
 
     def compute(self, attrs, xs, ys):
         x, y = xs[0], ys[0]
@@ -192,7 +186,7 @@ class LogSoftmaxGrad(Op):
 
     def cuda_launches(self, attrs, ins, outs):
         """One block per row: sum of dy, then dx."""
-        return [_row_launch("log_softmax_bwd", tuple(ins[0].shape), outs[0].dtype, (OUT(0), IN(0), IN(1)))]
+        return [per_row("log_softmax_bwd", outs[0].dtype, tuple(ins[0].shape), (OUT(0), IN(0), IN(1)))]
 
     def compute(self, attrs, xs, ys):
         y, dy = xs

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from .cuda_launch import (IN, OUT, MAX_GRID_YZ, THREADS, WS, Coverage, Launch, cdiv, grid_stride, i32, i64,
-                          kernel_name, scalar)
-from .layer_norm import _eps, _row_launch
-from .registry import Cost, Op, OpError, ShapeError, check_attrs, nbytes, numel, register, require_float, same_dtype
+                          kernel_name, per_row, scalar)
+from .registry import (Cost, Op, OpError, ShapeError, check_attrs, nbytes, numel, positive_eps, register, require_float,
+                       same_dtype)
 
 
 def _reduce_axes(ndim: int) -> tuple[int, ...]:
@@ -364,7 +364,7 @@ class InstanceNorm(Op):
     cuda_kernels = ("instance_norm_fwd",)
 
     def canon(self, attrs):
-        return _eps(attrs)
+        return positive_eps(attrs)
 
     def infer(self, attrs, ins):
         shape = tuple(ins[0].shape)
@@ -387,7 +387,7 @@ class InstanceNorm(Op):
 
     def cuda_launches(self, attrs, ins, outs):
         """One block per plane: the mean, the squared deviations' sum, then y."""
-        return [_row_launch("instance_norm_fwd", outs[0].dtype, _planes(ins[0].shape),
+        return [per_row("instance_norm_fwd", outs[0].dtype, _planes(ins[0].shape),
                             (OUT(0), OUT(1), IN(0), scalar(outs[0].dtype, attrs["eps"])))]
 
     def compute(self, attrs, xs, ys):
@@ -421,7 +421,7 @@ class InstanceNormGrad(Op):
         return Cost(8.0 * numel(ins[0].shape), 2.0 * (nbytes(ins[0]) + nbytes(ins[2])) + nbytes(outs[0]))
 
     def cuda_launches(self, attrs, ins, outs):
-        return [_row_launch("instance_norm_bwd", outs[0].dtype, _planes(ins[0].shape),
+        return [per_row("instance_norm_bwd", outs[0].dtype, _planes(ins[0].shape),
                             (OUT(0), IN(0), IN(1), IN(2)))]
 
     def compute(self, attrs, xs, ys):

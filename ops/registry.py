@@ -190,6 +190,19 @@ def check_attrs(attrs: dict, allowed: dict[str, Any], required: Sequence[str] = 
     return out
 
 
+
+def positive_eps(attrs) -> dict:
+    """A normalization's attributes: ``eps`` (default 1e-5), a positive number."""
+    a = check_attrs(attrs, {"eps": 1e-5})
+    try:
+        eps = float(a["eps"])
+    except (TypeError, ValueError):
+        raise OpError(f"eps must be a number, got {a['eps']!r}") from None
+    if not eps > 0:
+        raise OpError(f"eps must be positive, got {a['eps']!r}")
+    return {"eps": eps}
+
+
 def emit(g, op: str, inputs, **attrs) -> int:
     """Apply a single-output operator in a gradient builder and return its output id."""
     (y,) = g.apply(op, list(inputs), **attrs)
