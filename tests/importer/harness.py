@@ -43,7 +43,7 @@ def theirs(model, args):
     loss.backward()
     grads = {n: p.grad.detach().numpy().copy() for n, p in model.named_parameters()}
     buffers = {n: b.detach().numpy().copy() for n, b in model.named_buffers() if b.is_floating_point()}
-    return float(loss), grads, buffers
+    return float(loss.detach()), grads, buffers
 
 
 def relative_error(a, b) -> float:
