@@ -21,6 +21,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+import planner.numba_cache  # noqa: F401  (its package registers one cache per user before the decorator below)
+
 # Windows (steps) drawn uniformly per mutated child; measured on RNN-8-8K (about 16 operators
 # per layer and time step) from random orders: 10-45 all help, none is best on every order.
 WINDOWS = (8, 48)

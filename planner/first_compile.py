@@ -1,9 +1,10 @@
 """Saying so while numba compiles: the swap pass and the simulator are compiled on first use
-(minutes on a small machine; numba then caches them beside the code), and a first run must not
-sit silent meanwhile (issue 38). ``announced`` wraps a call to a compiled function: when the
-function has nothing compiled or loaded in this process yet and the call is still running after
-``AFTER_S`` seconds, a line goes to stderr, and another every ``EVERY_S`` seconds until it returns.
-A cached function loads in well under ``AFTER_S``, so warm runs print nothing."""
+(minutes on a small machine; numba then caches them in the user's cache folder,
+planner/numba_cache.py), and a first run must not sit silent meanwhile (issue 38).
+``announced`` wraps a call to a compiled function: when the function has nothing compiled or
+loaded in this process yet and the call is still running after ``AFTER_S`` seconds, a line goes
+to stderr, and another every ``EVERY_S`` seconds until it returns. A cached function loads in well
+under ``AFTER_S``, so warm runs print nothing."""
 from __future__ import annotations
 
 import sys
