@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import io
 import os
 import time
 
@@ -42,11 +41,12 @@ import numpy as np
 from tabulate import tabulate
 
 import zoo
-from bench.results_file import cpu_name, save_results
+from bench.results_file import Transcript, cpu_name, save_results
 from engine import iteration_stream as st
 from engine.autodiff import make_optimizer
 from engine.backend_registry import choose
 from engine.blas_threads import one_blas_thread
+from engine.cli import flag_types
 from engine.detailed_monitor import KEEP, DetailedMonitor
 from engine.library.stream_plans import StalePlanError, StreamPlanner, WindowObserver, admit
 from engine.op_monitor import Monitor
@@ -345,25 +345,13 @@ def table1(iterations: int, repeats: int, say) -> None:
     table1_rows(runs, say)
 
 
-def at_least(low: int):
-    """An argparse type: an integer no less than ``low`` (else argparse's one-line refusal)."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{value} is below {low}")
-        return value
-    return parse
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.smartswap", description=__doc__.splitlines()[0])
     ap.add_argument("--search-seconds", type=float, default=20.0, help="SwapAdvisor's search per new graph")
     ap.add_argument("--iterations", type=int, default=60, help="simulated stream length")
-    ap.add_argument("--cpu-iterations", type=at_least(2), default=120, help="(an observed iteration ends every 2)")
-    ap.add_argument("--cpu-repeats", type=at_least(1), default=3,
+    ap.add_argument("--cpu-iterations", type=flag_types.at_least(2), default=120,
+                    help="(an observed iteration ends every 2)")
+    ap.add_argument("--cpu-repeats", type=flag_types.positive_int, default=3,
                     help="times the cpu comparison runs each way, in turn")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--models", default=",".join(MODELS))
@@ -372,18 +360,14 @@ def main(argv=None) -> int:
     ap.add_argument("--save", action="store_true",
                     help="write bench/results/smartswap_<date>.txt (with --table1: smartswap_table1_<date>.txt)")
     args = ap.parse_args(argv)
-    out = io.StringIO()
-
-    def say(line: str = "") -> None:
-        print(line, flush=True)
-        out.write(line + "\n")
+    say = Transcript()
 
     if args.table1:
         say(f"# SmartSwap's monitor overhead (004 Table 1), {datetime.datetime.now():%Y-%m-%d %H:%M}, {cpu_name()}, "
             f"{os.cpu_count()} cores")
         table1(args.cpu_iterations, args.cpu_repeats, say)
         if args.save:
-            print("saved", save_results("smartswap_table1", out.getvalue()))
+            print("saved", save_results("smartswap_table1", say.text()))
         return 0
     say(f"# SmartSwap vs SwapAdvisor on a changing-graph stream, {datetime.datetime.now():%Y-%m-%d %H:%M}, "
         f"{cpu_name()}; SwapAdvisor searched {args.search_seconds:g} s per new graph on {args.workers} workers")
@@ -397,7 +381,7 @@ def main(argv=None) -> int:
                   for m, a, b in summary],
                  headers=["model", "throughput vs re-planned", ">= 0.9", "planning per graph vs re-planned", "<= 0.1"]))
     if args.save:
-        print("saved", save_results("smartswap", out.getvalue()))
+        print("saved", save_results("smartswap", say.text()))
     return 0
 
 

@@ -246,7 +246,9 @@ def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dis
     running = np.full(4, -1, dtype=np.int64)
     # Wake-ups: when each instruction's last dependency on another stream finished, and when
     # each stream last went idle (an instruction starting later than both waited for the former).
-    woken_by = np.full(n, -1.0)
+    # (Kept only where a wake-up costs something: the search's analytic profiles charge none.)
+    wake_on = wake_s > 0
+    woken_by = np.full(n if wake_on else 0, -1.0)
     idle_since = np.zeros(4)
     one_way = np.array([1.0, h2d, d2h, 1.0])
     rate = np.empty(4)
@@ -264,7 +266,7 @@ def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dis
                 i, hsize[k] = _heap_pop(hk[k], hi[k], hsize[k])
                 running[k] = i
                 start[i] = now
-                if wake_s > 0 and woken_by[i] == now and idle_since[k] < now:
+                if wake_on and woken_by[i] == now and idle_since[k] < now:
                     latency[i] += wake_s
                 order[n_order] = i
                 n_order += 1
@@ -307,7 +309,7 @@ def _dispatch(kind, target, copy, dep_ptr, deps, tensor_bytes, node_seconds, dis
                 done += 1
                 for e in range(ptr[i], ptr[i + 1]):
                     j = dependents[e]
-                    if kind[j] != k:
+                    if wake_on and kind[j] != k:
                         woken_by[j] = now
                     waiting[j] -= 1
                     if waiting[j] == 0:

@@ -41,9 +41,8 @@ def reuse_intervals(stays: list[Stay], n: int) -> tuple[np.ndarray, np.ndarray]:
     return a, r
 
 
-def pending_blocks(stays: list[Stay], n: int) -> np.ndarray:
-    """Per step, the blocks whose reuse interval holds it (``out_after < step <= release``)."""
-    a, r = reuse_intervals(stays, n)
+def _pending(a: np.ndarray, r: np.ndarray, n: int) -> np.ndarray:
+    """Per step, the intervals ``(a, r]`` that hold it."""
     keep = r > a
     d = np.zeros(n + 1, dtype=np.int64)
     np.add.at(d, a[keep] + 1, 1)
@@ -51,14 +50,19 @@ def pending_blocks(stays: list[Stay], n: int) -> np.ndarray:
     return np.cumsum(d)[:n]
 
 
+def pending_blocks(stays: list[Stay], n: int) -> np.ndarray:
+    """Per step, the blocks whose reuse interval holds it (``out_after < step <= release``)."""
+    return _pending(*reuse_intervals(stays, n), n)
+
+
 def queries_per_step(stays: list[Stay], n: int, polling: str = PER_BLOCK) -> np.ndarray:
     """Per step, the event queries its dispatch makes under ``polling`` (``POLLING``)."""
     if polling not in POLLING:
         raise ValueError(f"polling must be one of {', '.join(POLLING)} (got '{polling}')")
-    pending = pending_blocks(stays, n)
+    a, r = reuse_intervals(stays, n)
+    pending = _pending(a, r, n)
     if polling == PER_BLOCK:
         return pending
-    a, r = reuse_intervals(stays, n)
     released = np.bincount(r[r > a], minlength=n)[:n]
     return released + (pending - released > 0)
 

@@ -60,4 +60,4 @@ def test_the_profile_keeps_its_wake_up_and_refuses_a_bad_one():
 def test_the_cpu_profile_measures_a_wake_up():
     from engine.cpu_profiling import measure_wake_s
     w = measure_wake_s(trials=20)
-    assert 0 < w < 0.05            # an OS wake-up: microseconds, at most milliseconds on a busy host
+    assert 0 < w < 1               # an OS wake-up (microseconds idle, more on a busy host), within what a profile accepts
