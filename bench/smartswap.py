@@ -46,7 +46,6 @@ from engine import iteration_stream as st
 from engine.autodiff import make_optimizer
 from engine.backend_registry import choose
 from engine.blas_threads import one_blas_thread
-from engine.cli import flag_types
 from engine.detailed_monitor import KEEP, DetailedMonitor
 from engine.library.stream_plans import StalePlanError, StreamPlanner, WindowObserver, admit
 from engine.op_monitor import Monitor
@@ -345,13 +344,27 @@ def table1(iterations: int, repeats: int, say) -> None:
     table1_rows(runs, say)
 
 
+def at_least(low: int):
+    """An argparse type: an integer no less than ``low`` (benches do not import the command line's
+    engine/cli/flag_types, tests/test_architecture.py)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is below {low}")
+        return value
+    return parse
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.smartswap", description=__doc__.splitlines()[0])
     ap.add_argument("--search-seconds", type=float, default=20.0, help="SwapAdvisor's search per new graph")
     ap.add_argument("--iterations", type=int, default=60, help="simulated stream length")
-    ap.add_argument("--cpu-iterations", type=flag_types.at_least(2), default=120,
+    ap.add_argument("--cpu-iterations", type=at_least(2), default=120,
                     help="(an observed iteration ends every 2)")
-    ap.add_argument("--cpu-repeats", type=flag_types.positive_int, default=3,
+    ap.add_argument("--cpu-repeats", type=at_least(1), default=3,
                     help="times the cpu comparison runs each way, in turn")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--models", default=",".join(MODELS))

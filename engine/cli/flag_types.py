@@ -27,8 +27,7 @@ MAX_COUNT = 2**63 - 1     # counts are 64-bit where they meet numpy (--batch 2**
 def _count(text: str, least: int) -> int:
     v = _number(int, text, "an integer")
     if v < least:
-        raise argparse.ArgumentTypeError(f"{v} is below {least}" if least > 1 else
-                                         f"must be positive, got {v}" if least else f"must be 0 or more, got {v}")
+        raise argparse.ArgumentTypeError(f"must be positive, got {v}" if least else f"must be 0 or more, got {v}")
     if v > MAX_COUNT:
         shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
         raise argparse.ArgumentTypeError(f"{shown} is more than a 64-bit count holds; give at most 2**63 - 1")
@@ -37,11 +36,6 @@ def _count(text: str, least: int) -> int:
 
 def positive_int(text: str) -> int:
     return _count(text, 1)
-
-
-def at_least(least: int):
-    """An argparse type: a whole number no less than ``least``."""
-    return lambda text: _count(text, least)
 
 
 def nonnegative_int(text: str) -> int:
