@@ -37,21 +37,21 @@ ROWS = (("swapadvisor, swap only", "swapadvisor", {RECOMPUTE_OPTION: 0.0}), ("sw
         ("capuchin", "capuchin", {}), ("checkpoint", "checkpoint", {}))
 
 
-def search_options(seconds: float, evaluations: int | None = None):
-    """An S-second genetic search, seed 0, one worker per core, or one of ``evaluations``
-    candidates whatever the time (the same plan on a busy machine as on a quiet one); None for
-    neither (no search)."""
+def search_options(seconds: float, evaluations: int | None = None, seed: int = 0):
+    """An S-second genetic search, one worker per core, or one of ``evaluations`` candidates
+    whatever the time (the same plan on a busy machine as on a quiet one); None for neither (no
+    search)."""
     if not seconds and not evaluations:
         return None
     from ga.search import SearchOptions
     if evaluations:
-        return SearchOptions(seed=0, max_evaluations=evaluations, max_generations=10**9,
+        return SearchOptions(seed=seed, max_evaluations=evaluations, max_generations=10**9,
                              workers=os.cpu_count() or 1, progress=False)
-    return SearchOptions(seed=0, time_limit_s=seconds, workers=os.cpu_count() or 1, progress=False)
+    return SearchOptions(seed=seed, time_limit_s=seconds, workers=os.cpu_count() or 1, progress=False)
 
 
 def model_rows(name: str, device_bytes: int, search_seconds: float, say, rows_wanted=ROWS,
-               search_evaluations: int | None = None) -> list[list]:
+               search_evaluations: int | None = None, seed: int = 0) -> list[list]:
     """The table's rows for ``name`` (``rows_wanted``: a subset of ``ROWS``, in their order)."""
     batch = next(p for p in PAPER if p.model == name).batch
     g = zoo.build(name, batch=batch)
@@ -59,7 +59,7 @@ def model_rows(name: str, device_bytes: int, search_seconds: float, say, rows_wa
     profile = analytic_profile("v100")
     secs = profile.node_seconds(g)
     ideal = float(secs.sum())
-    search = search_options(search_seconds, search_evaluations)
+    search = search_options(search_seconds, search_evaluations, seed)
     rows = []
     for label, name_, options in rows_wanted:
         t0 = time.perf_counter()
@@ -91,6 +91,7 @@ def main(argv=None) -> int:
     ap.add_argument("--search-evaluations", type=int, default=None,
                     help="instead of --search-seconds: stop each search after N candidates (the same plan "
                          "whatever the machine's load)")
+    ap.add_argument("--seed", type=int, default=0, help="the search's seed (default 0)")
     ap.add_argument("--rows", default=";".join(r[0] for r in ROWS),
                     help="which rows, by label, separated by ';' (default: all)")
     ap.add_argument("--save", action="store_true", help="write bench/results/recompute_table_<date>.txt")
@@ -104,9 +105,9 @@ def main(argv=None) -> int:
     for name in a.models.split(","):
         labels = set(a.rows.split(";"))
         rows += model_rows(name, int(a.budget_gib * 2**30), a.search_seconds, say,
-                           tuple(r for r in ROWS if r[0] in labels), a.search_evaluations)
+                           tuple(r for r in ROWS if r[0] in labels), a.search_evaluations, a.seed)
     effort = (f"search {a.search_evaluations} evaluations" if a.search_evaluations
-              else f"search {a.search_seconds:g} s")
+              else f"search {a.search_seconds:g} s") + f", seed {a.seed}"
     print(f"# {machine()}; analytic V100 profile, {a.budget_gib:g} GiB, the paper's batches; "
           f"{effort} per SwapAdvisor row", file=out)
     print(tabulate(rows, headers=["model", "plan", "sim s", "of ideal", "recomputes", "h2d GB", "x bound",
@@ -116,6 +117,7 @@ def main(argv=None) -> int:
     if a.save:
         suffix = (f"_search{a.search_evaluations}evals" if a.search_evaluations
                   else f"_search{a.search_seconds:g}s" if a.search_seconds else "")
+        suffix += f"_seed{a.seed}" if a.seed else ""
         say(f"wrote {save_results('recompute_table' + suffix, out.getvalue())}")
     return 0
 
