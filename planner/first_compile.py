@@ -4,7 +4,7 @@ planner/numba_cache.py), and a first run must not sit silent meanwhile (issue 38
 ``announced`` wraps a call to a compiled function: when the function has nothing compiled or
 loaded in this process yet and the call is still running after ``AFTER_S`` seconds, a line goes
 to stderr, and another every ``EVERY_S`` seconds until it returns. A cached function loads in well
-under ``AFTER_S``, so warm runs print nothing."""
+under ``AFTER_S``, so warm runs print nothing; nor do interpreted ones (engine/cli/first_run.py)."""
 from __future__ import annotations
 
 import sys
@@ -24,8 +24,8 @@ def _to_stderr(line: str) -> None:
 def announced(dispatcher, what: str, say=_to_stderr):
     """Run the body (a call of numba ``dispatcher``), announcing a first compile of ``what``
     through ``say`` (a line to stderr)."""
-    if getattr(dispatcher, "overloads", None):          # already compiled or loaded here
-        yield
+    if getattr(dispatcher, "overloads", None) or not hasattr(dispatcher, "overloads"):
+        yield           # already compiled or loaded here, or a plain function (numba's DISABLE_JIT)
         return
     done = threading.Event()
     start = time.monotonic()

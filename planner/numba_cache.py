@@ -17,14 +17,11 @@ from __future__ import annotations
 
 import os
 
+from engine.user_cache import own_numba_cache_dir as user_cache_dir
+
 # The folder holding engine/, planner/, ... (the clone's root, or site-packages once installed).
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("planner", "ga", "engine", "allocator", "ops")
-
-
-def user_cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "swapengine", "numba")
 
 
 def _package_dir(py_file: str) -> str | None:

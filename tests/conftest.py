@@ -1,5 +1,6 @@
 """Shared fixtures: a small LSTM training graph and a program planned at its smallest budget;
 Ctrl-C handled as in a terminal for the whole run."""
+import os
 import signal
 
 import pytest
@@ -9,6 +10,11 @@ from planner.budget import make_budget
 from planner.facts import GraphFacts
 from planner.swap_planner import plan
 from zoo import small
+
+# A `python -m engine.train` started by a test compiles what it needs itself, never planning
+# interpreted while a compile runs in the background (engine/cli/first_run.py): the tests that
+# exercise that choose it themselves.
+os.environ["SWAPENGINE_COMPILE"] = "wait"
 
 
 @pytest.fixture(scope="session")

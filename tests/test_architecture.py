@@ -54,7 +54,7 @@ def test_imports_go_one_way():
     assert not bad, "\n".join(bad)
 
 
-ENTRY_POINTS = ("train.py", "infer.py", "serve.py", "stream_train.py")     # engine/: the `python -m` shims
+ENTRY_POINTS = ("train.py", "infer.py", "serve.py", "stream_train.py", "warmup.py")     # engine/: the `python -m` shims
 
 
 def on_top(path: Path) -> bool:

@@ -34,6 +34,7 @@ from ..report import PolicyRow, policy_table, rows_to_json
 from ..timing_trust import HostLoad, load_average, spread, timing_warnings
 from ..training import Trainer
 from ..units import format_bytes
+from . import first_run
 from . import ranks as data_parallel
 from .config import RunConfig
 from .flags import PROG, UsageError, parser
@@ -235,6 +236,8 @@ def train(cfg: RunConfig, report: JsonReport | None = None) -> int:
         except backend_registry.BackendUnavailable as e:
             raise UsageError(str(e)) from None
     g = build_model(cfg)               # a model that cannot be built is refused before the run prints
+    if cfg.planned:                    # a first run: the planner compiles in the background, or first
+        first_run.settle(len(g.nodes))
     if placement and cfg.planned:      # the numpy reference alone uses no backend and no link
         print(placement.announcement())
     facts = GraphFacts(g)
