@@ -17,3 +17,13 @@ def own_numba_cache_dir() -> str:
     """The engine's own folder for numba's cache: ``~/.cache/swapengine/numba``."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "swapengine", "numba")
+
+
+def compile_lock_file() -> str:
+    """Holds the pid of the ``engine.warmup`` compiling the planner now (engine/cli/first_run.py)."""
+    return os.path.join(numba_cache_dir(), "compiling.pid")
+
+
+def compile_log_file() -> str:
+    """What a background ``engine.warmup`` printed."""
+    return os.path.join(numba_cache_dir(), "compile.log")

@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 
+from engine.user_cache import compile_lock_file as lock_file
+from engine.user_cache import compile_log_file as log_file
 from engine.user_cache import numba_cache_dir
 
 MODE_VARIABLE = "SWAPENGINE_COMPILE"
@@ -57,14 +59,6 @@ def ready_mark() -> str:
         with open(os.path.join(ROOT, rel), "rb") as f:
             h.update(f.read())
     return os.path.join(numba_cache_dir(), f"ready-{h.hexdigest()[:16]}.json")
-
-
-def lock_file() -> str:
-    return os.path.join(numba_cache_dir(), "compiling.pid")
-
-
-def log_file() -> str:
-    return os.path.join(numba_cache_dir(), "compile.log")
 
 
 def _alive(pid: int) -> bool:
