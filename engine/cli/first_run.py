@@ -88,23 +88,27 @@ def compile_under_way() -> int | None:
 
 def take_lock() -> bool:
     """Claim the compile for this process (False: another live one holds it). A lock left by a
-    dead process is taken over."""
+    dead process is taken over. The lock appears with the pid already in it (a hard link to a
+    file written first), so no reader sees it empty."""
     os.makedirs(numba_cache_dir(), exist_ok=True)
-    for _ in range(2):
-        try:
-            fd = os.open(lock_file(), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            if compile_under_way() is not None:
-                return False
+    mine = f"{lock_file()}.{os.getpid()}"
+    with open(mine, "w") as f:
+        f.write(str(os.getpid()))
+    try:
+        for _ in range(2):
             try:
-                os.unlink(lock_file())      # stale: its process is gone
-            except FileNotFoundError:
-                pass
-            continue
-        with os.fdopen(fd, "w") as f:
-            f.write(str(os.getpid()))
-        return True
-    return False
+                os.link(mine, lock_file())
+                return True
+            except FileExistsError:
+                if compile_under_way() is not None:
+                    return False
+                try:
+                    os.unlink(lock_file())      # stale: its process is gone
+                except FileNotFoundError:
+                    pass
+        return False
+    finally:
+        os.unlink(mine)
 
 
 def release_lock() -> None:
