@@ -41,8 +41,8 @@ from .history import GenerationStats, plot_history, write_history
 from .polish import Polished, evaluate_task, polish
 from .ray_workers import RayWorkers
 from .workers import DeadlineReached, ProcessWorkers
-from .population import (MODES, PAIR, SELECT, Breeder, Individual, Variation, child_task, first_task,
-                         IMMIGRANT, pairs, rng_for, select)
+from .population import (MODES, PAIR, SELECT, Breeder, Individual, Variation, child_task, distinct_plans,
+                         first_task, IMMIGRANT, pairs, rng_for, select)
 
 MUTATION_PICKS = 150.0          # random picks per child a schedule mutation aims at (SearchOptions)
 # Genomes remembered (the latest evaluated) so that a child equal to one of them, or to a member
@@ -433,7 +433,7 @@ def search(facts: GraphFacts, budget: Budget, profile: Profile, options: SearchO
                 run.stalled = False
             run.consider(children)
             run.remember(children)
-            everyone = run.population + children
+            everyone = run.population + distinct_plans(run.population, children)
             times = [i.time for i in everyone]
             keep = select(times, run.best.time, n_pop, rng_for(opts.seed, gen, 0, SELECT), opts.elites,
                           opts.temperature)

@@ -129,3 +129,24 @@ def test_the_seeds_are_planned_with_each_seed_value_and_keep_the_faster():
     assert swapadvisor.RECOMPUTE.seeds == (0.0,)
     with pytest.raises(ValueError, match="seed values"):
         Knob((0.0, 1.0), 1.0, seeds=(2.0,))
+
+
+def test_children_that_plan_alike_do_not_crowd_the_population():
+    """A child whose order and allocation another has, at exactly its time, differs only in
+    knob values that changed nothing: it is left out of selection (distinct_plans), so the
+    population holds each plan once, while a child of the same genome but another time stays."""
+    from ga.population import distinct_plans
+
+    facts = cnn_facts()
+    a = Individual(np.asarray(facts.order, dtype=np.int32), swapadvisor.simple_allocation(facts, cnn_budget()), 1.0,
+                   (("headroom", 0.0), ("max_chain", 4)))
+    clone = Individual(a.schedule, a.allocation, 1.0, (("headroom", 0.0), ("max_chain", 16)))
+    other = Individual(a.schedule, a.allocation, 1.5, (("headroom", 0.5), ("max_chain", 4)))
+    assert distinct_plans([a], [clone, other, Individual(other.schedule, other.allocation, 1.5, ())]) == [other]
+    # A knob that changes nothing: every genome differing only there is a clone.
+    idle = policy.Policy("test-idle-knob", "swapadvisor with a knob that does nothing", swapadvisor.make,
+                         searches=True, seconds=swapadvisor.seconds, knobs={"idle": Knob((0, 1, 2, 3), 0)})
+    r = search(facts, cnn_budget(), PROFILE, quick(max_generations=20, population=12, mutation=0.02,
+                                                   schedule_mutation=0.0), policy=idle)
+    plans = [(genome_key(i.schedule, i.allocation), i.time) for i in r.population]
+    assert len(plans) == len(set(plans))
