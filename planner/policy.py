@@ -139,6 +139,10 @@ class Policy:
     # Its unsearched plans are made on the budget ladder (planner.budget_ladder.ladder_program), so that
     # more memory never plans slower.
     budget_ladder: bool = False
+    # It plans at its allocator's smallest budget (that budget lets every operator run, swapping the
+    # rest). False for a policy that keeps on the device what it cannot recompute (checkpoint): a
+    # default budget is then grown until it plans (engine/library/planning.grows).
+    plans_at_smallest_budget: bool = True
 
     @property
     def allocators(self) -> list[str]:

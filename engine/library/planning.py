@@ -53,8 +53,10 @@ def choose_budget(facts: GraphFacts, memory: int | None, allocators: Iterable[st
 
 def grows(request: PlanRequest, policy: Policy) -> bool:
     """Whether a default budget is grown for ``policy``: it needs one, does not search (a search
-    holds its budget), and its allocator's least budget is a bound, not exact."""
-    return policy.needs_budget and not policy.searches and not smallest_is_exact([policy.placed_by(request.allocator)])
+    holds its budget), and its allocator's least budget is a bound, not exact, or the policy may
+    not plan there (``Policy.plans_at_smallest_budget``)."""
+    exact = smallest_is_exact([policy.placed_by(request.allocator)])
+    return policy.needs_budget and not policy.searches and (not exact or not policy.plans_at_smallest_budget)
 
 
 def grow_budget(facts: GraphFacts, budget: Budget, requests: Sequence[tuple[Policy, PlanRequest]],

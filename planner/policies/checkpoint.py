@@ -20,6 +20,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..allocation import simple_allocation
+from ..errors import OutOfRoom, PlanError
 from ..policy import PlanRequest, Policy, register
 from ..swap_planner import GraphArrays, PlanOptions, plan
 
@@ -40,9 +41,13 @@ def make(request: PlanRequest):
     keep, segment = checkpoints(request.graph, facts.order)
     alloc = simple_allocation(facts, budget, request.profile, request.node_seconds)
     options = replace(OPTIONS, keep=keep, max_chain=2 * segment)
-    return plan(request.graph, facts.order, alloc, budget.scratch_bytes, request.profile, request.op_seconds,
-                options, policy=POLICY.name)
+    try:
+        return plan(request.graph, facts.order, alloc, budget.scratch_bytes, request.profile, request.op_seconds,
+                    options, policy=POLICY.name)
+    except PlanError as e:      # room a larger budget may give: what it cannot recompute stays on the device
+        raise OutOfRoom(f"checkpoint: {e} (it recomputes only, keeping on the device what it cannot recompute: "
+                        f"more memory, or capuchin or swapadvisor, which also swap)") from None
 
 
 POLICY = register(Policy("checkpoint", "recompute only: sqrt(n) segment checkpointing (Chen et al.), graph order, "
-                         "no search", make, budget_ladder=True))
+                         "no search", make, budget_ladder=True, plans_at_smallest_budget=False))

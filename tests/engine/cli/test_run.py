@@ -170,3 +170,18 @@ def test_the_default_budget_grows_until_every_policy_runs_and_memory_is_kept_as_
     assert main(argv + ["--memory", "392KiB"]) == 2          # a budget given is a budget kept
     err = capsys.readouterr().err.strip()
     assert err.startswith("engine.train: window: operator") and "\n" not in err
+
+
+def test_checkpoint_s_default_budget_grows_until_it_plans(tmp_path, capsys):
+    """checkpoint keeps on the device what it cannot recompute, so the smallest budget that runs
+    every operator need not plan it: without --memory the budget grows until it does (the default
+    model: above its peak), and it trains bit-identically; a budget given is kept, refused in one
+    line that says what would work."""
+    argv = ["--quiet", "--backend", "cpu", "--profile", "v100", "--iterations", "2", "--measure-iterations", "1",
+            "--policy", "checkpoint", "--out", str(tmp_path), "--overwrite"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "the least at which checkpoint plans" in out and "parameters identical to the unlimited run: yes" in out
+    assert main(argv + ["--memory", "1MiB"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("engine.train: checkpoint: ") and "capuchin or swapadvisor" in err and "\n" not in err
