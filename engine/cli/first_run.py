@@ -45,7 +45,7 @@ COMPILED, INTERPRETED, USER = "compiled", "interpreted", "user's NUMBA_DISABLE_J
 _tier: str | None = None        # set by choose_tier; None: in-process callers (tests, the API) compile
 
 
-def _stderr(line: str) -> None:
+def to_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
@@ -142,7 +142,7 @@ def _compile_environment() -> dict:
     return env
 
 
-def choose_tier(environ=os.environ, say=_stderr) -> str:
+def choose_tier(environ=os.environ, say=to_stderr) -> str:
     """Before the planner is imported: compiled or interpreted for this run. Interpreted when
     the compile is not ready and nothing asks for it now (the mode is auto, the user did not set
     NUMBA_DISABLE_JIT, the cache folder can be written)."""
@@ -172,7 +172,7 @@ def choose_tier(environ=os.environ, say=_stderr) -> str:
     return _tier
 
 
-def wait_for_compile(say=_stderr) -> None:
+def wait_for_compile(say=to_stderr) -> None:
     """Return once no compile runs (it finished, or died: then this process compiles what it
     needs itself), saying so every EVERY_S seconds."""
     pid = compile_under_way()
@@ -202,7 +202,7 @@ def start_background_compile() -> int | None:
     return process.pid
 
 
-def settle(operators: int, say=_stderr) -> None:
+def settle(operators: int, say=to_stderr) -> None:
     """Once the model is built, before planning: an interpreted run starts the background compile
     (or joins one under way); a model of more than LARGEST_INTERPRETED operators re-executes this
     command to wait for the compile (or to compile) first."""

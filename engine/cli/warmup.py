@@ -1,10 +1,10 @@
 """`python -m engine.warmup`: compile the planner's numba code now, once per user.
 
 What the first `python -m engine.train` starts in the background (engine/cli/first_run.py); run in
-the foreground it says what it does and how long it took. It plans the default model with every
-policy that runs a program (the search briefly, in this process), which compiles every
-specialisation those paths use into the user's cache (planner/numba_cache.py), then writes the
-ready mark that lets later runs plan compiled. Anything a later run needs beyond that compiles on
+the foreground it says what it does and how long it took. It plans the default model with the
+default run's policies (the search briefly, in this process) and with window, smartswap and
+capuchin, which compiles every specialisation those paths use into the user's cache
+(planner/numba_cache.py), then writes the ready mark that lets later runs plan compiled. Anything a later run needs beyond that compiles on
 first use, announced (planner/first_compile.py).
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ WORKLOADS = (["--policy", "ideal,odswap,swapadvisor", "--search-seconds", "2", "
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0].split(": ", 1)[1])
     ap.add_argument("--background", action="store_true",
-                    help="started by engine.train's first run: no waiting for another compile, quiet")
+                    help="as engine.train's first run starts it: exit at once if another compile is under way")
     return ap
 
 
@@ -53,7 +53,7 @@ def _cpu_seconds() -> float:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    say = first_run._stderr
+    say = first_run.to_stderr
     from numba.core import config
     if config.DISABLE_JIT:
         say(f"{PROG}: NUMBA_DISABLE_JIT is set, so nothing compiles; unset it to compile the planner")
@@ -75,6 +75,10 @@ def main(argv=None) -> int:
             f"and 1.4 GB on 2 cores) ...")
         try:
             compile_planner()
+        except KeyboardInterrupt:
+            say(f"{PROG}: interrupted: the next engine.train starts the compile again in the background, or run this "
+                "again")
+            return 130
         except Exception as e:      # a bug of ours, said in one line; later runs try again
             say(f"{PROG}: compiling failed ({type(e).__name__}: {e}); runs compile what they need themselves")
             return 1
