@@ -24,7 +24,7 @@ import time
 from tabulate import tabulate
 
 from bench.results_file import Transcript, cpu_name, save_results
-from engine.user_cache import compile_lock_file, compile_log_file
+from engine.user_cache import compile_log_file, compile_under_way
 
 
 def timed_run(env: dict, out: str) -> dict:
@@ -47,10 +47,7 @@ def wait_for_background(timeout_s: float = 1800) -> float:
     """Seconds waited until no compile holds the lock (the background ``engine.warmup``)."""
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:
-        try:
-            pid = int(open(compile_lock_file()).read().strip() or 0)
-            os.kill(pid, 0)
-        except (OSError, ValueError):
+        if compile_under_way() is None:
             return time.monotonic() - start
         time.sleep(1)
     raise TimeoutError(f"the background compile still runs after {timeout_s:.0f} s")

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import os
 
+from engine.user_cache import CODE_ROOT as ROOT
 from engine.user_cache import own_numba_cache_dir as user_cache_dir
 
-# The folder holding engine/, planner/, ... (the clone's root, or site-packages once installed).
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("planner", "ga", "engine", "allocator", "ops")
 
 

@@ -26,9 +26,10 @@ import subprocess
 import sys
 import time
 
+from engine.user_cache import CODE_ROOT as ROOT
 from engine.user_cache import compile_lock_file as lock_file
 from engine.user_cache import compile_log_file as log_file
-from engine.user_cache import numba_cache_dir
+from engine.user_cache import compile_under_way, numba_cache_dir
 
 MODE_VARIABLE = "SWAPENGINE_COMPILE"
 MODES = ("auto", "wait")
@@ -39,7 +40,6 @@ COMPILED_SOURCES = ("planner/dispatch.py", "planner/stream_order.py", "planner/s
 # 9,631-operator RNN-8-8K takes 42 CPU-s against 0.26 compiled (and the default model has 77).
 LARGEST_INTERPRETED = 1500
 EVERY_S = 15.0
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 COMPILED, INTERPRETED, USER = "compiled", "interpreted", "user's NUMBA_DISABLE_JIT"
 _tier: str | None = None        # set by choose_tier; None: in-process callers (tests, the API) compile
@@ -59,31 +59,6 @@ def ready_mark() -> str:
         with open(os.path.join(ROOT, rel), "rb") as f:
             h.update(f.read())
     return os.path.join(numba_cache_dir(), f"ready-{h.hexdigest()[:16]}.json")
-
-
-def _alive(pid: int) -> bool:
-    try:           # our own child (a re-executed run started it) that ended: reaped, not a zombie
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:         # another user's process: alive
-        return True
-    return True
-
-
-def compile_under_way() -> int | None:
-    """The pid of a compile (``engine.warmup``) running now, or None."""
-    try:
-        with open(lock_file()) as f:
-            pid = int(f.read().strip() or 0)
-    except (OSError, ValueError):
-        return None
-    return pid if pid > 0 and _alive(pid) else None
 
 
 def take_lock() -> bool:
@@ -181,7 +156,8 @@ def wait_for_compile(say=to_stderr) -> None:
     start = time.monotonic()
     say(f"waiting for the planner's compile under way (pid {pid}; log {log_file()}) ...")
     next_line = start + EVERY_S
-    while compile_under_way() is not None and not is_ready():
+    mark = ready_mark()
+    while compile_under_way() is not None and not os.path.exists(mark):
         time.sleep(0.5)
         if time.monotonic() >= next_line:
             say(f"waiting for the planner's compile (pid {pid}) ... {time.monotonic() - start:.0f} s")
