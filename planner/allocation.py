@@ -56,7 +56,8 @@ def _class_needs(d: SizeDemand) -> np.ndarray:
 
 
 def working_set(facts: GraphFacts, step_seconds: np.ndarray | None = None,
-                link_bytes_per_s: float | None = None, resident_state: bool = False) -> np.ndarray:
+                link_bytes_per_s: float | None = None, resident_state: bool = False,
+                firm: np.ndarray | None = None) -> np.ndarray:
     """[size, step]: tensors of each size that a plan should keep on the device at each step.
     Activations and gradients from their first write to their last use (moving them costs a
     copy each way). Leaves (inputs, labels, parameters, optimizer state) have a current host
@@ -65,15 +66,23 @@ def working_set(facts: GraphFacts, step_seconds: np.ndarray | None = None,
     link (without op times and a link: reads in consecutive steps). With ``resident_state``,
     state nothing updates (a forward-only graph's weights) also counts from its last read
     around the iteration's end to its first read: what keeping it resident across iterations
-    takes."""
+    takes. With ``firm`` (a tensor mask), what a plan that copies nothing out must hold: of
+    the non-leaves only the firm ones count, and state that is updated counts from the
+    iteration's start to its storage's end (its next value, with no host copy, stays resident
+    into the next iteration: ``planner.swap_planner``'s double pass)."""
     g, order, d = facts.graph, facts.order, facts.demand
     lt = facts.lifetimes
     n_steps = max(1, len(order))
     counted, end = lt.storage()
     leaf = np.zeros(len(g.tensors), dtype=bool)
     leaf[g.leaves(Kind.INPUT, Kind.LABEL, *PERSISTENT_KINDS)] = True
-    spans = np.nonzero(counted & ~leaf)[0]
+    spans = np.nonzero(counted & ~leaf & (True if firm is None else firm))[0]
     starts, ends, idx = [lt.start[spans]], [end[spans]], [d.size_index[spans]]
+    if firm is not None:     # updated state: resident from the iteration's start to its storage's end
+        updated = np.array(sorted({cur for cur, nxt in g.state_pairs if cur != nxt}), dtype=np.int64)
+        starts.append(np.zeros(len(updated), dtype=np.int64))
+        ends.append(end[updated])
+        idx.append(d.size_index[updated])
     if step_seconds is None or not link_bytes_per_s:
         clock, reach = np.arange(n_steps + 1, dtype=float), np.full(len(g.tensors), 1.0)
     else:
@@ -160,7 +169,7 @@ def minimal_allocation(d: SizeDemand) -> Allocation:
 
 
 def simple_allocation(facts: GraphFacts, budget: Budget, profile: Profile | None = None,
-                      node_seconds: np.ndarray | None = None) -> Allocation:
+                      node_seconds: np.ndarray | None = None, firm: np.ndarray | None = None) -> Allocation:
     """The default allocation (SwapAdvisor's search starts from it; without a search it is
     the plan's): every class gets the same fraction f of its peak working set (``working_set``;
     at least what one operator needs), f as large as the budget's pool allows, with the sizes
@@ -189,12 +198,17 @@ def simple_allocation(facts: GraphFacts, budget: Budget, profile: Profile | None
     peak = np.maximum(_class_peaks(d, working_set(facts, step_seconds, link, resident_state=True)), need)
 
     latency_bytes = profile.link.latency_s * profile.link.h2d_bytes_per_s if profile is not None else 0.0
+    base = np.zeros_like(peak)
+    if firm is not None:    # what cannot leave, always; a fraction of the rest (room to recompute it)
+        base = _class_peaks(d, working_set(facts, step_seconds, link, firm=firm)) + need
+        need = base
+        peak = np.maximum(peak, base)
     floor = np.maximum(need, _small_class_floor(d, slot, pool, latency_bytes))
     if _cheapest_runs(slot, floor, None)[0] > pool:   # near the smallest budget: no room for those peaks
         floor = need
 
     def counts(f: float) -> np.ndarray:
-        return np.maximum(floor, np.ceil(f * peak - 1e-9).astype(np.int64))
+        return np.maximum(floor, base + np.ceil(f * (peak - base) - 1e-9).astype(np.int64))
 
     def fits(f: float, allowed) -> bool:
         return _cheapest_runs(slot, counts(f), allowed)[0] <= pool

@@ -93,6 +93,9 @@ class PlanOptions:
     # then never runs out of objects recreating it, but drops less). ``plan_arrays`` tries
     # without, then with it, then swap only.
     through_dropped: bool = False
+    # Recompute nodes of several outputs too (a split, a layer norm with its statistics): the
+    # recomputation writes each output (``swap_scan._recompute``).
+    several_outputs: bool = False
 
 
 class GraphArrays:
@@ -122,8 +125,10 @@ class GraphArrays:
         # (the paper's semantics; evicting them copies nothing).
         self.stays = self.host_at_start & ~self.kept
         self.producer = np.asarray(g.producer, dtype=np.int64)
-        # A recomputation writes only the tensor it recreates: nodes of one output.
-        self.recomputable = recomputable_mask(g) & (np.diff(self.out_ptr) == 1)
+        # Nodes a plan may run again (``engine.recompute``); most plans only those of one output,
+        # whose recomputation writes only the tensor it recreates (``PlanOptions.several_outputs``).
+        self.recomputable_any = recomputable_mask(g)
+        self.recomputable = self.recomputable_any & (np.diff(self.out_ptr) == 1)
         self.state_cur = np.array([c for c, _ in g.state_pairs], dtype=np.int64)
         self.state_nxt = np.array([x for _, x in g.state_pairs], dtype=np.int64)
         self.in_place = InPlace.of(g)
@@ -209,7 +214,8 @@ class _Schedule:
             self.n_pl_max = self.n_pl_chunks_max = 0
         self.order = swap_scan.PassOrder(schedule=self.schedule, in_place=self.in_place, read_ptr=self.read_ptr,
                                          reads=self.reads, after_reads=self.after_reads, step_end=self.step_end,
-                                         use_time=self.use_time, node_s=secs, may_drop=self._may_drop(ga, opts))
+                                         use_time=self.use_time, node_s=secs, may_drop=self._may_drop(ga, opts),
+                                         recomputable=ga.recomputable_any if opts.several_outputs else ga.recomputable)
         self.layout = swap_scan.PassLayout(klass=self.klass, class_first=self.class_first,
                                            object_class=self.object_class, headroom=self.headroom,
                                            chunk_class=int(self.chunk_class), width=self.width, slot_ptr=self.slot_ptr)

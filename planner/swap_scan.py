@@ -59,6 +59,9 @@ BELADY, LRU = 0, 1
 # FAULT_SUBJECT the size class (NEEDS_MORE_OBJECTS), the tensor (NOT_ON_HOST, IN_PLACE_NOT_DYING)
 # or the buffer (BUFFER_FULL).
 OK, NEEDS_MORE_OBJECTS, NOT_ON_HOST, BUFFER_FULL, IN_PLACE_NOT_DYING = 0, 1, 2, 3, 4
+# Recomputations one recovery may make, in chains of max_chain nodes (``_recover``): tiny RNN,
+# recomputing only at 0.85 of its unlimited allocation, made 23,442 in one step, 44x ideal.
+RECOVERY_LIMIT = 16
 FAULT_CODE, FAULT_STEP, FAULT_SUBJECT = 0, 1, 2
 # The output buffers, by Capacity's field order (BUFFER_FULL's subject).
 INSTRS_BUFFER, DEPS_BUFFER, OBJECTS_BUFFER, PLACEMENTS_BUFFER, PLACEMENT_CHUNKS_BUFFER = 0, 1, 2, 3, 4
@@ -67,20 +70,19 @@ INSTRS_BUFFER, DEPS_BUFFER, OBJECTS_BUFFER, PLACEMENTS_BUFFER, PLACEMENT_CHUNKS_
 # The graph: node inputs (with repeats, and distinct) and outputs in CSR form by node id;
 # per tensor its bytes, whether it must survive the iteration (kept), whether it stays resident
 # after its last read (stays: its host copy is current), whether its host copy is given at
-# the start, the node that produces it (-1 for a leaf); the state pairs (current, next value);
-# per node whether the pass may run it again to recreate its output (``engine.recompute``, and
-# one output: a recomputation then writes only the tensor it recreates).
+# the start, the node that produces it (-1 for a leaf); the state pairs (current, next value).
 PassGraph = namedtuple("PassGraph", ["in_ptr", "ins", "uniq_ptr", "uniq_in", "out_ptr", "outs", "nbytes", "kept",
-                                     "stays", "host_at_start", "producer", "state_cur", "state_nxt",
-                                     "recomputable"])
+                                     "stays", "host_at_start", "producer", "state_cur", "state_nxt"])
 # The order: node ids by step; per output entry (as PassGraph.outs) the index among its node's
 # inputs of the input it is written over, -1 for none; each tensor's reading steps in CSR form
 # (read_ptr, reads); its next-use slot once its reads are done (after_reads); each step's
 # compute-only finish time (step_end); the start time of each next-use slot (use_time); each
 # node's seconds (node_s: what recomputing it costs); per tensor whether it may be dropped for
-# recomputation (may_drop: a policy's checkpoints may not).
+# recomputation (may_drop: a policy's checkpoints may not); per node whether the pass may run
+# it again to recreate an output (recomputable: ``engine.recompute``, and for most plans one
+# output; a recomputation of several writes each, ``_recompute``).
 PassOrder = namedtuple("PassOrder", ["schedule", "in_place", "read_ptr", "reads", "after_reads", "step_end",
-                                     "use_time", "node_s", "may_drop"])
+                                     "use_time", "node_s", "may_drop", "recomputable"])
 # The size-class layout: each tensor's class; each class's first object (CSR), each object's
 # class; the objects to keep free per class when evicting ahead (headroom); the chunk class
 # (-1 for none), and per tensor how many of its objects it takes (width) and where its chunks
@@ -398,11 +400,12 @@ def _chain_cost(st, x, pos):
     be gone is recreated too, up to ``max_chain`` nodes, each a recomputable node. Also returns
     how many bases (tensors the chain reads that must stay available) it left in ``Chain.bases``."""
     g, order, tensors, chain = st.graph, st.order, st.tensors, st.chain
-    if g.kept[x] or not order.may_drop[x] or tensors.anchor[x] >= pos:
+    if g.kept[x] or not order.may_drop[x] or (tensors.anchor[x] >= pos and not st.rules.recompute_only):
         return -1.0, 0
     r = tensors.next_read[x]
     if r >= order.schedule.shape[0]:
         return -1.0, 0
+    horizon = _horizon(st, x)
     chain.stamp[0] += 1
     stamp = chain.stamp[0]
     stack, mark = chain.stack, chain.mark
@@ -415,7 +418,7 @@ def _chain_cost(st, x, pos):
         depth -= 1
         y = stack[depth]
         p = g.producer[y]
-        if p < 0 or not g.recomputable[p]:
+        if p < 0 or not order.recomputable[p]:
             return -1.0, 0
         if members >= st.rules.max_chain:
             return -1.0, 0
@@ -432,7 +435,7 @@ def _chain_cost(st, x, pos):
                     cost += g.nbytes[z] / link
                 chain.bases[n_bases] = z
                 n_bases += 1
-            elif _alive_until(st, z, r) and (st.res.obj_of[z] >= 0 or not st.rules.through_dropped):
+            elif _alive_until(st, z, horizon) and (st.res.obj_of[z] >= 0 or not st.rules.through_dropped):
                 chain.bases[n_bases] = z
                 n_bases += 1
             else:       # gone by r (or dropped now, with through_dropped): recreated in this chain
@@ -446,7 +449,8 @@ def _chain_cost(st, x, pos):
 @numba.njit(cache=True, inline="always")
 def _chain_fits(st, x, r, members, n_bases):
     """Whether recreating x's chain for step r fits its size classes: the chain's tensors (which
-    may all be held at once) and the tensors of r's node (busy then) in each class's objects.
+    may all be held at once), the other outputs of its nodes, and the tensors of r's node (busy
+    then) in each class's objects.
     Counted in ``Chain.need`` (the first sweep), then checked and cleared (the second)."""
     g, chain = st.graph, st.chain
     mark, stamp = chain.mark, chain.stamp[0]
@@ -456,6 +460,13 @@ def _chain_fits(st, x, r, members, n_bases):
         for j in range(members + n_bases):
             u = chain.members[j] if j < members else chain.bases[j - members]
             fits = _count_need(st, u, sweep) and fits
+        for j in range(members):        # a member's siblings: its producer writes them too
+            p = g.producer[chain.members[j]]
+            for e in range(g.out_ptr[p], g.out_ptr[p + 1]):
+                u = g.outs[e]
+                if sweep == 1 or mark[u] != stamp:
+                    mark[u] = stamp
+                    fits = _count_need(st, u, sweep) and fits
         for e in range(g.in_ptr[nid], g.in_ptr[nid + 1]):
             u = g.ins[e]
             if sweep == 1 or mark[u] != stamp:      # not counted yet
@@ -501,11 +512,19 @@ def _drops(st, x, pos):
         wait = max(0.0, st.chain.out_free[0] - now)
         if not cost < rules.recompute * (2.0 * travel + wait):
             return False
-    r = st.tensors.next_read[x]
+    horizon = _horizon(st, x)
     for j in range(n_bases):
         z = st.chain.bases[j]
-        st.tensors.anchor[z] = max(st.tensors.anchor[z], r)
+        st.tensors.anchor[z] = max(st.tensors.anchor[z], horizon)
     return True
+
+
+@numba.njit(cache=True, inline="always")
+def _horizon(st, x):
+    """The last step at which dropped x may have to be recreated: its next read, or, recomputing
+    only, where a chain anchored on it reads it (anchored tensors may be dropped then too, their
+    own chains' bases anchored that long)."""
+    return max(st.tensors.next_read[x], st.tensors.anchor[x])
 
 
 @numba.njit(cache=True, _nrt=False)     # called, not inlined: see "Compile time" above
@@ -514,10 +533,13 @@ def _recover(st, t, pos):
     inputs in (swapped in from a host copy, or recreated first), then recompute the producer
     into an object of its own. A tensor brought in for a recomputation stays busy until that
     recomputation has run (so recreating a sibling input cannot evict it); then it is released,
-    and freed if nothing reads it any more."""
+    and freed if nothing reads it any more. Recreating evicts, and what it evicts may be needed
+    again by the same chain: past RECOVERY_LIMIT times ``max_chain`` recomputations the class is
+    too small for the chain (a NEEDS_MORE_OBJECTS fault), not worth a plan that thrashes."""
     g, res, tensors, chain = st.graph, st.res, st.tensors, st.chain
     stack, held = chain.todo, chain.held
     busy = tensors.busy
+    recomputed = 0
     depth = 1
     stack[0] = t
     while depth > 0:
@@ -526,7 +548,7 @@ def _recover(st, t, pos):
             _swap_in(st, y, pos)
         elif res.obj_of[y] < 0:
             p = g.producer[y]
-            if p < 0 or not g.recomputable[p] or depth >= stack.shape[0]:
+            if p < 0 or not st.order.recomputable[p] or depth >= stack.shape[0]:
                 _fault(st, NOT_ON_HOST, pos, y)
                 return
             pending = -1
@@ -541,6 +563,10 @@ def _recover(st, t, pos):
                 stack[depth] = pending
                 depth += 1
                 continue
+            recomputed += 1
+            if recomputed > RECOVERY_LIMIT * st.rules.max_chain:
+                _fault(st, NEEDS_MORE_OBJECTS, pos, st.layout.klass[t])
+                return
             _recompute(st, p, y, pos)
             if st.out.fault[FAULT_CODE] != OK:
                 return
@@ -562,17 +588,39 @@ def _recover(st, t, pos):
 
 @numba.njit(cache=True, inline="always")
 def _recompute(st, p, y, pos):
-    """Run node p again into a new object for its one output y (its inputs are resident): a
-    compute flagged as a recomputation, after its inputs' writers and its object's releases."""
-    g, res = st.graph, st.res
-    o = _acquire(st, y, pos, True)
-    if o < 0:
-        return
-    i0, i1 = g.in_ptr[p], g.in_ptr[p + 1]
-    for e in range(i0, i1):
-        st.scratch.in_objs[e - i0] = res.obj_of[g.ins[e]]
-    st.scratch.out_objs[0] = o
-    i = _emit_compute(st, p)
+    """Run node p again to recreate its output y (its inputs are resident): a compute flagged as
+    a recomputation, after its inputs' writers and its objects' releases. Its other outputs are
+    written too: a resident one over itself (the same bits, after its readers so far), any other
+    into an object of its own, kept if it is read later (recreated for free), else freed."""
+    g, res, tensors = st.graph, st.res, st.tensors
+    busy, held = tensors.busy, st.chain.held
+    o0, o1 = g.out_ptr[p], g.out_ptr[p + 1]
+    for e in range(o0, o1):         # resident siblings stay put while the others take objects
+        u = g.outs[e]
+        if res.obj_of[u] >= 0 and not busy[u]:
+            busy[u] = True
+            held[u] = True
+    failed = False
+    for e in range(o0, o1):
+        u = g.outs[e]
+        o = res.obj_of[u]
+        if o < 0:
+            o = _acquire(st, u, pos, True)
+            if o < 0:
+                failed = True
+                break
+        st.scratch.out_objs[e - o0] = o
+    i = -1
+    if not failed:
+        i0, i1 = g.in_ptr[p], g.in_ptr[p + 1]
+        for e in range(i0, i1):
+            st.scratch.in_objs[e - i0] = res.obj_of[g.ins[e]]
+        i = _emit_compute(st, p)
+    for e in range(o0, o1):
+        u = g.outs[e]
+        if held[u]:
+            held[u] = False
+            busy[u] = False
     if i < 0 or st.out.fault[FAULT_CODE] != OK:
         return
     st.out.recompute[i] = True
@@ -581,10 +629,16 @@ def _recompute(st, p, y, pos):
         arr, a, b = _span(st, g.uniq_in[e])
         for j in range(a, b):
             release[arr[j], COMPUTE] = i
-    arr, a, b = _settle(st, y, o)
-    for j in range(a, b):
-        release[arr[j], COMPUTE], release[arr[j], SWAP_IN], release[arr[j], SWAP_OUT] = i, -1, -1
-    st.tensors.writer[y] = i
+    for e in range(o0, o1):
+        u = g.outs[e]
+        arr, a, b = _settle(st, u, st.scratch.out_objs[e - o0])
+        for j in range(a, b):
+            release[arr[j], COMPUTE], release[arr[j], SWAP_IN], release[arr[j], SWAP_OUT] = i, -1, -1
+        tensors.writer[u] = i
+    for e in range(o0, o1):
+        u = g.outs[e]
+        if u != y and tensors.next_read[u] >= st.order.schedule.shape[0] and not g.kept[u] and not g.stays[u]:
+            _free(st, u)            # written for nothing
 
 
 @numba.njit(cache=True, inline="always")

@@ -75,7 +75,8 @@ def grow_budget(facts: GraphFacts, budget: Budget, requests: Sequence[tuple[Poli
             continue
 
         def make(b: Budget, policy=policy, request=request) -> Program:
-            return policy.make(replace(request, budget=b))
+            # on the ladder where the policy plans there, as a budget given (--memory) is planned
+            return ladder_program(policy, replace(request, budget=b))
 
         def refused(n: int, e, policy=policy) -> None:
             if on_refused is not None:

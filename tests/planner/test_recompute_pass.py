@@ -180,7 +180,8 @@ def test_a_checkpoint_is_never_dropped():
 
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("options,profile", [(PlanOptions(recompute=4.0, headroom=0.25, kept_ahead=True), SLOW_LINK),
-                                             (PlanOptions(recompute_only=True), SLOW_LINK)])
+                                             (PlanOptions(recompute_only=True), SLOW_LINK),
+                                             (PlanOptions(recompute_only=True, several_outputs=True), SLOW_LINK)])
 def test_random_graphs_plan_recomputations_that_verify_and_train_bit_identically(seed, options, profile):
     """Between the smallest budget and the peak, a plan that recomputes (or refuses with a
     PlanError when recomputing only) verifies and trains as the unlimited run does."""
