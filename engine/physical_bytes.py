@@ -6,7 +6,9 @@ byte, which under virtual addressing is quadratic in the placements one chunk se
 Runs: the physical address space cut into intervals, each owned by the object whose write (or
 initial residence) last covered it, -1 for bytes nobody has written. A write replaces the runs
 under each of the object's pieces by one run, so the runs it meets were made by earlier writes:
-a write costs O(pieces log runs) plus the runs it removes, each made once."""
+a write costs O(pieces log runs) plus the runs it removes, each made once. An arena whose objects
+never share a byte (a size-class pool: one piece each, apart) needs no runs: an object's bytes
+were last written by itself, if by anyone."""
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
@@ -33,10 +35,17 @@ class PhysicalBytes:
         self._ends = [end[a:b] for a, b in zip(bounds, bounds[1:])]
         self._run_start: list[int] = [-2**63]     # run k covers [start[k], start[k + 1]); the last, the rest
         self._run_owner: list[int] = [NOBODY]
+        one_piece = np.diff(bounds)
+        by_start = np.argsort(start, kind="stable")
+        self._apart = bool(np.all(one_piece <= 1)) and bool(np.all(
+            np.asarray(end)[by_start][:-1] <= np.asarray(start)[by_start][1:]))
+        self._written = np.zeros(len(ptr) - 1, dtype=bool)     # apart: whether the object has written
 
     # ------------------------------------------------------------------ pairs
     def shares(self, a: int, b: int) -> bool:
         """Whether objects ``a`` and ``b`` (a != b) have a physical byte in common."""
+        if self._apart:
+            return False
         if len(self._starts[a]) > len(self._starts[b]):
             a, b = b, a
         starts, ends = self._starts[b], self._ends[b]
@@ -48,11 +57,15 @@ class PhysicalBytes:
 
     def sharing(self, o: int) -> list[int]:
         """Every other object sharing a byte with ``o``, in id order (for the message of a failure)."""
+        if self._apart:
+            return []
         return [x for x in range(len(self._starts)) if x != o and self.shares(o, x)]
 
     # ------------------------------------------------------------------ runs
     def owners(self, o: int) -> set[int]:
         """The objects whose writes last covered some byte of ``o`` (``NOBODY`` left out)."""
+        if self._apart:
+            return {o} if self._written[o] else set()
         found: set[int] = set()
         starts, owner = self._run_start, self._run_owner
         for s, e in zip(self._starts[o], self._ends[o]):
@@ -66,6 +79,10 @@ class PhysicalBytes:
     def take(self, o: int) -> set[int]:
         """``o`` has written all its bytes: its pieces become runs it owns. Returns the objects
         that owned some of those bytes before (``NOBODY`` left out)."""
+        if self._apart:
+            before = {o} if self._written[o] else set()
+            self._written[o] = len(self._starts[o]) > 0
+            return before
         found: set[int] = set()
         starts, owner = self._run_start, self._run_owner
         for s, e in zip(self._starts[o], self._ends[o]):
