@@ -115,16 +115,23 @@ def measure(model: str, batch: int, policy_name: str, allocator: str | None, pos
         emit("operators", len(g.nodes))
         emit("build", build_s)
         emit("autodiff", autodiff_s)
-        facts = GraphFacts(g)
+        fresh = [g]
 
         def plan():
+            # Each try plans a graph planned never before, as a run does: what is made once per
+            # graph (its facts, the pass's arrays, the chunked allocation) counts on every rung,
+            # not only on those too long to repeat (rnn's swapadvisor plan: exponent 1.43 with the
+            # small rungs' repeats warm, 1.11 cold on every rung)
+            graph = fresh.pop() if fresh else zoo.build(model, batch=batch)
             t0 = time.process_time()
+            facts = GraphFacts(graph)
             budget = make_budget(facts, budget_at(facts, position), [policy.placed_by(allocator)])
-            request = policies.PlanRequest(g, facts, budget, profile, profile.node_seconds(g), allocator=allocator)
+            request = policies.PlanRequest(graph, facts, budget, profile, profile.node_seconds(graph),
+                                           allocator=allocator)
             made = policy.make(request)
-            return (made, budget), (time.process_time() - t0,)
+            return (made, budget, graph), (time.process_time() - t0,)
 
-        (program, budget), (plan_s,) = least_of(plan)
+        (program, budget, g), (plan_s,) = least_of(plan)
         emit("plan", plan_s)
         emit("verify", least_of(lambda: timed(lambda: verify(program, g, budget.device_bytes)))[1][0])
         emit("simulate", least_of(lambda: timed(lambda: simulate(program, g, profile)))[1][0])
@@ -133,9 +140,11 @@ def measure(model: str, batch: int, policy_name: str, allocator: str | None, pos
 # A stage this short is timed again, up to REPEATS times in all while the repeats stay under it
 # together, and its least time kept: a single timing of a few milliseconds is mostly noise (a
 # collection, a cache miss), which made fitted exponents of 1.3-1.5 out of stages that scale
-# linearly when timed this way (autodiff on NasNet: 1.44 single, 1.10 least of repeats).
+# linearly when timed this way (autodiff on NasNet: 1.44 single, 1.10 least of repeats). A
+# stage of well under a millisecond gets up to 50 tries (GPT's verify and simulate on the
+# smallest rungs, whose least of 5 still gave exponents of 1.5-1.8).
 SHORT_S = 0.25
-REPEATS = 5
+REPEATS = 50
 
 
 def timed(run) -> tuple[object, tuple[float]]:

@@ -182,7 +182,11 @@ def simple_allocation(facts: GraphFacts, budget: Budget, profile: Profile | None
     count as resident across iterations (``working_set(resident_state=True)``). ``profile``
     (op times, ``node_seconds`` if precomputed, and link) decides which leaves stay in the
     working set between reads (without one, only reads in consecutive steps) and which small
-    sizes cost mostly latency to copy (``_small_class_floor``)."""
+    sizes cost mostly latency to copy (``_small_class_floor``). With ``firm`` (a tensor mask: a
+    plan that copies nothing out, ``planner.policies.checkpoint``), each class first gets what
+    the firm tensors hold at its peak (``working_set(firm=)``) plus one operator's room to
+    recompute in, then the fraction f of the rest of its peak; the result may exceed the pool
+    (the caller refuses it)."""
     d = facts.demand
     pool = budget.pool_bytes
     unlimited = unlimited_allocation(facts)
@@ -289,7 +293,7 @@ def _one_more_for_the_largest(alloc: Allocation, need: np.ndarray, peak: np.ndar
 
 
 def chunked_allocation(facts: GraphFacts, budget: Budget, chunk_bytes: int, profile: Profile | None = None,
-                       node_seconds: np.ndarray | None = None) -> Allocation:
+                       node_seconds: np.ndarray | None = None, firm: np.ndarray | None = None) -> Allocation:
     """SwapAdvisor's allocation over chunks (``Allocation.chunk_bytes``; allocator ``va``): the
     sizes of at least a chunk share the chunk class, so the pool's bytes go wherever the plan
     needs them at each step rather than to classes whose peaks come at different times; each
@@ -297,7 +301,10 @@ def chunked_allocation(facts: GraphFacts, budget: Budget, chunk_bytes: int, prof
     what one operator needs), or the same fraction f of it for all of them when the pool cannot
     hold that beside the chunks the heaviest operator needs, or when it would take more than
     SMALL_REGION of the pool; every other byte of the pool is chunks. A pool that holds every
-    size's peak gets the unlimited allocation (nothing swaps). OutOfRoom when even the least of both does not fit."""
+    size's peak gets the unlimited allocation (nothing swaps). OutOfRoom when even the least of both does not fit.
+    With ``firm`` (as ``simple_allocation``'s), each smaller size first gets what the firm tensors
+    hold at its peak plus one operator's room, and the chunks must hold the firm tensors' chunks
+    at their peak beside the heaviest operator's."""
     d = facts.demand
     pool = budget.pool_bytes
     unlimited = unlimited_allocation(facts)
@@ -315,9 +322,15 @@ def chunked_allocation(facts: GraphFacts, budget: Budget, chunk_bytes: int, prof
     live = working_set(facts, step_seconds, link, resident_state=True)[:n_small]
     peak = np.maximum(live.max(axis=1, initial=0), d.minimum[:n_small])
     need = np.maximum(d.minimum[:n_small], 1)
+    base = np.zeros_like(need)
+    if firm is not None:    # what cannot leave, always, beside room to recompute
+        held = working_set(facts, step_seconds, link, firm=firm)
+        base = need = held[:n_small].max(axis=1, initial=0) + need
+        peak = np.maximum(peak, base)
+        chunks_needed += int((width @ held[n_small:]).max(initial=0))
 
     def allocation(f: float) -> Allocation:
-        small = np.maximum(need, np.ceil(f * peak - 1e-9).astype(np.int64))
+        small = np.maximum(need, base + np.ceil(f * (peak - base) - 1e-9).astype(np.int64))
         probe = Allocation(sizes, cls, np.append(small, 1), chunk_bytes)
         return probe.with_counts(np.append(small, max(1, (pool - probe.chunks_offset) // chunk_bytes)))
 
@@ -327,8 +340,10 @@ def chunked_allocation(facts: GraphFacts, budget: Budget, chunk_bytes: int, prof
         return small_ok and alloc.pool_bytes <= pool and alloc.cnt[-1] >= chunks_needed
 
     if not fits(0.0):
+        what = ("what cannot leave and the operator that needs the most" if firm is not None
+                else "the operator that needs the most")
         raise OutOfRoom(f"a pool of {format_bytes(pool)} holds too few {format_bytes(chunk_bytes)} chunks for "
-                        f"the operator that needs the most ({chunks_needed}) beside the smaller tensors' objects: "
+                        f"{what} ({chunks_needed}) beside the smaller tensors' objects: "
                         f"give more memory or a smaller chunk")
     lo, hi = 0.0, 1.0
     if fits(hi):

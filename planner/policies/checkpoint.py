@@ -28,10 +28,14 @@ import numpy as np
 from engine.ir import Kind
 from engine.units import format_bytes
 
-from ..allocation import simple_allocation
+from allocator.registry import CHUNKED, SIZE_CLASSES
+
+from ..allocation import chunked_allocation, simple_allocation
 from ..errors import OutOfRoom, PlanError
-from ..policy import PlanRequest, Policy, register
-from ..swap_planner import GraphArrays, PlanOptions, plan
+from ..policy import PlanRequest, Policy, placement_kinds, register
+from ..simulate import simulated_seconds
+from ..swap_planner import GraphArrays, PlanOptions, final_arrays, program_of
+from .swapadvisor import CHUNK_BYTES
 
 OPTIONS = PlanOptions(recompute_only=True, order_copies=True, several_outputs=True)
 
@@ -61,25 +65,49 @@ def never_dropped(g, order) -> tuple[np.ndarray, int]:
     return firm, segment
 
 
-def make(request: PlanRequest):
+def _allocation(request: PlanRequest, kind: str, firm: np.ndarray):
+    """The allocation of ``kind`` sized for a plan that keeps ``firm`` (OutOfRoom where the
+    budget's pool cannot hold it)."""
     facts, budget = request.facts, request.budget
-    firm, segment = never_dropped(request.graph, facts.order)
+    if kind == CHUNKED:
+        chunk = int(request.allocator_options.get("chunk_bytes") or CHUNK_BYTES)
+        return chunked_allocation(facts, budget, chunk, request.profile, request.node_seconds, firm=firm)
     alloc = simple_allocation(facts, budget, request.profile, request.node_seconds, firm=firm)
     if alloc.pool_bytes > budget.pool_bytes:
         need, have = format_bytes(alloc.pool_bytes), format_bytes(budget.pool_bytes)
         if need == have:
             need, have = f"{alloc.pool_bytes} B", f"{budget.pool_bytes} B"
-        raise OutOfRoom(f"checkpoint: what it cannot recompute (its checkpoints, the gradients and the state, "
-                        f"with room to recompute beside them) needs a pool of {need}; this budget's has {have}: "
-                        "more memory, or capuchin or swapadvisor, which also swap")
+        raise OutOfRoom(f"what it cannot recompute (its checkpoints, the gradients and the state, with room to "
+                        f"recompute beside them) needs a pool of {need}; this budget's has {have}")
+    return alloc
+
+
+def make(request: PlanRequest):
+    """The Program on each kind of placement the allocator gives (``auto``: the size-class pool
+    and chunks), the faster on the profile kept (without one, the first that plans)."""
+    g, facts, budget = request.graph, request.facts, request.budget
+    firm, segment = never_dropped(g, facts.order)
     options = replace(OPTIONS, keep=tuple(int(t) for t in np.nonzero(firm)[0]), max_chain=2 * segment)
-    try:
-        return plan(request.graph, facts.order, alloc, budget.scratch_bytes, request.profile, request.op_seconds,
-                    options, policy=POLICY.name)
-    except PlanError as e:      # room a larger budget may give: what it cannot recompute stays on the device
-        raise OutOfRoom(f"checkpoint: {e} (it recomputes only, keeping on the device what it cannot recompute: "
-                        f"more memory, or capuchin or swapadvisor, which also swap)") from None
+    best, refusals = None, []
+    for kind in placement_kinds(POLICY, request.allocator):
+        try:
+            final = final_arrays(g, facts.order, _allocation(request, kind, firm), request.profile,
+                                 request.op_seconds, options)
+        except PlanError as e:      # OutOfRoom too: what it cannot recompute stays on the device
+            refusals.append(f"{'chunks' if kind == CHUNKED else 'size classes'}: {e}")
+            continue
+        if request.profile is None:
+            best = (None, final)
+            break
+        t = simulated_seconds(final[0], GraphArrays.of(g).tensor_bytes, request.op_seconds, request.profile)
+        if best is None or t < best[0]:
+            best = (t, final)
+    if best is None:
+        raise OutOfRoom(f"checkpoint: {'; '.join(refusals)} (it recomputes only, keeping on the device what it "
+                        "cannot recompute: more memory, or capuchin or swapadvisor, which also swap)")
+    return program_of(g, facts.order, best[1], budget.scratch_bytes, POLICY.name)
 
 
 POLICY = register(Policy("checkpoint", "recompute only: sqrt(n) segment checkpointing (Chen et al.), graph order, "
-                         "no search", make, budget_ladder=True, plans_at_smallest_budget=False))
+                         "no search", make, kinds=(SIZE_CLASSES, CHUNKED), budget_ladder=True,
+                         plans_at_smallest_budget=False))

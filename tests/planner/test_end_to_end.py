@@ -14,7 +14,7 @@ from engine.program import SWAP_OUT
 from engine.training import Trainer
 from planner.allocation import unlimited_allocation
 from planner.facts import GraphFacts
-from planner.budget import smallest_that_plans
+from planner.budget import make_budget, smallest_that_plans
 from planner.policy import PlanRequest, get, plan_with
 from planner.errors import PlanError
 from planner.verify import verify
@@ -115,6 +115,24 @@ def test_checkpoint_recomputes_only_and_trains_bit_identically(model):
         assert recomputes[0] > 0, f"{name}: checkpoint recomputed nothing at its least budget ({recomputes})"
     with pytest.raises(PlanError):
         plan_with("checkpoint", g, facts.smallest_budget, PROFILE)
+
+
+def test_checkpoint_on_chunks_recomputes_and_trains_bit_identically(model):
+    """checkpoint on va's chunks (4 KiB here, so the tiny CNNs' activations span several):
+    a virtual arena, recomputations, no activation copied out, bit-identical training."""
+    name, g, ref_state, ref_losses = model
+    if name not in ("inception", "nasnet"):
+        pytest.skip("the CNNs' tensors span chunks")
+    facts = GraphFacts(g)
+    budget = checkpoint_budgets(g, facts)[0]
+    request = PlanRequest(g, facts, make_budget(facts, budget, ["va"]), PROFILE, allocator="va",
+                          allocator_options={"chunk_bytes": 4096})
+    program = get("checkpoint").make(request)
+    verify(program, g, budget)
+    assert program.arena.virtual and program.recomputes > 0
+    copied_out = {i.target for i in program.instrs if i.kind == SWAP_OUT and i.copy}
+    assert copied_out <= {nxt for _, nxt in g.state_pairs}, f"{name}: checkpoint copied activations out"
+    assert_trains_as_unlimited(g, program, 0, ref_state, ref_losses, f"{name} checkpoint on chunks at {budget} bytes")
 
 
 def assert_trains_as_unlimited(g, program, seed, ref_state, ref_losses, what):
