@@ -270,6 +270,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cap-seconds", type=float, default=60.0, help="CPU seconds one (model, policy) may take")
     ap.add_argument("--cap-mib", type=int, default=4000, help="address space one (model, policy) may take")
     ap.add_argument("--ladders", default=",".join(LADDERS))
+    ap.add_argument("--models", metavar="MODEL:BATCH,...",
+                    help="instead of the ladders, these models as one ladder ('models'), e.g. the issue's "
+                         "targets: rnn-8-8k:256,nasnet-25:64,rnn-16-8k:256")
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--save", metavar="NAME", help="also write the table to bench/results/NAME_<date>.txt")
     ap.add_argument("--budget-position", type=float, default=0.75,
@@ -282,6 +285,13 @@ def main(argv=None) -> int:
         return 0
     ladders = LADDERS if not args.quick else QUICK
     chosen = [x for x in args.ladders.split(",") if x]
+    if args.models:
+        try:
+            ladders = {"models": [(m, int(b)) for m, b in (x.rsplit(":", 1) for x in args.models.split(",") if x)]}
+        except ValueError:
+            print(f"python -m bench.scaling: --models wants MODEL:BATCH,... (got '{args.models}')", file=sys.stderr)
+            return 2
+        chosen = ["models"]
     columns = [x for x in args.policies.split(",") if x]
     bad = [x for x in chosen if x not in ladders] + [x for x in columns if x not in POLICIES]
     if bad or not chosen or not columns:
@@ -298,6 +308,8 @@ def main(argv=None) -> int:
     for ladder in chosen:
         rows += ladder_table(ladder, ladders[ladder], columns, args.cap_seconds, args.cap_mib, args.budget_position,
                              env, log)
+    if args.models:     # models of different families: a slope over them means nothing
+        rows = [r for r in rows if r[1] != "exponent"]
     text = render(rows, args)
     print(text)
     if args.save:

@@ -34,3 +34,15 @@ def test_the_exponent_is_the_log_log_slope():
 def test_an_unknown_ladder_is_one_line(capsys):
     assert scaling.main(["--quick", "--ladders", "alexnet"]) == 2
     assert "unknown ladder or policy alexnet" in capsys.readouterr().err
+
+
+def test_models_given_are_one_ladder_without_an_exponent(capsys):
+    assert scaling.main(["--models", "rnn-1-1k:4,gpt-1-64-2:2", "--policies", "swapadvisor",
+                         "--cap-seconds", "120"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("ladder"))
+    rows = [line.split() for line in lines[header + 2:] if line.strip()]
+    assert [(r[0], r[1], r[3]) for r in rows] == [("models", "rnn-1-1k", "swapadvisor"),
+                                                  ("models", "gpt-1-64-2", "swapadvisor")]
+    assert scaling.main(["--models", "rnn-1-1k"]) == 2
+    assert "--models wants MODEL:BATCH" in capsys.readouterr().err
