@@ -69,6 +69,19 @@ def rungs_down_from(device_bytes: int, smallest: int, top: int) -> Iterator[int]
     yield smallest
 
 
+def rung_planned(policy: Policy, request: PlanRequest) -> PlanRequest:
+    """``request`` with its budget at the highest rung at or below it where ``on_ladder`` (as the
+    walk's first plan), else as it is: a budget found this way to plan, given back, plans on the
+    ladder too (``engine.library.planning.grow_budget``)."""
+    if not on_ladder(policy, request):
+        return request
+    facts = request.facts
+    highest = next(rungs_down_from(request.budget.device_bytes,
+                                   smallest_budget(facts, [policy.placed_by(request.allocator)]), top_rung(facts)),
+                   request.budget.device_bytes)
+    return replace(request, budget=Budget(highest, request.budget.scratch_bytes))
+
+
 def top_rung(facts: GraphFacts) -> int:
     """The device bytes that hold the unlimited allocation and the operator scratch."""
     return int(unlimited_allocation(facts).pool_bytes) + facts.scratch.bytes

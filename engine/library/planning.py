@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from allocator.registry import check_options, smallest_is_exact, takes_option
 from planner.bounds import Bounds, lower_bounds
 from planner.budget import Budget, make_budget, smallest_budget, smallest_that_plans
-from planner.budget_ladder import faster_of, ladder_program
+from planner.budget_ladder import faster_of, ladder_program, rung_planned
 from planner.facts import GraphFacts
 from planner.policy import REGISTRY, PlanRequest, Policy, check_allocator, get
 from planner.simulate import Timeline, simulate
@@ -75,8 +75,9 @@ def grow_budget(facts: GraphFacts, budget: Budget, requests: Sequence[tuple[Poli
             continue
 
         def make(b: Budget, policy=policy, request=request) -> Program:
-            # on the ladder where the policy plans there, as a budget given (--memory) is planned
-            return ladder_program(policy, replace(request, budget=b))
+            # at the ladder's rung at or below b where the policy plans there: the budget found
+            # then plans when given as --memory too (the ladder plans at its rungs only)
+            return policy.make(rung_planned(policy, replace(request, budget=b)))
 
         def refused(n: int, e, policy=policy) -> None:
             if on_refused is not None:
