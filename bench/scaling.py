@@ -214,9 +214,16 @@ def run_one(model: str, batch: int, column: str, cap_seconds: float, cap_mib: in
 
 
 # ---------------------------------------------------------------------------- the table
+# A stage shorter than this on a rung is left out of its exponent: timer and cache noise (GPT's
+# smallest rungs: autodiff 0.2-1 ms, which at a 1 ms floor made a slope of 1.60 out of a stage
+# linear from 8 ms up).
+MIN_FIT_S = 0.005
+
+
 def exponent(points: list[tuple[int, float]]) -> float | None:
-    """Least-squares slope of log seconds on log operators (None under two points)."""
-    pts = [(n, max(s, 1e-3)) for n, s in points]
+    """Least-squares slope of log seconds on log operators over the rungs where the stage took
+    at least MIN_FIT_S (None under two such rungs)."""
+    pts = [(n, s) for n, s in points if s >= MIN_FIT_S]
     if len(pts) < 2 or len({n for n, _ in pts}) < 2:
         return None
     x, y = np.log([n for n, _ in pts]), np.log([s for _, s in pts])
@@ -331,7 +338,7 @@ def render(rows, args) -> str:
             f"# machine: {platform.platform()}, {os.cpu_count()} cores: {cpu_name()}; "
             f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}\n"
             "# build and autodiff are the first policy's process; exponent: slope of log seconds on log "
-            "operators\n")
+            f"operators over the rungs where the stage took at least {MIN_FIT_S * 1e3:g} ms\n")
     return head + tabulate(rows, headers=["ladder", "model", "operators", "policy", *STAGES],
                            disable_numparse=True) + "\n"
 

@@ -28,6 +28,11 @@ def test_the_quick_table_has_a_row_per_rung_and_policy_and_an_exponent_per_polic
 
 def test_the_exponent_is_the_log_log_slope():
     assert scaling.exponent([(100, 0.5), (400, 4.0)]) == pytest.approx(1.5)
+
+
+def test_the_exponent_leaves_out_rungs_too_short_to_time():
+    assert scaling.exponent([(100, 0.0002), (200, 0.01), (400, 0.04)]) == pytest.approx(2.0)
+    assert scaling.exponent([(100, 0.0002), (200, 0.001), (400, 0.04)]) is None
     assert scaling.exponent([(100, 0.5)]) is None
 
 
