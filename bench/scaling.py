@@ -70,6 +70,7 @@ def measure(model: str, batch: int, policy_name: str, allocator: str | None, pos
     import engine.autodiff
     import zoo
     from engine.profile import analytic_profile
+    from allocator.registry import CHUNKED
     from planner import policy as policies
     from planner.budget import make_budget
     from planner.facts import GraphFacts
@@ -93,12 +94,16 @@ def measure(model: str, batch: int, policy_name: str, allocator: str | None, pos
     profile = analytic_profile("v100")
     policy = policies.get(policy_name)
     with threadpool_limits(1):
-        # numba's compiled code loads from its cache on first call: load it on a tiny graph first
+        # numba's compiled code loads from its cache on first call: load it on a tiny graph first,
+        # on va with chunks small enough for it (with 2 MiB ones no tiny graph plans, and the
+        # chunk class's code, 0.25 CPU-s of loading, was timed on every rung too long to repeat)
+        small_chunks = {"chunk_bytes": 4096} if CHUNKED in policies.placement_kinds(policy, allocator) else {}
         try:
             tiny = zoo.tiny("rnn")
             tiny_facts = GraphFacts(tiny)
             tiny_budget = make_budget(tiny_facts, budget_at(tiny_facts, 0.9), [policy.placed_by(allocator)])
-            warm = policy.make(policies.PlanRequest(tiny, tiny_facts, tiny_budget, profile, allocator=allocator))
+            warm = policy.make(policies.PlanRequest(tiny, tiny_facts, tiny_budget, profile, allocator=allocator,
+                                                    allocator_options=small_chunks))
             verify(warm, tiny, tiny_budget.device_bytes)
             simulate(warm, tiny, profile)
         except Exception:   # a policy that cannot plan the tiny graph: its first call is timed cold
