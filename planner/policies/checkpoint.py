@@ -1,5 +1,6 @@
 """``checkpoint``: recomputation only, Chen et al.'s sqrt(n) segment checkpointing (2016), on
-the graph's own order and a size-class pool sized for it; nothing is copied out.
+the graph's own order and a pool sized for it (size classes or va's chunks; ``auto``, the
+default: both, the faster kept); nothing is copied out.
 
 The tensors a plan could drop (forward activations of recomputable nodes, not kept past the
 iteration; a node of several outputs is recomputed whole) are cut, along the order, into
@@ -13,10 +14,11 @@ so with room to spare it recomputes nothing. No activation is copied out: beside
 tensors only those whose host copy is current leave (a parameter before its update, the
 batch), read in again when needed.
 
-The pool (``simple_allocation`` with ``firm``) gives each class what cannot leave at its peak
-(the checkpoints, the gradients, the resident state and its next values, the outputs of nodes
-it cannot recompute) plus one operator's tensors to recompute with, and a share of the rest as
-the budget allows; a budget below that does not plan (OutOfRoom).
+The pool (``simple_allocation`` or ``chunked_allocation`` with ``firm``) gives each class what
+cannot leave at its peak (the checkpoints, the gradients, the resident state and its next
+values, the outputs of nodes it cannot recompute) plus one operator's tensors to recompute
+with, and a share of the rest as the budget allows; a budget below that does not plan
+(OutOfRoom).
 """
 from __future__ import annotations
 
@@ -25,10 +27,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from allocator.registry import CHUNKED, SIZE_CLASSES
 from engine.ir import Kind
 from engine.units import format_bytes
-
-from allocator.registry import CHUNKED, SIZE_CLASSES
 
 from ..allocation import chunked_allocation, simple_allocation
 from ..errors import OutOfRoom, PlanError
@@ -58,10 +59,10 @@ def checkpoints(g, order) -> tuple[tuple[int, ...], int]:
 def never_dropped(g, order) -> tuple[np.ndarray, int]:
     """(per tensor, whether the plan keeps it: all but the droppable tensors between
     checkpoints; the segment length)."""
-    kept, segment = checkpoints(g, order)
+    checkpoint_ids, segment = checkpoints(g, order)
     firm = np.ones(len(g.tensors), dtype=bool)
     firm[droppable_tensors(g, order)] = False
-    firm[list(kept)] = True
+    firm[list(checkpoint_ids)] = True
     return firm, segment
 
 
@@ -85,21 +86,20 @@ def _allocation(request: PlanRequest, kind: str, firm: np.ndarray):
 def make(request: PlanRequest):
     """The Program on each kind of placement the allocator gives (``auto``: the size-class pool
     and chunks), the faster on the profile kept (without one, the first that plans)."""
-    g, facts, budget = request.graph, request.facts, request.budget
+    g, facts, budget, secs = request.graph, request.facts, request.budget, request.op_seconds
     firm, segment = never_dropped(g, facts.order)
     options = replace(OPTIONS, keep=tuple(int(t) for t in np.nonzero(firm)[0]), max_chain=2 * segment)
     best, refusals = None, []
     for kind in placement_kinds(POLICY, request.allocator):
         try:
-            final = final_arrays(g, facts.order, _allocation(request, kind, firm), request.profile,
-                                 request.op_seconds, options)
+            final = final_arrays(g, facts.order, _allocation(request, kind, firm), request.profile, secs, options)
         except PlanError as e:      # OutOfRoom too: what it cannot recompute stays on the device
             refusals.append(f"{'chunks' if kind == CHUNKED else 'size classes'}: {e}")
             continue
         if request.profile is None:
             best = (None, final)
             break
-        t = simulated_seconds(final[0], GraphArrays.of(g).tensor_bytes, request.op_seconds, request.profile)
+        t = simulated_seconds(final[0], GraphArrays.of(g).tensor_bytes, secs, request.profile)
         if best is None or t < best[0]:
             best = (t, final)
     if best is None:
