@@ -1,8 +1,9 @@
 """CPU seconds per stage against operator count, per policy, on four model ladders.
 
 Stages: build (the forward graph), autodiff (backward and update: ``build_training_graph``),
-plan (``Policy.make`` at one budget), verify (``planner.verify``), simulate. Policies:
-swapadvisor on the pool and on va (2 MiB chunks), lms, window, smartswap. Ladders: RNN
+plan (``Policy.make`` at one budget, on a graph planned never before), verify
+(``planner.verify``), simulate. Policies: swapadvisor (its default, auto: the pool and va, the
+faster kept) and on va alone (2 MiB chunks), lms, window, smartswap. Ladders: RNN
 (rnn-L-8k), GPT (gpt-L-1024-16), WResNet (wresnet-D-2), NasNet (nasnet-R). The budget of a
 rung lies 3/4 of the way (log scale) from its smallest budget to what it needs with nothing
 swapped (``--budget-position``), so every rung swaps. A stage shorter than SHORT_S is timed up to
@@ -11,11 +12,11 @@ REPEATS times and its least time kept.
 Each (model, policy) runs in its own process under a memory cap and a CPU-time cap: one that
 does not finish a stage within the cap shows "> cap" there (and, the ladder growing, on the
 rungs above it, which are not run). Per ladder, policy and stage, the exponent is the least-
-squares slope of log CPU seconds on log operators over the rungs measured (">=" where a rung
-above them hit the cap). Numba's compile is paid once, uncapped, before anything is timed.
+squares slope of log CPU seconds on log operators over the rungs measured that took at least
+MIN_FIT_S (">=" where a rung above them hit the cap). Numba's compile is paid once, uncapped, before anything is timed.
 
     python -m bench.scaling [--quick] [--cap-seconds 60] [--cap-mib 4000] [--ladders rnn,gpt]
-                            [--policies swapadvisor,lms] [--save NAME]
+                            [--models rnn-8-8k:256,nasnet-25:64] [--policies swapadvisor,lms] [--save NAME]
 """
 from __future__ import annotations
 
@@ -69,8 +70,8 @@ def measure(model: str, batch: int, policy_name: str, allocator: str | None, pos
 
     import engine.autodiff
     import zoo
-    from engine.profile import analytic_profile
     from allocator.registry import CHUNKED
+    from engine.profile import analytic_profile
     from planner import policy as policies
     from planner.budget import make_budget
     from planner.facts import GraphFacts
