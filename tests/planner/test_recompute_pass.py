@@ -214,3 +214,20 @@ def test_swapadvisor_recomputes_unless_swap_only_even_through_its_search():
     result = ga_search(GraphFacts(g), joint.budget, SLOW_LINK, replace(search, policy_options=((RECOMPUTE_OPTION, 0.0),)))
     request = result.request(g, GraphFacts(g), joint.budget, SLOW_LINK)
     assert request.policy_options[RECOMPUTE_OPTION] == 0.0 and swapadvisor.make(request).recomputes == 0
+
+
+def test_a_node_of_several_outputs_is_recomputed_whole_and_verifies():
+    """Recomputing only (checkpoint), the tiny LSTM's gates come back through their split, run
+    again whole (``PlanOptions.several_outputs``); the plan verifies. (Training it bit-identically
+    is tests/planner/test_end_to_end.py's; here the pass runs again under NUMBA_BOUNDSCHECK in CI.)"""
+    import zoo
+    from planner.policy import plan_with
+    from .test_end_to_end import PROFILE, checkpoint_budgets
+
+    g = zoo.tiny("rnn")
+    budget = checkpoint_budgets(g, GraphFacts(g))[0]
+    program = plan_with("checkpoint", g, budget, PROFILE)
+    verify(program, g, budget)
+    several = [i for i in program.instrs if i.recompute and len(g.nodes[i.target].outputs) > 1]
+    assert several and all(len(i.objects) == len(g.nodes[i.target].inputs) + len(g.nodes[i.target].outputs)
+                           for i in several)
