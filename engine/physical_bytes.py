@@ -35,9 +35,9 @@ class PhysicalBytes:
         self._ends = [end[a:b] for a, b in zip(bounds, bounds[1:])]
         self._run_start: list[int] = [-2**63]     # run k covers [start[k], start[k + 1]); the last, the rest
         self._run_owner: list[int] = [NOBODY]
-        one_piece = np.diff(bounds)
+        pieces = np.diff(bounds)
         by_start = np.argsort(start, kind="stable")
-        self._apart = bool(np.all(one_piece <= 1)) and bool(np.all(
+        self._apart = bool(np.all(pieces <= 1)) and bool(np.all(
             np.asarray(end)[by_start][:-1] <= np.asarray(start)[by_start][1:]))
         self._written = np.zeros(len(ptr) - 1, dtype=bool)     # apart: whether the object has written
 

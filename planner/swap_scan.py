@@ -635,8 +635,6 @@ def _recompute(st, p, y, pos):
         for j in range(a, b):
             release[arr[j], COMPUTE], release[arr[j], SWAP_IN], release[arr[j], SWAP_OUT] = i, -1, -1
         tensors.writer[u] = i
-    for e in range(o0, o1):
-        u = g.outs[e]
         if u != y and tensors.next_read[u] >= st.order.schedule.shape[0] and not g.kept[u] and not g.stays[u]:
             _free(st, u)            # written for nothing
 

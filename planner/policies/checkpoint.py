@@ -49,20 +49,14 @@ def droppable_tensors(g, order) -> list[int]:
             if not arrays.kept[t] and g.tensors[t].kind == Kind.ACTIVATION]
 
 
-def checkpoints(g, order) -> tuple[tuple[int, ...], int]:
-    """(the checkpoints: every sqrt(n)-th droppable tensor along ``order``, the segment length)."""
-    droppable = droppable_tensors(g, order)
-    segment = max(1, math.isqrt(max(len(droppable) - 1, 0)) + 1)
-    return tuple(int(t) for t in np.asarray(droppable, dtype=np.int64)[segment - 1::segment]), segment
-
-
 def never_dropped(g, order) -> tuple[np.ndarray, int]:
     """(per tensor, whether the plan keeps it: all but the droppable tensors between
-    checkpoints; the segment length)."""
-    checkpoint_ids, segment = checkpoints(g, order)
+    checkpoints, every sqrt(n)-th droppable one along ``order``; the segment length)."""
+    droppable = np.asarray(droppable_tensors(g, order), dtype=np.int64)
+    segment = max(1, math.isqrt(max(len(droppable) - 1, 0)) + 1)
     firm = np.ones(len(g.tensors), dtype=bool)
-    firm[droppable_tensors(g, order)] = False
-    firm[list(checkpoint_ids)] = True
+    firm[droppable] = False
+    firm[droppable[segment - 1::segment]] = True
     return firm, segment
 
 
