@@ -2,8 +2,10 @@
 
 Stages: build (the forward graph), autodiff (backward and update: ``build_training_graph``),
 plan (``Policy.make`` at one budget, on a graph planned never before), verify
-(``planner.verify``), simulate. Policies: swapadvisor (its default, auto: the pool and va, the
-faster kept) and on va alone (2 MiB chunks), lms, window, smartswap. Ladders: RNN
+(``planner.verify``), simulate. Policies: swapadvisor on the size-class pool and on va alone
+(2 MiB chunks; its default, auto, plans both and keeps the faster: the two columns' plan times
+together, and its verify that of whichever won, which may change kind from one rung to the
+next), lms, window, smartswap. Ladders: RNN
 (rnn-L-8k), GPT (gpt-L-1024-16), WResNet (wresnet-D-2), NasNet (nasnet-R). The budget of a
 rung lies 3/4 of the way (log scale) from its smallest budget to what it needs with nothing
 swapped (``--budget-position``), so every rung swaps. A stage shorter than SHORT_S is timed up to
@@ -34,8 +36,8 @@ import time
 import numpy as np
 
 STAGES = ("build", "autodiff", "plan", "verify", "simulate")
-POLICIES = {   # column name: (policy, allocator; None for the policy's default, the pool)
-    "swapadvisor": ("swapadvisor", None), "swapadvisor-va": ("swapadvisor", "va"),
+POLICIES = {   # column name: (policy, allocator; None for the policy's default)
+    "swapadvisor": ("swapadvisor", "pool"), "swapadvisor-va": ("swapadvisor", "va"),
     "lms": ("lms", None), "window": ("window", None), "smartswap": ("smartswap", None),
 }
 LADDERS = {    # name: (model, batch) rungs, smallest first; --quick takes QUICK's instead
