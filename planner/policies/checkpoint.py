@@ -8,7 +8,7 @@ segments (``segmentations``): every droppable tensor that crosses a cut is a che
 never leaves the device, so recreating a tensor never reaches past its segment's checkpoints.
 When a size class is full, the swap pass (``planner.swap_planner`` with ``recompute_only``)
 drops the non-checkpoint activation next used furthest ahead and recomputes it at its next read
-from what is still there (a chain of at most two segments' tensors). An activation a dropped
+from what is still there (its chain inside its segment). An activation a dropped
 one's chain reads may be dropped too: it is then recreated first, its own chain's inputs held
 that long. Unlike the classic scheme it drops only what the budget needs, so with room to spare
 it recomputes nothing. No activation is copied out: besides dropped tensors only those whose
@@ -61,7 +61,7 @@ class Segmentation:
 
 
 def segmentations(g, order) -> Iterator[Segmentation]:
-    """Chen et al.'s segments, on a graph that branches, from the most checkpoints to none.
+    """Chen et al.'s segments, on a graph that branches: from the least estimated peak to one segment.
 
     The nodes making droppable tensors (makers), along ``order``, are cut into segments, and
     every droppable tensor that crosses a cut (made before it, read by a maker after it: NasNet's
@@ -100,7 +100,6 @@ class _MakerChain:
     keeps: ``cut_bytes[i]``, the droppable bytes made by makers 0..i and read by a later maker."""
 
     def __init__(self, g, order, droppable: set[int]):
-        self.g = g
         self.makers: list[int] = []
         self.made_at: dict[int, int] = {}           # droppable tensor -> index of its maker
         for nid in order:
