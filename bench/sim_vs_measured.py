@@ -63,7 +63,8 @@ PAPER_KEPT, PAPER_PLANS = 19, 20
 def measure(g, program, link, iterations):
     """(median seconds per iteration, the timed iterations' seconds, each stream's busy seconds
     in one more iteration: compute, swap-in, swap-out, as the backend timed its kernels and
-    copies; that timing stays out of the median)."""
+    copies, and that iteration's idle seconds (``idle_seconds``); that timing stays out of the
+    median)."""
     backend = CpuBackend(link)
     try:
         tr = Trainer(g, seed=0, runner=ProgramExecutor(program, g, backend))
@@ -75,9 +76,24 @@ def measure(g, program, link, iterations):
         backend.timings = []
         tr.step()
         busy = [sum(t1 - t0 for s, _, t0, t1 in backend.timings if s == k) for k in (COMPUTE, SWAP_IN, SWAP_OUT)]
-        return statistics.median(times), times, busy
+        return statistics.median(times), times, busy, idle_seconds([(t0, t1) for _, _, t0, t1 in backend.timings])
     finally:
         backend.close()
+
+
+def idle_seconds(intervals) -> float:
+    """The time between the first start and the last finish of ``intervals`` (start, finish)
+    during which none of them runs: no stream computing or copying (waiting on another stream's
+    event, waking up, the host issuing). Compared with the simulated timeline's, it says how much
+    of an error is waiting rather than work."""
+    if not intervals:
+        return 0.0
+    idle, reach = 0.0, None
+    for t0, t1 in sorted(intervals):
+        if reach is not None and t0 > reach:
+            idle += t0 - reach
+        reach = t1 if reach is None else max(reach, t1)
+    return idle
 
 
 def busy_ratios(program, timeline, measured_busy) -> str:
@@ -158,23 +174,27 @@ def main(argv=None):
             timeline = simulate(program, g, profile, secs)
             sim = timeline.total
             unwoken = simulate(program, g, replace(profile, wake_s=0.0), secs).total   # as before wake-ups were charged
-            real, times, busy = measure(g, program, link, args.iterations)
+            real, times, busy, idle = measure(g, program, link, args.iterations)
+            sim_idle = idle_seconds(list(zip(timeline.start.tolist(), timeline.finish.tolist())))
             sims.append(sim)
             reals.append(real)
             spreads.append(spread(times))
             rows.append([name, label, f"{budget / 2**20:.2f}", len(program.instrs), f"{1e6 * profile.wake_s:.0f}",
                          f"{unwoken:.4f}", f"{sim:.4f}", f"{real:.4f}", f"{(unwoken - real) / real:+.1%}",
                          f"{(sim - real) / real:+.1%}",
-                         "-" if spreads[-1] is None else f"{spreads[-1]:.0%}", busy_ratios(program, timeline, busy)])
+                         "-" if spreads[-1] is None else f"{spreads[-1]:.0%}", busy_ratios(program, timeline, busy),
+                         f"{1e3 * idle:.1f} / {1e3 * sim_idle:.1f}"])
             print(tabulate([rows[-1]]), file=sys.stderr, flush=True)
     load = HostLoad.now(before)
     say(tabulate(rows, headers=["model", "budget", "MiB", "instructions", "wake us", "sim s, no wake",
                                 "simulated s", "measured s", "error, no wake", "sim error", "spread",
-                                "busy measured/sim: compute / in / out"],
+                                "busy measured/sim: compute / in / out", "idle ms measured / sim"],
                  disable_numparse=True))
     say("(wake: the profile's wake-up of a stream that waited on another (engine/cpu_profiling.measure_wake_s), "
         "charged by the simulator; 'no wake' is the same Program simulated without it)")
     say("(spread: the timed iterations' interquartile range over their median)")
+    say("(idle: within one iteration, the time no stream computes or copies: waiting on another stream's event, "
+        "waking up, the host issuing; measured in the busy-time iteration, simulated from the plan's timeline)")
     for line in order_lines(sims, reals):
         say(line)
     say(load.describe())

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from bench.sim_vs_measured import order_lines, pairs_in_order, plans_in_order
+from bench.sim_vs_measured import idle_seconds, order_lines, pairs_in_order, plans_in_order
 from engine.timing_trust import usable_cores
 
 
@@ -36,6 +36,13 @@ def test_a_plan_far_out_of_place_is_one_plan_but_many_pairs():
 def test_reversed_order_keeps_one_plan_and_no_pair():
     assert plans_in_order([1, 2, 3], [3, 2, 1]) == 1
     assert pairs_in_order([1, 2, 3], [3, 2, 1]) == (0, 3)
+
+
+def test_idle_is_the_time_no_stream_runs_between_the_first_start_and_the_last_finish():
+    # compute 0-2 and 5-6, a copy 1-3 beside it: idle from 3 to 5 only
+    assert idle_seconds([(0.0, 2.0), (5.0, 6.0), (1.0, 3.0)]) == 2.0
+    assert idle_seconds([(0.0, 4.0), (1.0, 2.0)]) == 0.0     # one inside another
+    assert idle_seconds([]) == 0.0
 
 
 @pytest.mark.slow
