@@ -76,7 +76,7 @@ def segmentations(g, order) -> Iterator[Segmentation]:
     firm = np.ones(len(g.tensors), dtype=bool)
     firm[droppable] = False
     if not droppable:
-        yield Segmentation(firm, 1, 0)
+        yield Segmentation(firm, 1, 1)
         return
     chain = _MakerChain(g, order, set(droppable))
     limit = min(_segment_limits(chain.made_bytes), key=lambda lim: chain.peak_estimate(_segment_ends(chain, lim)))

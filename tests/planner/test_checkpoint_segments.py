@@ -45,7 +45,7 @@ def test_a_chain_stays_inside_its_segment(family):
 
 def test_nasnet_25_chains_are_a_cell_long():
     """NasNet-25 at the paper's batch: cutting every 64th droppable tensor left a median chain of
-    1,614 tensors (chains ran around the cut through a parallel branch) and checkpoint did not
+    1,614 nodes (chains ran around the cut through a parallel branch) and checkpoint did not
     plan at 16 GiB. Cut where the bytes crossing are fewest, no chain exceeds its segment, and
     the segments are a few cells long, not the whole network."""
     g = zoo.build("nasnet-25", batch=64)
