@@ -63,7 +63,7 @@ PAPER_KEPT, PAPER_PLANS = 19, 20
 def measure(g, program, link, iterations):
     """(median seconds per iteration, the timed iterations' seconds, each stream's busy seconds
     in one more iteration: compute, swap-in, swap-out, as the backend timed its kernels and
-    copies, and that iteration's idle seconds (``idle_seconds``); that timing stays out of the
+    copies, and that iteration's start and finish per instruction; that timing stays out of the
     median)."""
     backend = CpuBackend(link)
     try:
@@ -76,24 +76,40 @@ def measure(g, program, link, iterations):
         backend.timings = []
         tr.step()
         busy = [sum(t1 - t0 for s, _, t0, t1 in backend.timings if s == k) for k in (COMPUTE, SWAP_IN, SWAP_OUT)]
-        return statistics.median(times), times, busy, idle_seconds([(t0, t1) for _, _, t0, t1 in backend.timings])
+        return statistics.median(times), times, busy, per_instruction(program, backend.timings)
     finally:
         backend.close()
 
 
-def idle_seconds(intervals) -> float:
-    """The time between the first start and the last finish of ``intervals`` (start, finish)
-    during which none of them runs: no stream computing or copying (waiting on another stream's
-    event, waking up, the host issuing). Compared with the simulated timeline's, it says how much
-    of an error is waiting rather than work."""
-    if not intervals:
-        return 0.0
-    idle, reach = 0.0, None
-    for t0, t1 in sorted(intervals):
-        if reach is not None and t0 > reach:
-            idle += t0 - reach
-        reach = t1 if reach is None else max(reach, t1)
-    return idle
+def per_instruction(program, timings) -> tuple[np.ndarray, np.ndarray]:
+    """(start, finish) per instruction from the backend's timings of one iteration: each stream
+    runs its instructions in program order, so a stream's k-th timing is its k-th instruction."""
+    start, finish = np.full(len(program.instrs), np.nan), np.full(len(program.instrs), np.nan)
+    for k in (COMPUTE, SWAP_IN, SWAP_OUT):
+        mine = [i for i, ins in enumerate(program.instrs) if ins.kind == k]
+        timed = [(t0, t1) for s, _, t0, t1 in timings if s == k]
+        for i, (t0, t1) in zip(mine, timed):
+            start[i], finish[i] = t0, t1
+    return start, finish
+
+
+def waits(program, start, finish) -> list[tuple[int, float]]:
+    """The instructions that waited for another stream: the last of their dependencies to finish
+    ran on another stream, after their own stream's previous instruction. Per such instruction,
+    the seconds from that dependency's finish to its own start: the measured wake-up. (The
+    simulator puts its wake-up, ``Profile.wake_s``, inside the instruction instead: there these
+    seconds are 0 and ``wake_s`` is charged.)"""
+    previous = {}
+    out = []
+    for i, ins in enumerate(program.instrs):
+        if np.isnan(start[i]):
+            continue
+        own = finish[previous[ins.kind]] if ins.kind in previous else -np.inf
+        other = [finish[d] for d in ins.deps if program.instrs[d].kind != ins.kind and not np.isnan(finish[d])]
+        if other and max(other) > own:
+            out.append((i, float(start[i] - max(other))))
+        previous[ins.kind] = i
+    return out
 
 
 def busy_ratios(program, timeline, measured_busy) -> str:
@@ -174,8 +190,9 @@ def main(argv=None):
             timeline = simulate(program, g, profile, secs)
             sim = timeline.total
             unwoken = simulate(program, g, replace(profile, wake_s=0.0), secs).total   # as before wake-ups were charged
-            real, times, busy, idle = measure(g, program, link, args.iterations)
-            sim_idle = idle_seconds(list(zip(timeline.start.tolist(), timeline.finish.tolist())))
+            real, times, busy, (start, finish) = measure(g, program, link, args.iterations)
+            measured_waits = [s for _, s in waits(program, start, finish)]
+            simulated_waits = len(waits(program, timeline.start, timeline.finish))
             sims.append(sim)
             reals.append(real)
             spreads.append(spread(times))
@@ -183,18 +200,20 @@ def main(argv=None):
                          f"{unwoken:.4f}", f"{sim:.4f}", f"{real:.4f}", f"{(unwoken - real) / real:+.1%}",
                          f"{(sim - real) / real:+.1%}",
                          "-" if spreads[-1] is None else f"{spreads[-1]:.0%}", busy_ratios(program, timeline, busy),
-                         f"{1e3 * idle:.1f} / {1e3 * sim_idle:.1f}"])
+                         f"{len(measured_waits)}, {1e3 * sum(measured_waits):.1f} / "
+                         f"{simulated_waits}, {1e3 * simulated_waits * profile.wake_s:.1f}"])
             print(tabulate([rows[-1]]), file=sys.stderr, flush=True)
     load = HostLoad.now(before)
     say(tabulate(rows, headers=["model", "budget", "MiB", "instructions", "wake us", "sim s, no wake",
                                 "simulated s", "measured s", "error, no wake", "sim error", "spread",
-                                "busy measured/sim: compute / in / out", "idle ms measured / sim"],
+                                "busy measured/sim: compute / in / out", "waits n, ms measured / sim"],
                  disable_numparse=True))
     say("(wake: the profile's wake-up of a stream that waited on another (engine/cpu_profiling.measure_wake_s), "
         "charged by the simulator; 'no wake' is the same Program simulated without it)")
     say("(spread: the timed iterations' interquartile range over their median)")
-    say("(idle: within one iteration, the time no stream computes or copies: waiting on another stream's event, "
-        "waking up, the host issuing; measured in the busy-time iteration, simulated from the plan's timeline)")
+    say("(waits: the instructions that waited for another stream's (the last dependency to finish ran there, after "
+        "their own stream's previous one), and the time from that finish to their start, in the busy-time iteration; "
+        "simulated: as many wake-ups as the simulated timeline has such waits, at the profile's wake us each)")
     for line in order_lines(sims, reals):
         say(line)
     say(load.describe())

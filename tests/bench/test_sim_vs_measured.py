@@ -6,7 +6,12 @@ import re
 
 import pytest
 
-from bench.sim_vs_measured import idle_seconds, order_lines, pairs_in_order, plans_in_order
+from types import SimpleNamespace
+
+import numpy as np
+
+from bench.sim_vs_measured import order_lines, pairs_in_order, plans_in_order, waits
+from engine.program import COMPUTE, SWAP_IN
 from engine.timing_trust import usable_cores
 
 
@@ -38,11 +43,16 @@ def test_reversed_order_keeps_one_plan_and_no_pair():
     assert pairs_in_order([1, 2, 3], [3, 2, 1]) == (0, 3)
 
 
-def test_idle_is_the_time_no_stream_runs_between_the_first_start_and_the_last_finish():
-    # compute 0-2 and 5-6, a copy 1-3 beside it: idle from 3 to 5 only
-    assert idle_seconds([(0.0, 2.0), (5.0, 6.0), (1.0, 3.0)]) == 2.0
-    assert idle_seconds([(0.0, 4.0), (1.0, 2.0)]) == 0.0     # one inside another
-    assert idle_seconds([]) == 0.0
+def test_a_wait_is_counted_where_another_stream_s_dependency_finished_last():
+    """compute 0 (0-1); a swap-in 1 after it (starts 1.2: waited 0.2 for compute); compute 2
+    after the swap-in and compute 0 (the swap-in finished last, at 3: starts 3.05, waited 0.05);
+    swap-in 3 after compute 0, but its own stream's previous finished later (3): no wait."""
+    instrs = [SimpleNamespace(kind=COMPUTE, deps=()), SimpleNamespace(kind=SWAP_IN, deps=(0,)),
+              SimpleNamespace(kind=COMPUTE, deps=(1,)), SimpleNamespace(kind=SWAP_IN, deps=(0,))]
+    program = SimpleNamespace(instrs=instrs)
+    start, finish = np.array([0.0, 1.2, 3.05, 3.0]), np.array([1.0, 3.0, 4.0, 3.5])
+    got = waits(program, start, finish)
+    assert [i for i, _ in got] == [1, 2] and np.allclose([s for _, s in got], [0.2, 0.05])
 
 
 @pytest.mark.slow
