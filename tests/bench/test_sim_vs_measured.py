@@ -3,12 +3,10 @@ is known, and a run whose assertions hold whatever the machine's load (the load 
 whether the warning line is there, and the test checks that it is there exactly when the printed
 load says the machine was busy)."""
 import re
-
-import pytest
-
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from bench.sim_vs_measured import order_lines, pairs_in_order, plans_in_order, waits
 from engine.program import COMPUTE, SWAP_IN
