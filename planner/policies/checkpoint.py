@@ -76,9 +76,9 @@ def segmentations(g, order) -> Iterator[Segmentation]:
     leaves its segment. Each cut is the cheapest in bytes within its segment's second half. The
     first segmentation is the one whose estimated peak (the checkpoints before a segment beside
     all the segment makes) is least; each next one has segments SEGMENT_GROWTH times larger
-    (fewer checkpoints to keep, longer chains to recompute), down to one segment. Cutting every n-th tensor instead
-    let chains run around the cut through a parallel branch: on NasNet-25 a median chain of
-    1,614 nodes."""
+    (fewer checkpoints to keep, longer chains to recompute), down to one segment. Cutting every
+    n-th tensor instead let chains run around the cut through a parallel branch: on NasNet-25 a
+    median chain of 1,614 nodes."""
     droppable = droppable_tensors(g, order)
     firm = np.ones(len(g.tensors), dtype=bool)
     firm[droppable] = False
@@ -197,7 +197,7 @@ def _allocation(request: PlanRequest, kind: str, firm: np.ndarray):
 def make(request: PlanRequest):
     """The Program of each segmentation in turn (``segmentations``), on each kind of placement
     the allocator gives (``auto``: the size-class pool and chunks), the fastest on the profile
-    kept: the walk stops at the first segmentation that plans slower than the one before it
+    kept: the walk stops at the first segmentation that plans slower than the fastest before it
     (without a profile, at the first that plans)."""
     g, facts, budget = request.graph, request.facts, request.budget
     best, refusals = None, []
