@@ -7,17 +7,24 @@ gloo all-gather and rank-order sum, the exact mode). Each step is timed on the d
 time of one ``step`` call to both ranks, the median over ``--steps`` after one warm-up) and on the
 ranks (their wall and CPU seconds, and the seconds inside the Program).
 
-The simulator's figure: the rank's Program, its all-reduces included, simulated on a profile
-measured here: each operator's time, the per-instruction cost and the emulated link from
-engine.cpu_profiling on the rank's graph (in two Ray workers at once, as the two ranks share the
-machine when they train), and the profile's ``network`` fitted (latency and
-bandwidth) to the exact reduction timed on the same Ray at a
-few sizes (bench.ranks_reduce's ``Reducer``). Around the Program a step has two costs no Program
-instruction stands for, measured apart and added to the simulated step, each in its own column:
-Ray's round trip of one call to every rank (an empty call, ``clock``), and the rank's host work
-outside the Program (loading its state into the executor and reading it back, drawing its
-shard: the rank's step wall minus its Program wall). The output gives the load average
-before and after the timing (engine.timing_trust) and the ratios.
+The simulator's figures: the rank's Program, its all-reduces included, simulated on two profiles.
+Apart: measured before the ranks start, the one the plan is made on: each operator's time, the
+per-instruction cost and the emulated link from engine.cpu_profiling on the rank's graph (in two
+Ray workers at once, as the two ranks share the machine when they train), and the ``network``
+fitted (latency and bandwidth) to the exact reduction timed on the same Ray at a few sizes
+(bench.ranks_reduce's ``Reducer``). As the ranks train (the prediction the target is checked
+on): ``PROFILING_STEPS`` steps after the warm-up with every instruction timed on each rank
+(``RankTrainer.instruction_timings``), from which each operator's mean seconds, the link fitted
+to the copies' mean seconds and the network's latency to the all-reduces' (their wait for the
+other rank counted), as SwapAdvisor profiles each operator on the device it will run on; the
+timed steps come after them. On two cores two ranks, their copy and all-reduce threads and Ray
+slow each operator, copy and all-reduce against the same work measured apart (the profile
+apart predicts 1.3-2x too fast), which only a profile taken under that load sees. Around the
+Program a step has two costs no Program instruction stands for, measured apart and added to the
+simulated step, each in its own line: Ray's round trip of one call to every rank (an empty call,
+``clock``), and the rank's host work outside the Program (loading its state into the executor
+and reading it back, drawing its shard: the rank's step wall minus its Program wall). The
+output gives the load average before and after the timing (engine.timing_trust) and the ratios.
 
     python -m bench.ranks_measured [--model small-cnn] [--batch 32] [--size 32] [--steps 15] [--quick] [--save]
     python -m bench.ranks_measured --ranks 1 --batch 16 [--save]    # the control: one rank on the same shard
@@ -40,11 +47,13 @@ from engine.backends.cpu import EmulatedLink
 from engine.cpu_profiling import measure_cpu_profile
 from engine.library.ranks import RankSpec, plan_ranks, whole_graph
 from engine.library.ray_ranks import connect, start_ranks
-from engine.profile import Network, Profile
-from engine.program import ALLREDUCE, SWAP_IN
+from engine.profile import Link, Network, Profile
+from engine.profiling import fit_copies
+from engine.program import ALLREDUCE, COMPUTE, SWAP_IN, SWAP_OUT
 from engine.timing_trust import HostLoad, busy_warning, load_average, spread
 from planner.facts import GraphFacts
 from planner.policy import unlimited_program
+from planner.simulate import simulate
 
 from .ranks_reduce import Reducer
 from .results_file import cpu_name, save_results
@@ -54,6 +63,8 @@ TARGET = 0.20                               # issue 41: within 20%
 # The exact reduction timed at these bytes: around the buckets of a small model's gradients (small-cnn's
 # are 21 KiB in all), where its latency, not its bandwidth, decides.
 NETWORK_SIZES = (2**10, 2**12, 2**14, 2**16, 2**18)
+# Steps after the warm-up with every operator timed on the ranks: the profile measured as they train.
+PROFILING_STEPS = 3
 
 
 def network_of(ray, world: int, repeats: int) -> Network:
@@ -95,12 +106,14 @@ def one_profile(spec: RankSpec, network: Network | None) -> Profile:
     return replace(profile, network=network)
 
 
-def timed_steps(spec: RankSpec, plans, steps: int) -> dict:
-    """Train ``steps`` steps after one warm-up; each step's driver wall time, the ranks' own
-    times, and the round trip of an empty call to every rank."""
+def timed_steps(spec: RankSpec, plans, steps: int, profiling_steps: int = PROFILING_STEPS) -> dict:
+    """Train ``steps`` steps after one warm-up and ``profiling_steps`` steps with every instruction
+    timed on the ranks; each timed step's driver wall time, the ranks' own times, each rank's
+    instruction timings of the profiling steps, and the round trip of an empty call to every rank."""
     ranks = start_ranks(spec, plans)
     try:
         ranks.call("timed_step")                         # warm-up: first replay, caches
+        profiled = [ranks.call("instruction_timings") for _ in range(profiling_steps)]
         walls, on_ranks = [], []
         for _ in range(steps):
             t0 = time.perf_counter()
@@ -119,7 +132,55 @@ def timed_steps(spec: RankSpec, plans, steps: int) -> dict:
 
     share = min(statistics.median(step[r]["cpu"] / step[r]["wall"] for step in on_ranks) for r in range(spec.world))
     return {"walls": walls, "rank_wall": median("wall"), "rank_cpu": median("cpu"), "program": median("program"),
-            "call": statistics.median(calls), "share": share}
+            "call": statistics.median(calls), "share": share,
+            "timings": [[step[r] for step in profiled] for r in range(spec.world)]}
+
+
+def profile_as_trained(profile: Profile, program, g, timings: list[list[tuple]], world: int
+                       ) -> tuple[Profile, np.ndarray]:
+    """One rank's profile from its own profiling steps (``timings``: per step, the backend's
+    (stream, what, start, end) per instruction), as (Profile, seconds per node): each operator's
+    median seconds; the link fitted to the median copy of each size each way (the duplex rate
+    scaled with them); the network's latency refitted so that the ring's cost of each bucket is
+    its all-reduce's median seconds (the bandwidth kept from the network measured apart: the
+    buckets of a small model are too small to fit it), which counts the wait for the other rank."""
+    ran: dict[int, list[float]] = {}
+    copies: dict[int, list[tuple[int, float]]] = {SWAP_IN: [], SWAP_OUT: []}
+    reduces: list[float] = []
+    for step in timings:
+        for stream, what, t0, t1 in step:
+            if stream == COMPUTE:
+                ran.setdefault(what, []).append(t1 - t0)
+            elif stream in copies:
+                copies[stream].append((what, t1 - t0))
+            elif stream == ALLREDUCE:
+                reduces.append(t1 - t0)
+    seconds = profile.node_seconds(g)
+    for node, runs in ran.items():
+        seconds[node] = statistics.fmean(runs)
+    link = profile.link
+    (lat_in, rate_in), (lat_out, rate_out) = (fit_copies(copies[k], statistics.fmean) for k in (SWAP_IN, SWAP_OUT))
+    duplex = link.duplex_bytes_per_s * min(rate_in / link.h2d_bytes_per_s, rate_out / link.d2h_bytes_per_s)
+    measured = replace(profile, link=Link(rate_in, rate_out, duplex, (lat_in + lat_out) / 2))
+    network = profile.network
+    if network is not None and reduces:
+        buckets = [sum(g.tensors[t].nbytes for t in ins.bucket) for ins in program.instrs if ins.kind == ALLREDUCE]
+        hops = 2 * (world - 1)
+        by_bandwidth = statistics.fmean(hops / world * b / network.bytes_per_s for b in buckets)
+        latency = max((statistics.fmean(reduces) - by_bandwidth) / hops, 0.0)
+        measured = replace(measured, network=Network(network.bytes_per_s, latency))
+    return measured, seconds
+
+
+def simulated_as_trained(profile: Profile, program, g, timings: list[list[list[tuple]]], world: int
+                         ) -> tuple[float, Profile]:
+    """The Program simulated on each rank's profile measured as it trained: the slower rank's
+    seconds (every all-reduce waits for it) and its profile."""
+    runs = []
+    for rank_timings in timings:
+        measured, seconds = profile_as_trained(profile, program, g, rank_timings, world)
+        runs.append((simulate(program, g, measured, seconds).total, measured))
+    return max(runs, key=lambda run: run[0])
 
 
 def run(model: str, batch: int, size: int | None, steps: int, link_gbps: float, repeats: int,
@@ -141,48 +202,57 @@ def run(model: str, batch: int, size: int | None, steps: int, link_gbps: float, 
         before = load_average()
         m = timed_steps(spec, plans, steps)
         load = HostLoad.now(before)
+    trained, as_trained = simulated_as_trained(profile, program, g, m["timings"], world)
     wall = statistics.median(m["walls"])
     outside = m["rank_wall"] - m["program"]
-    predicted = simulated + outside + m["call"]
-    figures = {"simulated": simulated, "program": m["program"], "rank_wall": m["rank_wall"], "outside": outside,
-               "call": m["call"], "predicted": predicted, "wall": wall, "cpu": m["rank_cpu"], "share": m["share"],
-               "program_ratio": m["program"] / simulated, "step_ratio": wall / predicted}
+    predicted = trained + outside + m["call"]
+    apart = simulated + outside + m["call"]
+    figures = {"simulated": simulated, "trained": trained, "program": m["program"], "rank_wall": m["rank_wall"],
+               "outside": outside, "call": m["call"], "predicted": predicted, "predicted_apart": apart, "wall": wall,
+               "cpu": m["rank_cpu"], "share": m["share"], "program_ratio": m["program"] / trained,
+               "step_ratio": wall / predicted, "step_ratio_apart": wall / apart}
     grads = sum(g.tensors[t].nbytes for ins in program.instrs if ins.kind == ALLREDUCE for t in ins.bucket)
+
+    def link_and_network(p: Profile) -> str:
+        return (f"link {p.link.h2d_bytes_per_s / 1e9:.2f} GB/s in, {p.link.d2h_bytes_per_s / 1e9:.2f} out, latency "
+                f"{p.link.latency_s * 1e6:.0f} us; "
+                + (f"network {p.network.bytes_per_s / 1e9:.2f} GB/s, latency {p.network.latency_s * 1e6:.0f} us a hop"
+                   if p.network else "no network (one rank)"))
+
+    row = "{:<66} {:>9.4f}".format
     lines = [
         f"model {model} at batch {batch} ({spec.shard} per rank){f', size {size}' if size else ''}: "
         + (f"{policy} under {plans.device_bytes / 2**20:.2f} MiB per rank" if policy else "unlimited memory")
         + f", {len(program.instrs)} instructions, "
         f"{program.bytes_moved(g, SWAP_IN) / 2**20:.2f} MiB swapped in, {program.count(ALLREDUCE)} all-reduce(s) "
         f"of {grads / 2**10:.1f} KiB of gradients in all",
-        f"profile measured here ({world} worker(s) at once, as the ranks run): {len(profile.ops)} operator signatures, "
-        f"dispatch {profile.dispatch_s * 1e6:.1f} us "
-        f"per instruction, emulated link {profile.link.h2d_bytes_per_s / 1e9:.2f} GB/s in, latency "
-        f"{profile.link.latency_s * 1e6:.0f} us; "
-        + (f"network (the exact reduction on this Ray, fitted) {network.bytes_per_s / 1e9:.2f} GB/s, latency "
-           f"{network.latency_s * 1e6:.0f} us" if network else "no network (one rank)"),
+        f"profile measured apart ({world} worker(s) at once, as many as the ranks; the plan is made on it): "
+        f"{len(profile.ops)} operator signatures, dispatch {profile.dispatch_s * 1e6:.1f} us per instruction, emulated "
+        f"{link_and_network(profile)}" + (" (the network: the exact reduction on this Ray, fitted)" if network else ""),
+        f"profile measured as the ranks train ({PROFILING_STEPS} steps after the warm-up, every instruction timed on "
+        f"each rank, the slower rank's): each operator's mean seconds, {link_and_network(as_trained)} (fitted to the "
+        "copies' mean seconds" + ("; the network's latency to the all-reduces', which count the wait for the other "
+                                  "rank)" if network else ")"),
         "",
         f"{'seconds per step':<66} {'value':>9}",
-        f"{'simulated: the Program with its all-reduces':<66} {simulated:>9.4f}",
-        f"{'measured on the ranks: inside the Program (median, slower rank)':<66} {m['program']:>9.4f}",
-        f"{'measured on the ranks: host work outside the Program':<66} {outside:>9.4f}",
-        f"{'measured apart: Ray round trip of an empty call to both ranks':<66} {m['call']:>9.4f}",
-        f"{'predicted step: simulated + outside + round trip':<66} {predicted:>9.4f}",
-        f"{'measured step on the driver (median of {})'.format(steps):<66} {wall:>9.4f}",
-        f"{'a rank CPU seconds per step (median, slower rank)':<66} {m['rank_cpu']:>9.4f}",
+        row("simulated on the profile measured apart", simulated),
+        row("simulated on the profile measured as the ranks train", trained),
+        row("measured on the ranks: inside the Program (median, slower rank)", m["program"]),
+        row("measured on the ranks: host work outside the Program", outside),
+        row("measured apart: Ray round trip of an empty call to both ranks", m["call"]),
+        row("predicted step: simulated (as they train) + outside + round trip", predicted),
+        row(f"measured step on the driver (median of {steps}, after profiling)", wall),
+        row("a rank CPU seconds per step (median, slower rank)", m["rank_cpu"]),
         f"{'share of a core: CPU over wall seconds, the rank with less (median)':<66} {m['share']:>9.3f}",
         "",
-        f"Program: measured / simulated {figures['program_ratio']:.3f} ({figures['program_ratio'] - 1:+.1%}); "
-        f"step: measured / predicted {figures['step_ratio']:.3f} ({figures['step_ratio'] - 1:+.1%}); "
-        f"step against the simulated Program alone {wall / simulated:.3f}; target within {TARGET:.0%}; the rank's "
-        f"CPU seconds per step over the simulated Program {m['rank_cpu'] / simulated:.3f} (what a rank on a core "
-        "of its own would take, where its step is its CPU's work)",
-        f"the prediction over the slower rank's share of a core (what the busy machine left it; measured in this "
-        f"run, so a diagnosis, not a prediction): {predicted / m['share']:.4f} s, measured / that "
-        f"{wall * m['share'] / predicted:.3f}",
+        f"step: measured / predicted {figures['step_ratio']:.3f} ({figures['step_ratio'] - 1:+.1%}); Program: measured / "
+        f"simulated {figures['program_ratio']:.3f} ({figures['program_ratio'] - 1:+.1%}); target within {TARGET:.0%}",
+        f"on the profile measured apart: step {figures['step_ratio_apart']:.3f} ({figures['step_ratio_apart'] - 1:+.1%}), "
+        f"Program {m['program'] / simulated:.3f}; the rank's CPU seconds per step over that simulation "
+        f"{m['rank_cpu'] / simulated:.3f}: two ranks and Ray on these cores slow each operator, copy and all-reduce "
+        "against the same work measured apart, which a profile measured as they train counts",
         f"driver step times spread {spread(m['walls']):.0%} of their median (interquartile)",
         load.describe(),
-        "(the simulator gives each rank a core of its own; on a busy machine a rank gets a part of one, and at each "
-        "all-reduce the faster rank waits for the slower: the CPU share above says how much it got)",
     ]
     warning = busy_warning(load)
     if warning:

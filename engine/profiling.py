@@ -40,7 +40,7 @@ def measure_link(backend: Backend, sizes=LINK_SIZES, repeats: int = 5) -> Link:
         backend.synchronize()
         backend.copy_d2h(SWAP_OUT, host[1][:n], dev[1][:n])
         backend.synchronize()
-    fits = [_fit_copies([(n, t1 - t0) for s, n, t0, t1 in backend.timings if s == stream])
+    fits = [fit_copies([(n, t1 - t0) for s, n, t0, t1 in backend.timings if s == stream])
             for stream in (SWAP_IN, SWAP_OUT)]
     latency = float(np.mean([f[0] for f in fits]))
     both = []
@@ -55,17 +55,19 @@ def measure_link(backend: Backend, sizes=LINK_SIZES, repeats: int = 5) -> Link:
     return Link(fits[0][1], fits[1][1], duplex, latency)
 
 
-def _fit_copies(timed: list[tuple[int, float]]) -> tuple[float, float]:
-    """(latency, bytes per second) of one direction from (bytes, seconds) copies. Load only
-    ever adds time, so each size's fastest repeat is fitted, not every repeat: on a busy
-    machine one stalled small copy tilted the line until its slope, the bandwidth, was
-    negative (issue 39). Where the fastest copies still do not grow with their size, the
-    biggest one's bytes over its time is the rate (latency counted in it: slower, not absurd)."""
-    fastest: dict[int, float] = {}
+def fit_copies(timed: list[tuple[int, float]], pick=min) -> tuple[float, float]:
+    """(latency, bytes per second) of one direction from (bytes, seconds) copies, fitted to
+    ``pick`` of each size's repeats. Load only ever adds time, so a link measured apart fits
+    each size's fastest (``min``), not every repeat: on a busy machine one stalled small copy
+    tilted the line until its slope, the bandwidth, was negative (issue 39); copies timed
+    while training fit their typical time (``statistics.median``). Where the picked copies
+    still do not grow with their size, the biggest one's bytes over its time is the rate
+    (latency counted in it: slower, not absurd)."""
+    repeats: dict[int, list[float]] = {}
     for n, seconds in timed:
-        fastest[n] = min(seconds, fastest.get(n, np.inf))
-    sizes = np.array(sorted(fastest), dtype=float)
-    times = np.array([fastest[n] for n in sorted(fastest)])
+        repeats.setdefault(n, []).append(seconds)
+    sizes = np.array(sorted(repeats), dtype=float)
+    times = np.array([pick(repeats[n]) for n in sorted(repeats)])
     slope, intercept = np.polyfit(sizes, times, 1) if len(sizes) > 1 else (0.0, 0.0)
     if not slope > 0:
         return 0.0, float(sizes[-1] / max(times[-1], 1e-12))

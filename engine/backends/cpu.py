@@ -184,7 +184,8 @@ class CpuBackend:
         self._jitter = max(jitter) if sanitize else 0.0
         self.arena: np.ndarray | None = None
         self._mapped: MappedArena | None = None     # a virtual-addressing arena's mappings
-        # When profiling: (stream, node id or bytes copied, start, end) of each kernel and copy.
+        # When profiling: (stream, node id or bytes copied or -1 for a host call such as an all-reduce,
+        # start, end) of each kernel, copy and host call.
         self.timings: list[tuple[int, int, float, float]] | None = None
 
     # ------------------------------------------------------------------ memory
@@ -260,7 +261,7 @@ class CpuBackend:
     def host_call(self, stream: int, fn) -> None:
         """Run ``fn()`` on stream ``stream`` in its order: a data-parallel Program's all-reduce
         (engine.program.ALLREDUCE), on a fourth stream made when first asked for."""
-        self._stream(stream).submit(fn)
+        self._stream(stream).submit(lambda: self._timed(stream, -1, fn))
 
     def _stream(self, k: int) -> Stream:
         while len(self.streams) <= k:        # a stream past the three: made on first use, capturing if they are

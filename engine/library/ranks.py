@@ -313,6 +313,23 @@ class RankTrainer:
         self.iteration += 1
         return loss
 
+    def instruction_timings(self) -> list[tuple[int, int, float, float]]:
+        """One ``step`` with the backend timing each instruction it runs: (stream, what, start,
+        end) per instruction, ``what`` the node of a compute, the bytes of a copy, -1 for an
+        all-reduce (``CpuBackend.timings``), for the Program's graph (``spec.in_program``): a
+        profile measured as the ranks train (bench.ranks_measured)."""
+        (made,) = self._made
+        backend = made.backend
+        if backend is None or not hasattr(backend, "timings"):
+            raise UsageError("instruction_timings: this rank runs on no backend that times its instructions "
+                             "(the cpu backend does)")
+        backend.timings = []
+        try:
+            self.step()
+            return list(backend.timings)
+        finally:
+            backend.timings = None
+
     def state(self) -> dict[str, np.ndarray]:
         """Every persistent tensor by name, the accumulators left out (zeroed before each step)."""
         return {k: v for k, v in self.values.items() if k not in self.accumulators}

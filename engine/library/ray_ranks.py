@@ -78,6 +78,10 @@ class _Rank:
         return {"loss": loss, "wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
                 "program": self.trainer.program_seconds - program}
 
+    def instruction_timings(self) -> list[tuple[int, int, float, float]]:
+        """A step with each instruction timed on this rank (``RankTrainer.instruction_timings``)."""
+        return self.trainer.instruction_timings()
+
     def clock(self) -> float:
         """This rank's CPU seconds so far: an empty call, whose round trip is Ray's per-call cost."""
         return time.process_time()

@@ -237,12 +237,14 @@ def test_the_measured_bench_quick_mode_reports_every_figure(local_ray):
 
     lines, figures = run("small-cnn", 8, None, 2, 2.0, 1)
     text = "\n".join(lines)
-    for label in ("simulated: the Program with its all-reduces", "inside the Program", "outside the Program",
-                  "Ray round trip", "predicted step", "measured step on the driver", "CPU seconds per step",
-                  "measured / simulated", "share of a core", "load average"):
+    for label in ("simulated on the profile measured apart", "simulated on the profile measured as the ranks train",
+                  "inside the Program", "outside the Program", "Ray round trip", "predicted step",
+                  "measured step on the driver", "CPU seconds per step", "measured / simulated", "share of a core",
+                  "load average"):
         assert label in text
     assert all(np.isfinite(v) and v > 0 for k, v in figures.items() if k != "outside")
-    assert figures["predicted"] == pytest.approx(figures["simulated"] + figures["outside"] + figures["call"])
+    assert figures["predicted"] == pytest.approx(figures["trained"] + figures["outside"] + figures["call"])
+    assert figures["predicted_apart"] == pytest.approx(figures["simulated"] + figures["outside"] + figures["call"])
     assert figures["program"] <= figures["rank_wall"]
 
 
