@@ -20,7 +20,8 @@ has 512GB DDR4-2133"), four channels a socket (Intel's figure for that CPU), 2 x
 136.5 GB/s theoretical for all ranks together; the four uplinks (48 GB/s) bind long before it.
 ``--host-gbps`` and ``--uplink-gbps`` put other figures in their place.
 
-    python -m bench.shared_host [--host-gbps 136.5] [--uplink-gbps 12] [--models wresnet-152-10:64,gpt2-xl:8] [--save]
+    python -m bench.shared_host [--host-gbps 136.5] [--uplink-gbps 12] [--models wresnet-152-10:64,gpt2-xl:8]
+                                [--search-evaluations N [--seed S]] [--save]
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from planner.facts import GraphFacts
 from planner.policy import get
 from planner.simulate import simulate
 
+from .recompute_table import search_options
 from .results_file import planning_machine_line, save_results
 
 BUDGET = 16 * 2**30
@@ -46,7 +48,8 @@ UPLINK_GBPS = 12.0
 HOST_GBPS = 2 * 4 * 2133e6 * 8 / 1e9
 
 
-def study(model: str, batch: int, host_bps: float, uplink_bps: float) -> list[str]:
+def study(model: str, batch: int, host_bps: float, uplink_bps: float, evaluations: int = 0, seed: int = 0
+          ) -> list[str]:
     g = zoo.build(model, batch=batch)
     facts = GraphFacts(g)
     v100 = analytic_profile("v100")
@@ -54,15 +57,27 @@ def study(model: str, batch: int, host_bps: float, uplink_bps: float) -> list[st
     t0 = time.process_time()
     alone = plan(g, policy, v100, BUDGET, facts=facts).program
     base = simulate(alone, g, v100).total
+    search = search_options(0, evaluations, seed) if evaluations else None
+    # Searched: the oblivious plan's fitness is the simulator without the host, the aware one's
+    # with it (the search times copies on the rank's share); one search per distinct share.
+    searched_alone = plan(g, policy, v100, BUDGET, facts=facts, search=search).program if search else None
+    searched_on: dict = {}
     rows = []
     for n in RANKS:
         shared = replace(v100, host=HostShare(n, host_bps, PER_SWITCH, uplink_bps))
         oblivious = simulate(alone, g, shared).total
         on_share = simulate(plan(g, policy, shared.shared(), BUDGET, facts=facts).program, g, shared).total
         aware = min(on_share, oblivious)       # the faster under the shared host, as a search's fitness picks
-        rows.append(f"{model:>16} {batch:>5} {n:>5} {shared.rank_link.h2d_bytes_per_s / 1e9:>9.1f} "
-                    f"{base / oblivious:>10.3f} {base / on_share:>10.3f} {base / aware:>10.3f} "
-                    f"{oblivious / aware:>9.3f}")
+        row = (f"{model:>16} {batch:>5} {n:>5} {shared.rank_link.h2d_bytes_per_s / 1e9:>9.1f} "
+               f"{base / oblivious:>10.3f} {base / on_share:>10.3f} {base / aware:>10.3f} {oblivious / aware:>9.3f}")
+        if search:
+            share = shared.rank_link
+            if share not in searched_on:
+                searched_on[share] = plan(g, policy, shared, BUDGET, facts=facts, search=search).program
+            s_oblivious = simulate(searched_alone, g, shared).total
+            s_aware = simulate(searched_on[share], g, shared).total
+            row += f" {base / s_oblivious:>10.3f} {base / s_aware:>10.3f} {s_oblivious / s_aware:>9.3f}"
+        rows.append(row)
     rows.append(f"{'':>16} planned in {time.process_time() - t0:.0f} s CPU; peak {facts.peak_bytes / 2**30:.1f} GiB, "
                 f"one rank alone {base:.3f} s per iteration")
     return rows
@@ -74,6 +89,9 @@ def main(argv=None) -> int:
     p.add_argument("--uplink-gbps", type=float, default=UPLINK_GBPS,
                    help=f"each PCIe switch's uplink, each way, shared by its {PER_SWITCH} ranks")
     p.add_argument("--models", default="wresnet-152-10:64,gpt2-xl:8")
+    p.add_argument("--search-evaluations", type=int, default=0,
+                   help="also search each plan this many evaluations (one worker per core) and add its columns")
+    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--save", action="store_true")
     a = p.parse_args(argv)
     lines = [f"bench.shared_host: ranks of one DGX-1 (V100) host, V100 analytic (12 GB/s each way per device), 16 GiB "
@@ -90,10 +108,15 @@ def main(argv=None) -> int:
              "(Profile.shared); aware: the faster of the two under the shared host (what a search's fitness, the same "
              "simulator, would keep); aware win: oblivious time / aware time",
              f"{'model':>16} {'batch':>5} {'ranks':>5} {'GB/s/rank':>9} {'oblivious':>10} {'on share':>10} "
-             f"{'aware':>10} {'aware win':>9}"]
+             f"{'aware':>10} {'aware win':>9}"
+             + (f" {'s. obliv.':>10} {'s. aware':>10} {'s. win':>9}" if a.search_evaluations else "")]
+    if a.search_evaluations:
+        lines.insert(-1, f"searched (s.): each plan after a genetic search of {a.search_evaluations} evaluations "
+                         f"(seed {a.seed}): the oblivious one's fitness the simulator without the host, the aware "
+                         "one's under the shared host; both timed under the shared host")
     for spec in a.models.split(","):
         model, batch = spec.split(":")
-        lines += study(model, int(batch), a.host_gbps * 1e9, a.uplink_gbps * 1e9)
+        lines += study(model, int(batch), a.host_gbps * 1e9, a.uplink_gbps * 1e9, a.search_evaluations, a.seed)
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if a.save:
