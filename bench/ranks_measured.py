@@ -140,10 +140,11 @@ def profile_as_trained(profile: Profile, program, g, timings: list[list[tuple]],
                        ) -> tuple[Profile, np.ndarray]:
     """One rank's profile from its own profiling steps (``timings``: per step, the backend's
     (stream, what, start, end) per instruction), as (Profile, seconds per node): each operator's
-    median seconds; the link fitted to the median copy of each size each way (the duplex rate
-    scaled with them); the network's latency refitted so that the ring's cost of each bucket is
-    its all-reduce's median seconds (the bandwidth kept from the network measured apart: the
-    buckets of a small model are too small to fit it), which counts the wait for the other rank."""
+    mean seconds; the link fitted to the mean copy of each size each way (the duplex rate scaled
+    with them); the network's latency refitted so that the ring's mean cost over the buckets is
+    the all-reduces' mean seconds (the bandwidth kept from the network measured apart: the
+    buckets of a small model are too small to fit it), which counts the wait for the other rank.
+    Means, not medians: a step's time is their sum, and the slow tail of each is in it."""
     ran: dict[int, list[float]] = {}
     copies: dict[int, list[tuple[int, float]]] = {SWAP_IN: [], SWAP_OUT: []}
     reduces: list[float] = []

@@ -60,7 +60,7 @@ def fit_copies(timed: list[tuple[int, float]], pick=min) -> tuple[float, float]:
     ``pick`` of each size's repeats. Load only ever adds time, so a link measured apart fits
     each size's fastest (``min``), not every repeat: on a busy machine one stalled small copy
     tilted the line until its slope, the bandwidth, was negative (issue 39); copies timed
-    while training fit their typical time (``statistics.median``). Where the picked copies
+    while training fit their mean (``statistics.fmean``: what adds up over a step). Where the picked copies
     still do not grow with their size, the biggest one's bytes over its time is the rate
     (latency counted in it: slower, not absurd)."""
     repeats: dict[int, list[float]] = {}
