@@ -10,6 +10,8 @@ budget (``GraphFacts.smallest_budget``) is its bytes plus operator scratch.
 """
 from __future__ import annotations
 
+import hashlib
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -43,6 +45,33 @@ LATENCY_SHARE = 0.05
 # leave the chunks little (BRNN-4-8K, analytic V100, 16 GiB, 8 MiB chunks: 7.9 GiB below a
 # chunk and 22.0 s per iteration uncapped, 19.5 s capped).
 SMALL_REGION = 0.25
+
+
+# What the simple and chunked allocations derive from a graph's facts and no budget changes,
+# per GraphFacts, by what each depends on: a budget ladder or checkpoint's segmentations
+# allocate one graph at many budgets (NasNet-25 under checkpoint: 784 allocations, 147 of its
+# 462 CPU-s, before). Only tables of sizes are kept, never [size, step] arrays (tens of MB).
+_TABLES: "weakref.WeakKeyDictionary[GraphFacts, dict]" = weakref.WeakKeyDictionary()
+
+
+def _memo(facts: GraphFacts, key: tuple, make):
+    """``make()`` once per facts and key; its arrays read-only, as every caller shares them."""
+    tables = _TABLES.setdefault(facts, {})
+    if key not in tables:
+        made = make()
+        for a in made if isinstance(made, tuple) else (made,):
+            if isinstance(a, np.ndarray):
+                a.setflags(write=False)
+        tables[key] = made
+    return tables[key]
+
+
+def _digest(a: np.ndarray | None):
+    """A key for an array argument: its dtype, shape and bytes' digest (None stays None)."""
+    if a is None:
+        return None
+    a = np.ascontiguousarray(a)
+    return a.dtype.str, a.shape, hashlib.blake2b(a.tobytes(), digest_size=16).digest()
 
 
 def _class_needs(d: SizeDemand) -> np.ndarray:
@@ -193,18 +222,18 @@ def simple_allocation(facts: GraphFacts, budget: Budget, profile: Profile | None
     if unlimited.pool_bytes <= pool:
         return unlimited
     slot = aligned_bytes(d.sizes)
-    need = _class_needs(d)
-    step_seconds, link = None, None
-    if profile is not None:
-        secs = profile.node_seconds(facts.graph) if node_seconds is None else np.asarray(node_seconds)
-        step_seconds, link = secs[np.asarray(facts.order, dtype=np.int64)], profile.link.h2d_bytes_per_s
+    need = _memo(facts, ("needs",), lambda: _class_needs(d))
+    step_seconds, link = _step_seconds_and_link(facts, profile, node_seconds)
+    timing = (_digest(step_seconds), link)
     # State nothing updates (a forward-only graph's weights) counts as staying resident.
-    peak = np.maximum(_class_peaks(d, working_set(facts, step_seconds, link, resident_state=True)), need)
+    peak = np.maximum(_memo(facts, ("class peaks", *timing), lambda: _class_peaks(
+        d, working_set(facts, step_seconds, link, resident_state=True))), need)
 
     latency_bytes = profile.link.latency_s * profile.link.h2d_bytes_per_s if profile is not None else 0.0
     base = np.zeros_like(peak)
     if firm is not None:    # what cannot leave, always; a fraction of the rest (room to recompute it)
-        base = _class_peaks(d, working_set(facts, step_seconds, link, firm=firm)) + need
+        base = _memo(facts, ("firm class peaks", *timing, _digest(firm)), lambda: _class_peaks(
+            d, working_set(facts, step_seconds, link, firm=firm))) + need
         need = base
         peak = np.maximum(peak, base)
     floor = np.maximum(need, _small_class_floor(d, slot, pool, latency_bytes))
@@ -229,6 +258,14 @@ def simple_allocation(facts: GraphFacts, budget: Budget, profile: Profile | None
     _, runs = _cheapest_runs(slot, counts(lo), allowed)
     grown = _grow(_allocation_of_runs(d, runs, counts(lo)), peak, runs, pool)
     return _one_more_for_the_largest(grown, need, peak, runs)
+
+
+def _step_seconds_and_link(facts: GraphFacts, profile: Profile | None, node_seconds) -> tuple:
+    """The op seconds of each step and the link's rate in (working_set's timing), or Nones."""
+    if profile is None:
+        return None, None
+    secs = profile.node_seconds(facts.graph) if node_seconds is None else np.asarray(node_seconds)
+    return secs[np.asarray(facts.order, dtype=np.int64)], profile.link.h2d_bytes_per_s
 
 
 def _small_class_floor(d: SizeDemand, slot: np.ndarray, pool: int, latency_bytes: float = 0.0) -> np.ndarray:
@@ -315,19 +352,22 @@ def chunked_allocation(facts: GraphFacts, budget: Budget, chunk_bytes: int, prof
     cls = np.minimum(np.arange(len(sizes)), n_small)
     width = -(-sizes[n_small:] // chunk_bytes)
     chunks_needed = int((d.per_node[:, n_small:].astype(np.int64) @ width).max(initial=1))
-    step_seconds, link = None, None
-    if profile is not None:
-        secs = profile.node_seconds(facts.graph) if node_seconds is None else np.asarray(node_seconds)
-        step_seconds, link = secs[np.asarray(facts.order, dtype=np.int64)], profile.link.h2d_bytes_per_s
-    live = working_set(facts, step_seconds, link, resident_state=True)[:n_small]
-    peak = np.maximum(live.max(axis=1, initial=0), d.minimum[:n_small])
+    step_seconds, link = _step_seconds_and_link(facts, profile, node_seconds)
+    timing = (_digest(step_seconds), link)
+    size_peaks = _memo(facts, ("size peaks", *timing), lambda: working_set(
+        facts, step_seconds, link, resident_state=True).max(axis=1, initial=0))
+    peak = np.maximum(size_peaks[:n_small], d.minimum[:n_small])
     need = np.maximum(d.minimum[:n_small], 1)
     base = np.zeros_like(need)
     if firm is not None:    # what cannot leave, always, beside room to recompute
-        held = working_set(facts, step_seconds, link, firm=firm)
-        base = need = held[:n_small].max(axis=1, initial=0) + need
+        def firm_peaks():
+            held = working_set(facts, step_seconds, link, firm=firm)
+            return held[:n_small].max(axis=1, initial=0), int((width @ held[n_small:]).max(initial=0))
+        held_small, held_chunks = _memo(facts, ("firm size peaks", *timing, _digest(firm), int(chunk_bytes)),
+                                        firm_peaks)
+        base = need = held_small + need
         peak = np.maximum(peak, base)
-        chunks_needed += int((width @ held[n_small:]).max(initial=0))
+        chunks_needed += held_chunks
 
     def allocation(f: float) -> Allocation:
         small = np.maximum(need, base + np.ceil(f * (peak - base) - 1e-9).astype(np.int64))
