@@ -29,6 +29,8 @@ that budget's), and so is a plan without a profile (nothing to compare).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Callable, Iterator
 
@@ -44,6 +46,20 @@ STEPS_PER_OCTAVE = 16
 
 # What a rung's plan gives the walk: its simulated seconds and a way to make its Program.
 Attempt = Callable[[PlanRequest], tuple[float, Callable[[], object]]]
+# Who hears of each rung the walk has tried (the command line's heartbeat on a long walk):
+# report(rungs tried, this rung's device bytes, its seconds or None where it did not plan,
+# (best seconds, their device bytes) or None).
+_RUNG_REPORT: ContextVar[Callable | None] = ContextVar("rung_report", default=None)
+
+
+@contextmanager
+def rungs_reported(report: Callable) -> Iterator[None]:
+    """Within the block, every walk down the ladder calls ``report`` after each rung it tries."""
+    token = _RUNG_REPORT.set(report)
+    try:
+        yield
+    finally:
+        _RUNG_REPORT.reset(token)
 
 
 def rung(k: int) -> int:
@@ -99,9 +115,9 @@ def fastest_rung(request: PlanRequest, policy: Policy, attempt: Attempt) -> tupl
     rungs at or below the request's budget; the PlanError of the highest rung when none plans."""
     facts, profile = request.facts, request.profile
     allocator = policy.placed_by(request.allocator)
-    best, refused = None, None
-    for device_bytes in rungs_down_from(request.budget.device_bytes, smallest_budget(facts, [allocator]),
-                                        top_rung(facts)):
+    best, refused, report = None, None, _RUNG_REPORT.get()
+    for tried, device_bytes in enumerate(rungs_down_from(request.budget.device_bytes,
+                                                         smallest_budget(facts, [allocator]), top_rung(facts)), 1):
         budget = Budget(device_bytes, request.budget.scratch_bytes)
         if best is not None and lower_bounds(facts, budget, profile, request.op_seconds).recompute_bound >= best[0]:
             break
@@ -109,9 +125,12 @@ def fastest_rung(request: PlanRequest, policy: Policy, attempt: Attempt) -> tupl
             seconds, make = attempt(replace(request, budget=budget))
         except PlanError as e:
             refused = refused or e
-            continue
-        if best is None or seconds < best[0]:
-            best = (seconds, make, device_bytes)
+            seconds = None
+        else:
+            if best is None or seconds < best[0]:
+                best = (seconds, make, device_bytes)
+        if report is not None:
+            report(tried, device_bytes, seconds, (best[0], best[2]) if best else None)
     if best is None:
         raise refused or PlanError(f"policy '{policy.name}' found no plan at or below "
                                    f"{request.budget.device_bytes} device bytes")

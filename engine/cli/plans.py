@@ -12,7 +12,7 @@ import sys
 import time
 
 from planner.budget import Budget
-from planner.budget_ladder import faster_of, ladder_program
+from planner.budget_ladder import faster_of, ladder_program, rungs_reported
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest, Policy, unlimited_program
 
@@ -197,11 +197,12 @@ def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Pr
     programs = {}
     for policy, request in requests(cfg, facts, budget, profile):
         t0 = time.perf_counter()
-        if policy is cfg.searching:
-            program = searched_program(cfg, policy, request, out_dir, loaded, effort)
-        else:
-            program = (made or {}).get(policy.name)
-        program, sim = planning.verified(policy, request, program)
+        with rungs_reported(ladder_heartbeat(policy.name, None if cfg.quiet else HEARTBEAT_S)):
+            if policy is cfg.searching:
+                program = searched_program(cfg, policy, request, out_dir, loaded, effort)
+            else:
+                program = (made or {}).get(policy.name)
+            program, sim = planning.verified(policy, request, program)
         placed = program.arena.allocator.get("name", "?")
         if program.arena.allocator.get("chunk_bytes"):
             placed += f", {format_bytes(program.arena.allocator['chunk_bytes'])} chunks"
@@ -211,6 +212,31 @@ def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Pr
               f"{sim.total:.4f} s/iter ({time.perf_counter() - t0:.2f} s to plan)", flush=True)
         programs[policy.name] = (program, sim)
     return programs
+
+
+# A walk down the budget ladder longer than this says where it is, this often (checkpoint on
+# NasNet-25 walks 46 rungs in about 5 minutes).
+HEARTBEAT_S = 5.0
+
+
+def ladder_heartbeat(policy_name: str, every_s: float | None):
+    """A rung reporter for ``rungs_reported``: a line on stderr each ``every_s`` seconds of a
+    walk down the budget ladder (None: silent, --quiet)."""
+    started = time.monotonic()
+    last = [started]
+
+    def report(tried: int, device_bytes: int, seconds: float | None, best: tuple | None) -> None:
+        now = time.monotonic()
+        if every_s is None or now - last[0] < every_s:
+            return
+        last[0] = now
+        this = f"{seconds:.4f} s/iter" if seconds is not None else "does not plan"
+        so_far = (f"best so far {best[0]:.4f} s/iter within {format_bytes(best[1])}" if best
+                  else "none planned yet")
+        print(f"plan   {policy_name}: budget ladder, rung {tried} at {format_bytes(device_bytes)}: {this}; {so_far} "
+              f"({now - started:.0f} s; rungs below are tried until the lower bound rules them out)",
+              file=sys.stderr, flush=True)
+    return report
 
 
 def assess_plans(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Profile, programs: dict) -> dict:

@@ -120,3 +120,29 @@ def test_searching_never_gives_a_slower_plan_than_the_ladder():
                                         progress=False))
     assert unsearched.seconds < at_budget
     assert searched.seconds == unsearched.seconds
+
+
+def test_every_rung_the_walk_tries_is_reported_with_the_best_so_far(resnet, capsys):
+    """``rungs_reported`` hears each rung tried, in order, with the fastest plan so far; the
+    command line's heartbeat prints them on stderr (here at every rung)."""
+    from engine.cli.plans import ladder_heartbeat
+
+    g, facts = resnet
+    policy = get("swapadvisor")
+    roomy = facts.smallest_budget + 9 * (top_rung(facts) - facts.smallest_budget) // 10
+    request = PlanRequest(g, facts, make_budget(facts, roomy, [policy.placed_by(None)]), SLOW_LINK)
+    heard = []
+    with budget_ladder.rungs_reported(lambda *rung: heard.append(rung)):
+        seconds, _, device_bytes = fastest_rung(request, policy, timed(policy))
+    assert [tried for tried, *_ in heard] == list(range(1, len(heard) + 1)) and len(heard) > 1
+    rungs = [rung for _, rung, _, _ in heard]
+    assert rungs == sorted(rungs, reverse=True)
+    planned = [(s, rung) for _, rung, s, _ in heard if s is not None]
+    assert heard[-1][3] == min(planned, key=lambda p: p[0]) == (seconds, device_bytes)
+    fastest_rung(request, policy, timed(policy))        # outside the block: nobody hears
+    assert len(heard) == len(rungs)
+    with budget_ladder.rungs_reported(ladder_heartbeat("swapadvisor", 0.0)):
+        fastest_rung(request, policy, timed(policy))
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == len(heard) and all(line.startswith("plan   swapadvisor: budget ladder, rung ") for line in lines)
+    assert f"best so far {seconds:.4f} s/iter" in lines[-1]
