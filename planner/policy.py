@@ -82,9 +82,13 @@ class PlanRequest:
 
     @property
     def op_seconds(self) -> np.ndarray | None:
-        if self.node_seconds is not None or self.profile is None:
-            return self.node_seconds
-        return self.profile.node_seconds(self.graph)
+        """The profile's op times (None without a profile), read from the profile once and kept
+        in ``node_seconds``: a policy reads them several times a plan and a budget ladder on
+        every rung (NasNet-25: 0.7 s each time from the profile). Kept as the field ``replace``
+        copies; the frozen dataclass's one deliberate write, of values equal to what it replaces."""
+        if self.node_seconds is None and self.profile is not None:
+            object.__setattr__(self, "node_seconds", self.profile.node_seconds(self.graph))
+        return self.node_seconds
 
     @property
     def link_bytes_per_s(self) -> float | None:

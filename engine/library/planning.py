@@ -103,7 +103,7 @@ def searched_request(policy: Policy, request: PlanRequest, options):
                       policy_options=tuple(dict(request.policy_options).items()))
     result = search(request.facts, request.budget, request.profile, options, policy)
     return result.request(request.graph, request.facts, request.budget, request.profile,
-                          request.node_seconds), result
+                          request.op_seconds), result
 
 
 def verified(policy: Policy, request: PlanRequest, program: Program | None = None) -> tuple[Program, Timeline]:

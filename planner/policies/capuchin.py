@@ -21,7 +21,7 @@ OPTIONS = PlanOptions(recompute=1.0, max_chain=4, order_copies=True)
 
 def make(request: PlanRequest):
     facts, budget = request.facts, request.budget
-    alloc = simple_allocation(facts, budget, request.profile, request.node_seconds)
+    alloc = simple_allocation(facts, budget, request.profile, request.op_seconds)
     return plan(request.graph, facts.order, alloc, budget.scratch_bytes, request.profile, request.op_seconds,
                 OPTIONS, policy=POLICY.name)
 

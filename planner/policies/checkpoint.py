@@ -183,8 +183,8 @@ def _allocation(request: PlanRequest, kind: str, firm: np.ndarray):
     facts, budget = request.facts, request.budget
     if kind == CHUNKED:
         chunk = int(request.allocator_options.get("chunk_bytes") or CHUNK_BYTES)
-        return chunked_allocation(facts, budget, chunk, request.profile, request.node_seconds, firm=firm)
-    alloc = simple_allocation(facts, budget, request.profile, request.node_seconds, firm=firm)
+        return chunked_allocation(facts, budget, chunk, request.profile, request.op_seconds, firm=firm)
+    alloc = simple_allocation(facts, budget, request.profile, request.op_seconds, firm=firm)
     if alloc.pool_bytes > budget.pool_bytes:
         need, have = format_bytes(alloc.pool_bytes), format_bytes(budget.pool_bytes)
         if need == have:

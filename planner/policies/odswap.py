@@ -18,7 +18,7 @@ OPTIONS = PlanOptions(victim="lru", newest_for_outputs=False)
 
 def make(request: PlanRequest):
     facts, budget = request.facts, request.budget
-    alloc = simple_allocation(facts, budget, request.profile, request.node_seconds)
+    alloc = simple_allocation(facts, budget, request.profile, request.op_seconds)
     return plan(request.graph, facts.order, alloc, budget.scratch_bytes, options=OPTIONS, policy=POLICY.name)
 
 

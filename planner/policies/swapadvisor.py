@@ -68,7 +68,7 @@ def _chunked(request: PlanRequest):
     if key not in cache:
         try:
             cache[key] = chunked_allocation(request.facts, request.budget, chunk, request.profile,
-                                            request.node_seconds)
+                                            request.op_seconds)
         except OutOfRoom as e:
             cache[key] = e
     if isinstance(cache[key], OutOfRoom):
@@ -84,7 +84,7 @@ def _allocations(request: PlanRequest, kinds: tuple[str, ...]) -> list:
     if SIZE_CLASSES in kinds:
         given_size_classes = given is not None and not given.chunk_bytes
         out.append(given if given_size_classes else simple_allocation(request.facts, request.budget, request.profile,
-                                                        request.node_seconds))
+                                                        request.op_seconds))
     if CHUNKED in kinds:
         try:
             out.append(given if given is not None and given.chunk_bytes else _chunked(request))
