@@ -53,8 +53,9 @@ _RUNG_REPORT: ContextVar[Callable | None] = ContextVar("rung_report", default=No
 
 
 @contextmanager
-def rungs_reported(report: Callable) -> Iterator[None]:
-    """Within the block, every walk down the ladder calls ``report`` after each rung it tries."""
+def rungs_reported(report: Callable | None) -> Iterator[None]:
+    """Within the block, every walk down the ladder calls ``report`` after each rung it tries
+    (None: nobody)."""
     token = _RUNG_REPORT.set(report)
     try:
         yield

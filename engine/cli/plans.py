@@ -197,7 +197,7 @@ def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Pr
     programs = {}
     for policy, request in requests(cfg, facts, budget, profile):
         t0 = time.perf_counter()
-        with rungs_reported(ladder_heartbeat(policy.name, None if cfg.quiet else HEARTBEAT_S)):
+        with rungs_reported(None if cfg.quiet else ladder_heartbeat(policy.name, HEARTBEAT_S)):
             if policy is cfg.searching:
                 program = searched_program(cfg, policy, request, out_dir, loaded, effort)
             else:
@@ -219,15 +219,15 @@ def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Pr
 HEARTBEAT_S = 5.0
 
 
-def ladder_heartbeat(policy_name: str, every_s: float | None):
+def ladder_heartbeat(policy_name: str, every_s: float):
     """A rung reporter for ``rungs_reported``: a line on stderr each ``every_s`` seconds of a
-    walk down the budget ladder (None: silent, --quiet)."""
+    walk down the budget ladder."""
     started = time.monotonic()
     last = [started]
 
     def report(tried: int, device_bytes: int, seconds: float | None, best: tuple | None) -> None:
         now = time.monotonic()
-        if every_s is None or now - last[0] < every_s:
+        if now - last[0] < every_s:
             return
         last[0] = now
         this = f"{seconds:.4f} s/iter" if seconds is not None else "does not plan"
