@@ -6,19 +6,14 @@
 // deterministic, no atomics.
 #include "gemm.cuh"
 
-template <typename T, bool TA, bool TB>
-struct BatchProblem {
-    T* C; const T* A; const T* B; int M, N, K;
-    __device__ T a(int m, int k) const { return TA ? A[(i64)k * M + m] : A[(i64)m * K + k]; }
-    __device__ T b(int k, int n) const { return TB ? B[(i64)n * K + k] : B[(i64)k * N + n]; }
-    __device__ void store(int m, int n, T v) const { C[(i64)m * N + n] = v; }
-};
-
 template <typename T, class Tile, bool TA, bool TB>
 __device__ __forceinline__ void bmm_t(T* C, const T* A, const T* B, int M, int N, int K) {
     const i64 z = blockIdx.z;
-    BatchProblem<T, TA, TB> p{C + z * M * N, A + z * M * K, B + z * K * N, M, N, K};
-    gemm_tile<T, Tile, !TA, TB>(p, M, N, 0, K);
+    A += z * M * K;
+    B += z * K * N;
+    const Strided<T> a = TA ? Strided<T>{A, 1, M} : Strided<T>{A, K, 1};
+    const Strided<T> b = TB ? Strided<T>{B, K, 1} : Strided<T>{B, 1, N};
+    gemm_tile<T, Tile, !TA, TB>(a, b, RowMajorStore<T>{C + z * M * N, N, nullptr}, M, N, 0, K);
 }
 
 #define BMM(NAME, TILE, TA, TB)                                                                          \

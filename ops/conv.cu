@@ -33,23 +33,36 @@ struct ConvDims {
                     int sh, int sw, int ph, int pw, int G, int dil_h, int dil_w
 #define CONV_ARGS ConvDims{N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, G, dil_h, dil_w}
 
+// The forward's B: x at k = (c, r, s) for output pixel col = (n, p, q), zero in the padding.
 template <typename T>
-struct ConvFwd {
-    T* y; const T* x; const T* w; ConvDims d; int g;
-    __device__ T a(int m, int k) const {                       // w[g*Og + m, k]
-        return w[(i64)(g * d.Og() + m) * (d.Cg() * d.KK()) + k];
-    }
-    __device__ T b(int k, int col) const {                     // x at (c, r, s) x (n, p, q)
-        const int c = k / d.KK(), rs = k - c * d.KK(), r = rs / d.KW, s = rs - r * d.KW;
+struct ForwardColumns {
+    const T* x; ConvDims d; int g; KDigits kd;     // kd: k's radices (KH, KW)
+    __device__ ForwardColumns(const T* x, const ConvDims& d, int g) : x(x), d(d), g(g), kd(d.KH, d.KW) {}
+    struct Row { i64 image; int h, w; };           // x's image n at the group's channel 0; the window's corner
+    using K = KPos;                                // (c, r, s)
+    __device__ Row row(int col) const {
         const int P = d.OH * d.OW, n = col / P, pq = col - n * P, p = pq / d.OW, q = pq - p * d.OW;
-        const int h = p * d.sh - d.ph + r * d.dh, wc = q * d.sw - d.pw + s * d.dw;
-        if ((unsigned)h >= (unsigned)d.H || (unsigned)wc >= (unsigned)d.W) return T(0);
-        return x[(((i64)n * d.C + g * d.Cg() + c) * d.H + h) * d.W + wc];
+        return {((i64)n * d.C + g * d.Cg()) * d.H * d.W, p * d.sh - d.ph, q * d.sw - d.pw};
     }
-    __device__ void store(int m, int col, T v) const {
-        const int P = d.OH * d.OW, n = col / P, pq = col - n * P;
-        y[((i64)n * d.O + g * d.Og() + m) * P + pq] = v;
+    __device__ K at(int k) const { return KPos(k, kd); }
+    __device__ void next(K& k) const { k.advance(kd); }
+    __device__ T get(const Row& r, const K& k) const {
+        const int h = r.h + k.mid * d.dh, w = r.w + k.lo * d.dw;
+        if ((unsigned)h >= (unsigned)d.H || (unsigned)w >= (unsigned)d.W) return T(0);
+        return x[r.image + ((i64)k.hi * d.H + h) * d.W + w];
     }
+};
+
+// The forward's output: y[n, g*Og + m, p, q] for col = (n, p, q).
+template <typename T>
+struct ForwardStore {
+    T* y; ConvDims d; int g;
+    using Col = i64;
+    __device__ Col col(int col) const {
+        const int P = d.OH * d.OW, n = col / P;
+        return (i64)n * d.O * P + (col - n * P);
+    }
+    __device__ void put(int m, Col c, T v) const { y[c + (i64)(g * d.Og() + m) * d.OH * d.OW] = v; }
 };
 
 // One stride phase (ah, aw) of the data gradient: columns are the phase's pixels (n, i, j) at
@@ -70,68 +83,115 @@ struct ConvPhase {
     }
 };
 
+// The data gradient's A: w[g*Og + o, c, r, s] for row c, k = (o, rr, ss) (the phase's taps).
 template <typename T>
-struct ConvGradData {
-    T* dx; const T* w; const T* dy; ConvDims d; int g, ah, aw; ConvPhase f;
-    __device__ T a(int c, int k) const {                       // w[g*Og + o, c, r, s], k = (o, rr, ss)
-        const int taps = f.KHp * f.KWp, o = k / taps, t = k - o * taps, rr = t / f.KWp, ss = t - rr * f.KWp;
-        const int r = ah + rr * d.sh, s = aw + ss * d.sw;
-        return w[((i64)(g * d.Og() + o) * d.Cg() + c) * d.KK() + r * d.KW + s];
-    }
-    __device__ T b(int k, int col) const {                     // dy at the output that (r, s) maps to (h, w)
-        const int taps = f.KHp * f.KWp, o = k / taps, t = k - o * taps, rr = t / f.KWp, ss = t - rr * f.KWp;
-        const int P = f.Hp * f.Wp, n = col / P, ij = col - n * P, i = ij / f.Wp, j = ij - i * f.Wp;
-        const int p = f.p0 + i - rr * d.dh, q = f.q0 + j - ss * d.dw;      // dh > 1 only where sh == 1
-        if ((unsigned)p >= (unsigned)d.OH || (unsigned)q >= (unsigned)d.OW) return T(0);
-        return dy[(((i64)n * d.O + g * d.Og() + o) * d.OH + p) * d.OW + q];
-    }
-    __device__ void store(int c, int col, T v) const {
-        const int P = f.Hp * f.Wp, n = col / P, ij = col - n * P, i = ij / f.Wp, j = ij - i * f.Wp;
-        dx[(((i64)n * d.C + g * d.Cg() + c) * d.H + f.h0 + i * d.sh) * d.W + f.w0 + j * d.sw] = v;
+struct PhaseWeights {
+    const T* w; ConvDims d; int g, ah, aw; KDigits kd;       // kd: k's radices (KHp, KWp)
+    __device__ PhaseWeights(const T* w, const ConvDims& d, int g, int ah, int aw, const ConvPhase& f)
+        : w(w), d(d), g(g), ah(ah), aw(aw), kd(f.KHp, f.KWp) {}
+    using Row = i64;
+    using K = KPos;                                          // (o, rr, ss)
+    __device__ Row row(int c) const { return ((i64)g * d.Og() * d.Cg() + c) * d.KK(); }
+    __device__ K at(int k) const { return KPos(k, kd); }
+    __device__ void next(K& k) const { k.advance(kd); }
+    __device__ T get(Row r, const K& k) const {
+        return w[r + (i64)k.hi * d.Cg() * d.KK() + (ah + k.mid * d.sh) * d.KW + aw + k.lo * d.sw];
     }
 };
 
+// The data gradient's B: dy at the output that tap (r, s) maps the phase's pixel col = (n, i, j) to.
 template <typename T>
-struct ConvGradWeight {
-    T* dw; const T* x; const T* dy; ConvDims d; int g;
-    __device__ T a(int o, int k) const {                       // dy[n, g*Og + o, p, q], k = (n, p, q)
-        const int P = d.OH * d.OW, n = k / P, pq = k - n * P;
-        return dy[((i64)n * d.O + g * d.Og() + o) * P + pq];
+struct PhaseColumns {
+    const T* dy; ConvDims d; int g; ConvPhase f; KDigits kd;
+    __device__ PhaseColumns(const T* dy, const ConvDims& d, int g, const ConvPhase& f)
+        : dy(dy), d(d), g(g), f(f), kd(f.KHp, f.KWp) {}
+    struct Row { i64 image; int p, q; };           // dy's image n at the group's channel 0; (p, q) at tap (0, 0)
+    using K = KPos;                                // (o, rr, ss)
+    __device__ Row row(int col) const {
+        const int P = f.Hp * f.Wp, n = col / P, ij = col - n * P, i = ij / f.Wp, j = ij - i * f.Wp;
+        return {((i64)n * d.O + g * d.Og()) * d.OH * d.OW, f.p0 + i, f.q0 + j};
     }
-    __device__ T b(int k, int col) const {                     // x at (n, p, q) x (c, r, s)
-        const int P = d.OH * d.OW, n = k / P, pq = k - n * P, p = pq / d.OW, q = pq - p * d.OW;
+    __device__ K at(int k) const { return KPos(k, kd); }
+    __device__ void next(K& k) const { k.advance(kd); }
+    __device__ T get(const Row& r, const K& k) const {
+        const int p = r.p - k.mid * d.dh, q = r.q - k.lo * d.dw;      // dh > 1 only where sh == 1
+        if ((unsigned)p >= (unsigned)d.OH || (unsigned)q >= (unsigned)d.OW) return T(0);
+        return dy[r.image + ((i64)k.hi * d.OH + p) * d.OW + q];
+    }
+};
+
+// The data gradient's output: dx[n, g*Cg + c, h0 + i*sh, w0 + j*sw] for col = (n, i, j).
+template <typename T>
+struct PhaseStore {
+    T* dx; ConvDims d; int g; ConvPhase f;
+    using Col = i64;
+    __device__ Col col(int col) const {
+        const int P = f.Hp * f.Wp, n = col / P, ij = col - n * P, i = ij / f.Wp, j = ij - i * f.Wp;
+        return ((i64)n * d.C * d.H + f.h0 + i * d.sh) * d.W + f.w0 + j * d.sw;
+    }
+    __device__ void put(int c, Col col, T v) const { dx[col + (i64)(g * d.Cg() + c) * d.H * d.W] = v; }
+};
+
+// The weight gradient's A: dy[n, g*Og + o, p, q] for row o, k = (n, p, q).
+template <typename T>
+struct GradRows {
+    const T* dy; ConvDims d; int g; KDigits kd;    // kd: k's radices (OH, OW)
+    __device__ GradRows(const T* dy, const ConvDims& d, int g) : dy(dy), d(d), g(g), kd(d.OH, d.OW) {}
+    using Row = i64;
+    using K = KPos;                                // (n, p, q)
+    __device__ Row row(int o) const { return (i64)(g * d.Og() + o) * d.OH * d.OW; }
+    __device__ K at(int k) const { return KPos(k, kd); }
+    __device__ void next(K& k) const { k.advance(kd); }
+    __device__ T get(Row r, const K& k) const {
+        return dy[r + (i64)k.hi * d.O * d.OH * d.OW + k.mid * d.OW + k.lo];
+    }
+};
+
+// The weight gradient's B: x at k = (n, p, q) for weight col = (c, r, s), zero in the padding.
+template <typename T>
+struct WeightColumns {
+    const T* x; ConvDims d; int g; KDigits kd;     // kd: k's radices (OH, OW)
+    __device__ WeightColumns(const T* x, const ConvDims& d, int g) : x(x), d(d), g(g), kd(d.OH, d.OW) {}
+    struct Row { i64 channel; int h, w; };         // x's channel g*Cg + c in image 0; the tap's offset
+    using K = KPos;                                // (n, p, q)
+    __device__ Row row(int col) const {
         const int c = col / d.KK(), rs = col - c * d.KK(), r = rs / d.KW, s = rs - r * d.KW;
-        const int h = p * d.sh - d.ph + r * d.dh, wc = q * d.sw - d.pw + s * d.dw;
-        if ((unsigned)h >= (unsigned)d.H || (unsigned)wc >= (unsigned)d.W) return T(0);
-        return x[(((i64)n * d.C + g * d.Cg() + c) * d.H + h) * d.W + wc];
+        return {(i64)(g * d.Cg() + c) * d.H * d.W, r * d.dh - d.ph, s * d.dw - d.pw};
     }
-    __device__ void store(int o, int col, T v) const {
-        dw[(i64)(g * d.Og() + o) * (d.Cg() * d.KK()) + col] = v;
+    __device__ K at(int k) const { return KPos(k, kd); }
+    __device__ void next(K& k) const { k.advance(kd); }
+    __device__ T get(const Row& r, const K& k) const {
+        const int h = k.mid * d.sh + r.h, w = k.lo * d.sw + r.w;
+        if ((unsigned)h >= (unsigned)d.H || (unsigned)w >= (unsigned)d.W) return T(0);
+        return x[r.channel + (i64)k.hi * d.C * d.H * d.W + (i64)h * d.W + w];
     }
 };
 
 template <typename T, class Tile>
 __device__ __forceinline__ void conv_fwd_gemm(T* y, const T* x, const T* w, ConvDims d) {
-    const int g = blockIdx.z;
-    ConvFwd<T> p{y, x, w, d, g};
-    gemm_tile<T, Tile, true, false>(p, d.Og(), d.N * d.OH * d.OW, 0, d.Cg() * d.KK());
+    const int g = blockIdx.z, K = d.Cg() * d.KK();
+    const Strided<T> weights{w + (i64)g * d.Og() * K, K, 1};
+    gemm_tile<T, Tile, true, false>(weights, ForwardColumns<T>(x, d, g), ForwardStore<T>{y, d, g}, d.Og(),
+                                    d.N * d.OH * d.OW, 0, K);
 }
 
 template <typename T, class Tile>
 __device__ __forceinline__ void conv_grad_data_gemm(T* dx, const T* w, const T* dy, ConvDims d, int ah, int aw) {
     const int g = blockIdx.z;
     const ConvPhase f(d, ah, aw);
-    ConvGradData<T> p{dx, w, dy, d, g, ah, aw, f};
-    gemm_tile<T, Tile, true, false>(p, d.Cg(), d.N * f.Hp * f.Wp, 0, d.Og() * f.KHp * f.KWp);
+    gemm_tile<T, Tile, true, false>(PhaseWeights<T>(w, d, g, ah, aw, f), PhaseColumns<T>(dy, d, g, f),
+                                    PhaseStore<T>{dx, d, g, f}, d.Cg(), d.N * f.Hp * f.Wp, 0,
+                                    d.Og() * f.KHp * f.KWp);
 }
 
 // dst is dw (one split) or scratch of splits x O*Cg*KH*KW partial products.
 template <typename T, class Tile>
 __device__ __forceinline__ void conv_grad_weight_gemm(T* dst, const T* x, const T* dy, ConvDims d, int k_chunk) {
-    const int g = blockIdx.z % d.G, split = blockIdx.z / d.G;
-    ConvGradWeight<T> p{dst + (i64)split * d.O * d.Cg() * d.KK(), x, dy, d, g};
+    const int g = blockIdx.z % d.G, split = blockIdx.z / d.G, cols = d.Cg() * d.KK();
+    const RowMajorStore<T> out{dst + (i64)split * d.O * cols + (i64)g * d.Og() * cols, cols, nullptr};
     const int K = d.N * d.OH * d.OW, k_begin = split * k_chunk;
-    gemm_tile<T, Tile, true, true>(p, d.Og(), d.Cg() * d.KK(), k_begin, min(K, k_begin + k_chunk));
+    gemm_tile<T, Tile, true, true>(GradRows<T>(dy, d, g), WeightColumns<T>(x, d, g), out, d.Og(), cols, k_begin,
+                                   min(K, k_begin + k_chunk));
 }
 
 #define CONV_GEMM(NAME, IMPL, TILE, A0, A1, A2)                                                          \

@@ -8,27 +8,18 @@
 // gemm_splitk_reduce then adds in split order (adding the bias there).
 #include "gemm.cuh"
 
-template <typename T, bool TRANS_A, bool TRANS_B>
-struct DenseProblem {
-    // A is [M,K] (or [K,M] when TRANS_A); B is [K,N] (or [N,K] when TRANS_B).
-    T* C; const T* A; const T* B; const T* bias; int M, N, K; bool add_bias;
-    __device__ T a(int m, int k) const { return TRANS_A ? A[(i64)k * M + m] : A[(i64)m * K + k]; }
-    __device__ T b(int k, int n) const { return TRANS_B ? B[(i64)n * K + k] : B[(i64)k * N + n]; }
-    __device__ void store(int m, int n, T v) const {
-        C[(i64)m * N + n] = add_bias ? add_rn(v, bias[n]) : v;
-    }
-};
-
 template <typename T, class Tile, bool TRANS_A, bool TRANS_B>
 __device__ __forceinline__ void dense_gemm(T* C, const T* A, const T* B, const T* bias, int M, int N, int K,
                                            int has_bias, int k_chunk) {
+    // A is [M,K] (or [K,M] when TRANS_A); B is [K,N] (or [N,K] when TRANS_B).
     const int split = blockIdx.z;
-    DenseProblem<T, TRANS_A, TRANS_B> p{C + (i64)split * M * N, A, B, bias, M, N, K,
-                                        has_bias != 0 && gridDim.z == 1};
+    const Strided<T> a = TRANS_A ? Strided<T>{A, 1, M} : Strided<T>{A, K, 1};
+    const Strided<T> b = TRANS_B ? Strided<T>{B, K, 1} : Strided<T>{B, 1, N};
+    const RowMajorStore<T> c{C + (i64)split * M * N, N, has_bias != 0 && gridDim.z == 1 ? bias : nullptr};
     const int k_begin = split * k_chunk;
     const int k_end = min(K, k_begin + k_chunk);
     // A's k is contiguous unless A is transposed; B's k is contiguous only when B is.
-    gemm_tile<T, Tile, !TRANS_A, TRANS_B>(p, M, N, k_begin, k_end);
+    gemm_tile<T, Tile, !TRANS_A, TRANS_B>(a, b, c, M, N, k_begin, k_end);
 }
 
 #define DENSE_GEMM(NAME, TILE, TA, TB)                                                                \
