@@ -2,16 +2,14 @@
 
 Host-device copies run at an emulated link bandwidth, in chunks whose pace is
 set by whether a copy in the other direction is moving at the same moment
-(the duplex rate, shared), so overlap is real, not assumed. The sanitizer adds
-a random delay before every instruction and poisons (0xFF bytes: NaN for
-floats, -1 for integers) each object just before it is written, so a missing
-edge turns into a wrong answer instead of passing by luck.
+(the duplex rate, shared), so overlap is real, not assumed. ``CpuDevice`` holds the
+primitives (interface.Device); timing and the sanitizer are above it
+(engine/backends/instrument.py), and ``CpuBackend(...)`` builds both.
 """
 from __future__ import annotations
 
 import itertools
 import queue
-import random
 import threading
 import time
 from dataclasses import dataclass
@@ -23,6 +21,7 @@ from ops import registry as op_registry
 from ..arrays import aligned_empty
 from ..blas_threads import one_blas_thread
 from .host_virtual import MappedArena
+from .instrument import Instrumented
 
 POISON = 0xFF
 _ERRORS = itertools.count(1)      # orders stream errors as they happen, across streams
@@ -78,8 +77,13 @@ def _sleep_until(deadline: float) -> None:
 class Event:
     def __init__(self):
         self._done = threading.Event()
+        self.time = 0.0          # perf_counter when its stream reached it (timed events)
 
     def set(self):
+        self._done.set()
+
+    def stamp(self):
+        self.time = time.perf_counter()
         self._done.set()
 
     def wait(self):
@@ -92,10 +96,8 @@ class Event:
 class Stream:
     """An in-order queue of work run by one thread, like a CUDA stream."""
 
-    def __init__(self, name: str, jitter_s: float, rng: random.Random):
+    def __init__(self, name: str):
         self.name = name
-        self.jitter_s = jitter_s
-        self.rng = rng
         self.q: queue.Queue = queue.Queue()
         self.error: BaseException | None = None
         self.error_order = 0                  # when it happened, among all streams' errors
@@ -118,8 +120,6 @@ class Stream:
     def _run(self, fn) -> None:
         try:
             if self.error is None or isinstance(fn, _Signal):
-                if self.jitter_s and not isinstance(fn, _Signal):
-                    time.sleep(self.rng.random() * self.jitter_s)
                 fn()
         except BaseException as e:   # reported by synchronize(); later work is skipped
             self.error = e
@@ -131,9 +131,9 @@ class Stream:
         else:
             self.q.put(fn)
 
-    def record(self) -> Event:
+    def record(self, timed: bool = False) -> Event:
         ev = Event()
-        self.submit(_Signal(ev.set))
+        self.submit(_Signal(ev.stamp if timed else ev.set))
         return ev
 
     def wait(self, ev: Event) -> None:
@@ -160,33 +160,29 @@ class CapturedGraph:
     events: list[Event]         # reset before each replay
 
 
-class CpuBackend:
+def CpuBackend(link: EmulatedLink = EmulatedLink(), sanitize: bool = False, seed: int = 0,
+               jitter_s: float | tuple[float, float, float] = 0.5e-3) -> Instrumented:
+    """The cpu backend: a CpuDevice with timing and, with ``sanitize``, the sanitizer
+    (``jitter_s``: the largest random delay before each instruction, for every stream or per
+    stream: compute, swap-in, swap-out)."""
+    return Instrumented(CpuDevice(link), sanitize, seed, jitter_s)
+
+
+class CpuDevice:
     name = "cpu"
     device_name = ""        # the host: the report names none
     host_calls = True       # host functions on a stream: a data-parallel Program's all-reduce
 
-    def __init__(self, link: EmulatedLink = EmulatedLink(), sanitize: bool = False, seed: int = 0,
-                 jitter_s: float | tuple[float, float, float] = 0.5e-3):
-        """``jitter_s``: with ``sanitize``, the largest random delay before each instruction,
-        for all streams or per stream (compute, swap-in, swap-out)."""
+    def __init__(self, link: EmulatedLink = EmulatedLink()):
         # One BLAS thread while this backend lives: set here, in the creating thread, since
         # OpenBLAS ignores a limit set from another thread, and again in each stream thread,
         # since an OpenMP build keeps it per thread (engine/blas_threads.py).
         self._blas = one_blas_thread()
         self._blas.__enter__()
         self.link = _LinkState(link)
-        self.sanitize = sanitize
-        rng = random.Random(seed)
-        jitter = jitter_s if isinstance(jitter_s, tuple) else (jitter_s,) * 3
-        self.streams = [Stream(n, j if sanitize else 0.0, random.Random(rng.random()))
-                        for n, j in zip(("compute", "swap_in", "swap_out"), jitter)]
-        self._rng = rng
-        self._jitter = max(jitter) if sanitize else 0.0
+        self.streams = [Stream(n) for n in ("compute", "swap_in", "swap_out")]
         self.arena: np.ndarray | None = None
         self._mapped: MappedArena | None = None     # a virtual-addressing arena's mappings
-        # When profiling: (stream, node id or bytes copied or -1 for a host call such as an all-reduce,
-        # start, end) of each kernel, copy and host call.
-        self.timings: list[tuple[int, int, float, float]] | None = None
 
     # ------------------------------------------------------------------ memory
     def allocate_arena(self, nbytes: int, scratch_bytes: int = 0) -> None:
@@ -231,50 +227,41 @@ class CpuBackend:
     # ------------------------------------------------------------------ work on streams
     def launch(self, stream: int, node, inputs, outputs) -> None:
         decl = op_registry.get(node.op)
-
-        def run():
-            if self.sanitize:
-                for y in outputs:
-                    if not any(np.shares_memory(y, x) for x in inputs):
-                        y.reshape(-1).view(np.uint8).fill(POISON)
-            self._timed(stream, node.id, decl.compute, node.attrs, inputs, outputs)
-        self.streams[stream].submit(run)
-
-    def _timed(self, stream: int, what: int, fn, *args) -> None:
-        if self.timings is None:
-            fn(*args)
-            return
-        t0 = time.perf_counter()
-        fn(*args)
-        self.timings.append((stream, what, t0, time.perf_counter()))
+        self.streams[stream].submit(lambda: decl.compute(node.attrs, inputs, outputs))
 
     def copy_h2d(self, stream: int, dst: np.ndarray, src: np.ndarray) -> None:
-        def run():
-            if self.sanitize:
-                dst.reshape(-1).view(np.uint8).fill(POISON)
-            self._timed(stream, dst.nbytes, self.link.transfer, dst, src, 0)
-        self.streams[stream].submit(run)
+        self.streams[stream].submit(lambda: self.link.transfer(dst, src, 0))
 
     def copy_d2h(self, stream: int, dst: np.ndarray, src: np.ndarray) -> None:
-        self.streams[stream].submit(lambda: self._timed(stream, dst.nbytes, self.link.transfer, dst, src, 1))
+        self.streams[stream].submit(lambda: self.link.transfer(dst, src, 1))
+
+    def fill(self, stream: int, view: np.ndarray, byte: int) -> None:
+        self.streams[stream].submit(lambda: view.reshape(-1).view(np.uint8).fill(byte))
+
+    def delay(self, stream: int, seconds: float) -> None:
+        self._stream(stream).submit(lambda: time.sleep(seconds))
 
     def host_call(self, stream: int, fn) -> None:
         """Run ``fn()`` on stream ``stream`` in its order: a data-parallel Program's all-reduce
         (engine.program.ALLREDUCE), on a fourth stream made when first asked for."""
-        self._stream(stream).submit(lambda: self._timed(stream, -1, fn))
+        self._stream(stream).submit(fn)
 
     def _stream(self, k: int) -> Stream:
         while len(self.streams) <= k:        # a stream past the three: made on first use, capturing if they are
-            st = Stream(f"stream{len(self.streams)}", self._jitter, random.Random(self._rng.random()))
+            st = Stream(f"stream{len(self.streams)}")
             st.captured = [] if self.streams[0].captured is not None else None
             self.streams.append(st)
         return self.streams[k]
 
-    def record(self, stream: int) -> Event:
-        return self._stream(stream).record()
+    def record(self, stream: int, timed: bool = False) -> Event:
+        return self._stream(stream).record(timed)
 
     def wait(self, stream: int, ev: Event) -> None:
         self._stream(stream).wait(ev)
+
+    def elapsed(self, start: Event, end: Event) -> float:
+        """Seconds between two timed events, both reached."""
+        return end.time - start.time
 
     # ------------------------------------------------------------------ graphs
     def capture(self, issue) -> "CapturedGraph":
@@ -289,7 +276,7 @@ class CpuBackend:
             for st in self.streams:
                 st.captured = None
         events = [fn.fn.__self__ for work in lists for fn in work
-                  if isinstance(fn, _Signal) and fn.fn.__name__ == "set"]
+                  if isinstance(fn, _Signal) and fn.fn.__name__ in ("set", "stamp")]
         return CapturedGraph(lists, events)
 
     def replay(self, graph: "CapturedGraph") -> None:

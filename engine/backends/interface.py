@@ -1,14 +1,17 @@
-"""The backend interface: what the executor (engine/executor.py) and profiling
-(engine/profiling.py, engine/cuda_profiling.py) call on a backend, written down once.
+"""The backend interface, written down once: ``Device``, the primitives each backend implements
+(CpuDevice, CudaDevice), and ``Backend``, what the executor (engine/executor.py) and profiling
+(engine/profiling.py, engine/cuda_profiling.py) call: a Device wrapped in
+engine/backends/instrument.Instrumented, which adds timing and the sanitizer on top of the
+primitives, once for every backend.
 
-A backend owns one arena of device memory, host buffers, and three streams numbered
+A device owns one arena of device memory, host buffers, and three streams numbered
 COMPUTE, SWAP_IN and SWAP_OUT (engine.program). Work issued on a stream runs in issue order,
 asynchronously to the host; events order work across streams. ``view`` and ``host_buffer``
 return the backend's own array types (numpy arrays on cpu, ``DeviceArray`` on cuda) and the
 other calls take them back. The executor tolerates a backend without
 ``allocate_virtual_arena`` (it then refuses Programs with a page table in one line) or
-without ``capture`` (it then issues every iteration); ``cpu`` and ``cuda`` have every member,
-which tests/engine/backends/test_interface.py checks.
+whose ``capture`` returns None (it then issues every iteration); ``cpu`` and ``cuda`` have every
+member, which tests/engine/backends/test_interface.py checks.
 """
 from __future__ import annotations
 
@@ -19,14 +22,11 @@ import numpy as np
 View = Any      # a typed window of device memory: np.ndarray (cpu), DeviceArray (cuda)
 
 
-class Backend(Protocol):
+class Device(Protocol):
     name: str
     """The backend's kind ("cpu", "cuda"), for messages."""
     device_name: str
     """The device's name for the report ("" when it has none)."""
-    timings: list[tuple[int, int, float, float]] | None
-    """None, or a list that receives (stream, node id or bytes copied, start s, end s) of every
-    kernel and copy by the next ``synchronize``; setting it starts or stops timing."""
     host_calls: bool
     """Whether ``host_call`` runs (a data-parallel Program's all-reduce); False: the executor
     refuses such a Program in one line."""
@@ -65,11 +65,21 @@ class Backend(Protocol):
         """Run host function ``fn`` on ``stream`` in its order (ALLREDUCE, a fourth stream, made
         on first use; ``record`` and ``wait`` take it too)."""
 
-    def record(self, stream: int) -> Any:
-        """An event that fires when the work issued on ``stream`` so far has finished."""
+    def fill(self, stream: int, view: View, byte: int) -> None:
+        """Issue: set every byte of ``view`` to ``byte`` (the sanitizer's poison)."""
+
+    def delay(self, stream: int, seconds: float) -> None:
+        """Issue: hold ``stream`` back for ``seconds`` (the sanitizer's jitter)."""
+
+    def record(self, stream: int, timed: bool = False) -> Any:
+        """An event that fires when the work issued on ``stream`` so far has finished; ``timed``:
+        one ``elapsed`` can read."""
 
     def wait(self, stream: int, ev: Any) -> None:
         """Make later work on ``stream`` wait for event ``ev``."""
+
+    def elapsed(self, start: Any, end: Any) -> float:
+        """Seconds between two timed events that have fired."""
 
     def capture(self, issue: Callable[[], None]) -> Any:
         """What ``issue()`` submits, recorded as a graph for ``replay`` (not run), or None: then the
@@ -84,3 +94,13 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Free the arena and end the streams; host buffers stay valid while arrays use them."""
+
+
+class Backend(Device, Protocol):
+    """A Device with timing and the sanitizer (instrument.Instrumented): what the executor holds."""
+    sanitize: bool
+    """Whether each instruction is preceded by a random delay and its destination poisoned."""
+    timings: list[tuple[int, int, float, float]] | None
+    """None, or a list that receives (stream, node id or bytes copied or -1 for a host call,
+    start s, end s) of every kernel, copy and host call by the next ``synchronize``; setting it
+    starts or stops timing."""

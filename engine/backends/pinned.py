@@ -1,8 +1,7 @@
 """Pinned (page-locked) host memory for the CUDA backend's asynchronous copies.
 
-Buffers are carved, 256-byte aligned, from chunks taken from a cuda.core memory resource
-(``LegacyPinnedMemoryResource``: cuMemAllocHost), so thousands of swap buffers cost a few
-driver calls. Each buffer is a numpy array whose base keeps its chunk alive. ``contains``
+Buffers are carved, 256-byte aligned, from chunks of cuMemAllocHost (``DriverChunks``), so
+thousands of swap buffers cost a few driver calls. Each buffer is a numpy array whose base keeps its chunk alive. ``contains``
 tells whether a host range lies in pinned memory: the driver copies pageable memory
 synchronously, which would silently serialize the swap streams.
 """
@@ -17,8 +16,32 @@ PINNED_CHUNK = 64 << 20          # taken from the driver in chunks this big (or 
 HOST_ALIGNMENT = 256
 
 
+class _Chunk:
+    """Pinned host memory from cuMemAllocHost, freed when the last array using it goes."""
+
+    def __init__(self, d, nbytes: int):
+        from .cuda import check
+        self._d, self.handle = d, int(check(d, d.cuMemAllocHost(nbytes)))
+
+    def __del__(self):
+        try:
+            self._d.cuMemFreeHost(self.handle)
+        except Exception:      # the driver may be gone at interpreter exit
+            pass
+
+
+class DriverChunks:
+    """The resource PinnedHostMemory takes chunks from, through cuda.bindings.driver ``d``."""
+
+    def __init__(self, d):
+        self._d = d
+
+    def allocate(self, nbytes: int) -> _Chunk:
+        return _Chunk(self._d, nbytes)
+
+
 class _PinnedView:
-    """The base of a numpy array in pinned memory: keeps the chunk's cuda.core Buffer alive."""
+    """The base of a numpy array in pinned memory: keeps its chunk alive."""
 
     def __init__(self, chunk, ptr: int, nbytes: int):
         self.chunk = chunk
@@ -27,7 +50,7 @@ class _PinnedView:
 
 class PinnedHostMemory:
     def __init__(self, resource):
-        """``resource``: a cuda.core memory resource of pinned host memory."""
+        """``resource``: where chunks come from (``allocate(n)``, an object with the address as ``handle``)."""
         self._resource = resource
         self._chunks: list[tuple[int, int, object]] = []    # (start, end, buffer), sorted by start
         self._free = (0, 0)                                  # (next free address, end) in the newest chunk

@@ -1,4 +1,4 @@
-"""bench/cuda_timeline.py, checked without a GPU on the fake CUDA (tests/engine/backends/fake_cuda.py),
+"""bench/cuda_timeline.py, checked without a GPU on the fake CUDA (tests/engine/backends/fake_driver.py),
 whose copies take 5 us plus their bytes at 1 GB/s on a clock each recorded event ticks by 1 us: one timed eager iteration
 lines up with the Program instruction by instruction, and main() prints its tables and saves both
 timelines."""
@@ -11,11 +11,11 @@ from bench.cuda_vs_torch import RandomData
 from engine.liveness import peak_bytes
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT
 from planner.policy import plan_with
-from tests.engine.backends import fake_cuda
+from tests.engine.backends import fake_driver
 
 
 def test_the_timed_iteration_lines_up_with_the_program(monkeypatch):
-    fake_cuda.install(monkeypatch)
+    fake_driver.install(monkeypatch)
     g = zoo.build("rnn-1-1k", batch=8, size=3)
     program = plan_with("swapadvisor", g, peak_bytes(g) // 2)
     start, finish = timeline.timed_iteration(g, program, RandomData(g))
@@ -34,7 +34,7 @@ def test_the_timed_iteration_lines_up_with_the_program(monkeypatch):
 def test_main_prints_issue_costs_and_both_timelines(monkeypatch, tmp_path, capsys):
     from engine.cuda_profiling import measure_cuda_profile
     from planner.policy import unlimited_program
-    fake_cuda.install(monkeypatch)
+    fake_driver.install(monkeypatch)
     monkeypatch.setattr(timeline, "detect_gpu", lambda: (1, ""))
     g = zoo.build("rnn-1-1k", batch=8, size=3)
     profile_path = tmp_path / "profile.json"

@@ -11,7 +11,7 @@ in either implementation.) Marked ``torch``: skipped where PyTorch is not import
 run by bench/gpu_session.sh on the GPU machine, whose image has it. PyTorch is never a
 dependency of the engine.
 
-Its timing of our engine: on the fake CUDA of tests/engine/backends/fake_cuda.py, whose
+Its timing of our engine: on the fake CUDA of tests/engine/backends/fake_driver.py, whose
 copies move at 1 GB/s, the swap-copy rates it reports must be that rate, and main() must
 print its three tables."""
 import sys
@@ -28,7 +28,7 @@ from engine.liveness import peak_bytes
 from engine.program import SWAP_IN, SWAP_OUT
 from engine.training import ReferenceRunner, Trainer
 from planner.policy import plan_with
-from tests.engine.backends import fake_cuda
+from tests.engine.backends import fake_driver
 
 # Batches and images large enough that no batch norm normalises fewer than ~16 values.
 FAMILIES = {"wresnet": dict(batch=8, size=64), "inception": dict(batch=8, size=139),
@@ -57,7 +57,7 @@ def test_pytorch_twin_trains_like_our_reference(family):
 
 
 def test_swap_copy_rates_are_the_copies_bytes_over_their_time(monkeypatch):
-    fake_cuda.install(monkeypatch)            # kernels only logged: the numbers are not checked
+    fake_driver.install(monkeypatch)            # kernels only logged: the numbers are not checked
     g = zoo.build("rnn-1-1k", batch=8, size=3)
     program = plan_with("swapadvisor", g, peak_bytes(g) // 2)
     moved = [program.bytes_moved(g, kind) for kind in (SWAP_IN, SWAP_OUT)]
@@ -70,7 +70,7 @@ def test_swap_copy_rates_are_the_copies_bytes_over_their_time(monkeypatch):
 def test_the_benchmark_prints_its_three_tables(monkeypatch, capsys, tmp_path):
     """main() end to end on the fake CUDA, PyTorch's side stood in by a fixed time: the
     tables' plumbing, including the swap copies beside the link (both 1 GB/s here)."""
-    fake_cuda.install(monkeypatch)
+    fake_driver.install(monkeypatch)
     monkeypatch.setattr(bench, "detect_gpu", lambda: (1, ""))
     flags = SimpleNamespace(allow_tf32=True)
     fake_torch = SimpleNamespace(
@@ -97,7 +97,7 @@ def test_the_benchmark_prints_its_three_tables(monkeypatch, capsys, tmp_path):
 
 
 def test_one_models_failure_keeps_the_others_figures(monkeypatch, capsys):
-    fake_cuda.install(monkeypatch)
+    fake_driver.install(monkeypatch)
     monkeypatch.setattr(bench, "detect_gpu", lambda: (1, ""))
     fake_torch = SimpleNamespace(
         __version__="0.0-fake", backends=SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace()),

@@ -1,5 +1,5 @@
 """Measuring a profile on the GPU (engine/cuda_profiling.py). Its plumbing runs here on the
-fake CUDA of tests/engine/backends/fake_cuda.py; on a GPU, bench/cuda_vs_torch.py uses it."""
+fake CUDA of tests/engine/backends/fake_driver.py; on a GPU, bench/cuda_vs_torch.py uses it."""
 import pytest
 
 import zoo
@@ -7,11 +7,11 @@ from engine.cuda_profiling import measure_cuda_profile
 from engine.profile import Profile, signature
 from engine.program import COMPUTE
 from planner.policy import unlimited_program
-from tests.engine.backends import fake_cuda
+from tests.engine.backends import fake_driver
 
 
 def test_profile_has_every_signature_a_link_and_a_dispatch_cost(monkeypatch):
-    fake_cuda.install(monkeypatch)
+    fake_driver.install(monkeypatch)
     g = zoo.tiny("rnn")
     ideal = unlimited_program(g)
     profile = measure_cuda_profile(g, ideal, iterations=2)

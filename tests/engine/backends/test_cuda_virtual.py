@@ -1,5 +1,5 @@
 """The CUDA backend's virtual-addressing arena (paper 001's ``va``) against the fake driver,
-whose chunk handles are real memory files mapped where cuMemMap is told (fake_cuda.py)."""
+whose chunk handles are real memory files mapped where cuMemMap is told (fake_driver.py)."""
 import numpy as np
 import pytest
 
@@ -14,7 +14,7 @@ from planner.verify import verify
 from tests.ops import cuda_emulator
 from zoo import small
 
-from . import fake_cuda
+from . import fake_driver
 from .test_cpu_virtual import on_scattered_chunks
 
 G = 64 * 1024      # the fake device's allocation granularity in these tests (a real one: 2 MiB)
@@ -22,7 +22,7 @@ G = 64 * 1024      # the fake device's allocation granularity in these tests (a 
 
 @pytest.fixture
 def fake(monkeypatch):
-    api = fake_cuda.install(monkeypatch)
+    api = fake_driver.install(monkeypatch)
     api.vmm.granularity = G
     return api
 
@@ -41,8 +41,9 @@ def test_a_view_over_two_non_adjacent_chunks_is_one_device_range(fake):
         first, second = (vm.chunk(by_address[a]).view(np.float32) for a in sorted(by_address))
         assert np.array_equal(first, np.arange(n // 2, dtype=np.float32))
         assert np.array_equal(second, np.arange(n // 2, n, dtype=np.float32))
-        assert be._chunks[3] == by_address[min(by_address)] and be._chunks[0] == by_address[max(by_address)]
-        assert be._scratch_bytes == 4096 and be._scratch_ptr not in by_address
+        chunk = be._chunks.handle
+        assert chunk(3, G) == by_address[min(by_address)] and chunk(0, G) == by_address[max(by_address)]
+        assert be._scratch_bytes == 4096 and be._scratch not in by_address
     finally:
         be.close()
     assert vm.released == vm.created and not vm.mapped and not vm.reserved
@@ -76,7 +77,7 @@ def test_rows_off_the_granularity_are_refused_in_one_line(fake):
 def test_fake_training_on_a_page_table_is_bit_identical(monkeypatch):
     """Our CUDA kernels (run on the host) on tensors whose chunks are scattered through the
     fake's mappings: the same parameters as the unlimited plan on a plain arena."""
-    api = fake_cuda.install(monkeypatch, emulate=True)
+    api = fake_driver.install(monkeypatch, emulate=True)
     api.vmm.granularity = G
     g = small.lstm(batch=2, steps=3, features=4, hidden=4, layers=1, classes=3)
     budget = max(peak_bytes(g) // 4, GraphFacts(g).smallest_budget)

@@ -1,6 +1,6 @@
 """The command line's backend choice (engine/backend_registry.py) and runners
 (engine/library/runners.py): auto, cpu and cuda, the flags only one backend honours, and a whole
-run on the cuda backend over the fake CUDA of tests/engine/backends/fake_cuda.py, with our
+run on the cuda backend over the fake CUDA of tests/engine/backends/fake_driver.py, with our
 kernels emulated on the host."""
 import dataclasses
 import json
@@ -16,7 +16,7 @@ from engine.profile import Profile
 from engine.train import main
 from tests.ops import cuda_emulator
 
-from tests.engine.backends import fake_cuda
+from tests.engine.backends import fake_driver
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = ["--model", "small-lstm", "--batch", "2", "--size", "2", "--quiet", "--search-seconds", "0"]
@@ -102,7 +102,7 @@ def test_simulate_only_chooses_no_backend(monkeypatch, tmp_path, capsys):
 
 def test_auto_with_a_gpu_measures_the_profile_on_it(monkeypatch, tmp_path, capsys):
     """The plumbing only (kernels are logged, not run: the loss is meaningless)."""
-    fake_cuda.install_detected(monkeypatch)
+    fake_driver.install_detected(monkeypatch)
     calls = []
     from engine import cuda_profiling
     real = cuda_profiling.measure_cuda_profile
@@ -128,7 +128,7 @@ def test_a_whole_run_on_the_cuda_backend_with_host_emulated_kernels(monkeypatch,
     """Planning, the cuda backend on the fake CUDA with our kernels run on the host and the
     sanitizer on, swaps under the default budget, and the check against the unlimited run
     on the same backend."""
-    fake = fake_cuda.install_detected(monkeypatch, emulate=True)
+    fake = fake_driver.install_detected(monkeypatch, emulate=True)
     report = tmp_path / "r.json"
     assert main(TINY + ["--backend", "cuda", "--profile", "v100", "--iterations", "2", "--measure-iterations", "1",
                         "--policy", "ideal,swapadvisor", "--sanitize", "--json", str(report), "--out", str(tmp_path)]) == 0
