@@ -4,7 +4,6 @@ stream sets the event it waits on (``Profile.wake_s``). For the emulated link, t
 include the pacing's sleep overshoot."""
 from __future__ import annotations
 
-import random
 import threading
 import time
 
@@ -39,7 +38,7 @@ def measure_wake_s(trials: int = WAKE_TRIALS) -> float:
     resuming (the backend's own Stream and Event; on a busy machine the OS takes longer, and the
     run this profile is for is as busy). Residual-cnn's compute stream blocks about 100 times an
     iteration on copies; uncharged, these wake-ups made the simulator 16-20% fast (issue 38)."""
-    waiter, setter = Stream("wake-waiter", 0.0, random.Random(0)), Stream("wake-setter", 0.0, random.Random(1))
+    waiter, setter = Stream("wake-waiter"), Stream("wake-setter")
     delays = []
     try:
         for _ in range(trials):

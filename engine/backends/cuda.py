@@ -1,16 +1,11 @@
-"""The CUDA backend: the executor's primitives on one NVIDIA GPU, through cuda.bindings.driver alone.
-
-One device allocation is the arena and ``view`` returns typed windows of it (``DeviceArray``);
-``host_buffer`` returns numpy arrays in pinned host memory; ``launch`` runs an operator's kernels
-(its ``cuda_launches``) on a stream; ``copy_h2d``/``copy_d2h`` are asynchronous copies; ``fill``
-and ``delay`` are what the sanitizer issues; ``record``/``wait``/``elapsed`` are events. Timing and
-the sanitizer live above every backend (engine/backends/instrument.py), capture in
-engine/backends/cuda_graph.py, the virtual-addressing arena in engine/backends/cuda_vmm.py.
-
-Nothing CUDA is touched until ``detect_gpu`` has found a device. Operator scratch
-(``Op.cuda_workspaces``) is the arena's last ``scratch_bytes``: kernels run in order on the
-compute stream, so they share it. Every driver call goes through ``_driver()`` (tests replace it
-with tests/engine/backends/fake_driver.py).
+"""The CUDA backend: the executor's primitives (interface.Device) on one NVIDIA GPU, through
+cuda.bindings.driver alone. One cuMemAlloc is the arena, ``view`` returns typed windows of it
+(``DeviceArray``), host buffers are pinned. Beside it: kernel binding and the driver's errors in
+cuda_driver.py, capture in cuda_graph.py, the virtual-addressing arena in cuda_vmm.py; timing and the
+sanitizer above every device, in instrument.py. Nothing CUDA is touched until ``detect_gpu`` has
+found a device, and every driver call goes through ``_driver()`` (tests: fake_driver.py). Operator
+scratch (``Op.cuda_workspaces``) is the arena's last ``scratch_bytes``: kernels run in order on the
+compute stream, so they share it.
 """
 from __future__ import annotations
 
@@ -19,10 +14,9 @@ import math
 
 import numpy as np
 
-from ..errors import EngineError
 from ..program import COMPUTE
 from . import cuda_graph, nvrtc
-from .cuda_kernels import DeviceArray, Kernels
+from .cuda_driver import CudaError, CudaUnavailable, DeviceArray, Kernels, TimedEvent, check  # noqa: F401
 from .cuda_vmm import ChunkCache, CudaVirtualMemoryError, VirtualArena  # noqa: F401 (re-exported)
 from .detect import detect_gpu
 from .instrument import Instrumented
@@ -37,40 +31,11 @@ def _driver():
     return driver
 
 
-class CudaUnavailable(EngineError, RuntimeError):
-    """No usable CUDA device (the reason comes from detect_gpu)."""
-
-
-class CudaError(RuntimeError):
-    """A CUDA driver call failed."""
-
-
-def check(d, result):
-    """The values a driver call returned after its CUresult; CudaError naming the failure."""
-    if result[0] != d.CUresult.CUDA_SUCCESS:
-        _, name = d.cuGetErrorName(result[0])
-        raise CudaError(f"CUDA driver call failed: {name.decode() if isinstance(name, bytes) else name}")
-    return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
-
-
 def CudaBackend(device: int = 0, graphs: bool = True, sanitize: bool = False, seed: int = 0,
                 jitter_s: float | tuple[float, float, float] = 100e-6) -> Instrumented:
     """The cuda backend: a CudaDevice with timing and, with ``sanitize``, the sanitizer (a random
     delay of up to ``jitter_s`` before each instruction, for every stream or per stream)."""
     return Instrumented(CudaDevice(device, graphs), sanitize, seed, jitter_s)
-
-
-class _TimedEvent:
-    """An event with timing, destroyed when dropped (the pool keeps only untimed ones)."""
-
-    def __init__(self, d):
-        self._d, self.handle = d, check(d, d.cuEventCreate(0))
-
-    def __del__(self):
-        try:
-            self._d.cuEventDestroy(self.handle)
-        except Exception:
-            pass
 
 
 class CudaDevice:
@@ -244,7 +209,7 @@ class CudaDevice:
             return None
         d = self._d
         if timed:
-            ev = _TimedEvent(d)
+            ev = TimedEvent(d)
             check(d, d.cuEventRecord(ev.handle, self.streams[stream]))
             return ev
         ev = self._events.pop() if self._events else check(d, d.cuEventCreate(

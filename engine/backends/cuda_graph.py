@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ops import registry as op_registry
 
 from ..program import COMPUTE, SWAP_IN, SWAP_OUT
+from .cuda_driver import CudaError, check
 
 
 @dataclass
@@ -22,7 +23,6 @@ class CudaGraph:
 
 
 def capture(backend, issue) -> CudaGraph | None:
-    from .cuda import check
     d, streams = backend._d, backend.streams
     backend.dry = True
     try:
@@ -65,7 +65,6 @@ def _abandon(backend) -> None:
 
 
 def replay(backend, graph: CudaGraph) -> None:
-    from .cuda import CudaError, check
     if graph.generation != backend.generation:
         raise CudaError("this graph was captured against an arena that has since been replaced")
     check(backend._d, backend._d.cuGraphLaunch(graph.exec, backend.streams[COMPUTE]))

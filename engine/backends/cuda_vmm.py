@@ -11,15 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EngineError
+from .cuda_driver import check
 
 
 class CudaVirtualMemoryError(EngineError, ValueError):
     """A page table this device cannot map (rows not multiples of its allocation granularity)."""
-
-
-def _check(d, result):
-    from .cuda import check
-    return check(d, result)
 
 
 class ChunkCache:
@@ -34,7 +30,7 @@ class ChunkCache:
         prop.location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
         prop.location.id = int(device)
         self.prop = prop
-        self.granularity = int(_check(d, d.cuMemGetAllocationGranularity(
+        self.granularity = int(check(d, d.cuMemGetAllocationGranularity(
             prop, d.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM)))
 
     def handle(self, index: int, chunk_bytes: int):
@@ -43,12 +39,12 @@ class ChunkCache:
             self._bytes = chunk_bytes
         h = self._handles.get(index)
         if h is None:
-            h = self._handles[index] = _check(self._d, self._d.cuMemCreate(chunk_bytes, self.prop, 0))
+            h = self._handles[index] = check(self._d, self._d.cuMemCreate(chunk_bytes, self.prop, 0))
         return h
 
     def release(self) -> None:
         for h in self._handles.values():
-            _check(self._d, self._d.cuMemRelease(h))
+            check(self._d, self._d.cuMemRelease(h))
         self._handles.clear()
 
 
@@ -62,7 +58,7 @@ class VirtualArena:
         chunk = int(np.gcd.reduce(rows[:, 1:].reshape(-1))) if len(rows) else gran
         self._d = d
         self.size = max(gran, -(-int(virtual_bytes) // gran) * gran)
-        self.base = int(_check(d, d.cuMemAddressReserve(self.size, gran, 0, 0)))
+        self.base = int(check(d, d.cuMemAddressReserve(self.size, gran, 0, 0)))
         self.mapped: list[tuple[int, int]] = []
         access = d.CUmemAccessDesc()
         access.location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
@@ -71,9 +67,9 @@ class VirtualArena:
         self._rows = [(self.base + v, n) for v, _, n in rows.tolist()]
         for virt, phys, n in rows.tolist():
             for k in range(0, n, chunk):
-                _check(d, d.cuMemMap(self.base + virt + k, chunk, 0, chunks.handle((phys + k) // chunk, chunk), 0))
+                check(d, d.cuMemMap(self.base + virt + k, chunk, 0, chunks.handle((phys + k) // chunk, chunk), 0))
                 self.mapped.append((self.base + virt + k, chunk))
-            _check(d, d.cuMemSetAccess(self.base + virt, n, [access], 1))
+            check(d, d.cuMemSetAccess(self.base + virt, n, [access], 1))
 
     def rows(self) -> list[tuple[int, int]]:
         """(address, bytes) of each page-table row, as mapped."""
@@ -82,6 +78,6 @@ class VirtualArena:
     def unmap(self) -> None:
         """Unmap every chunk and free the reservation (streams idle)."""
         for ptr, size in self.mapped:
-            _check(self._d, self._d.cuMemUnmap(ptr, size))
+            check(self._d, self._d.cuMemUnmap(ptr, size))
         self.mapped = []
-        _check(self._d, self._d.cuMemAddressFree(self.base, self.size))
+        check(self._d, self._d.cuMemAddressFree(self.base, self.size))

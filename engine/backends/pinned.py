@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from .cuda_driver import check
+
 PINNED_CHUNK = 64 << 20          # taken from the driver in chunks this big (or one buffer's size)
 HOST_ALIGNMENT = 256
 
@@ -20,7 +22,6 @@ class _Chunk:
     """Pinned host memory from cuMemAllocHost, freed when the last array using it goes."""
 
     def __init__(self, d, nbytes: int):
-        from .cuda import check
         self._d, self.handle = d, int(check(d, d.cuMemAllocHost(nbytes)))
 
     def __del__(self):

@@ -87,27 +87,23 @@ class FakeDriver:
     def _sync_call(self) -> tuple:
         return (BAD,) if self.capture is not None else (OK,)
 
-    # ------------------------------------------------------------------ device and context
-    def cuInit(self, flags):
-        return (OK,)
-
-    def cuGetErrorName(self, err):
-        return (OK, b"CUDA_ERROR_INVALID_VALUE")
-
-    def cuDeviceGet(self, ordinal):
-        return (OK, ordinal)
-
-    def cuDevicePrimaryCtxRetain(self, dev):
-        return (OK, next(self._ids))
-
-    def cuCtxSetCurrent(self, ctx):
-        return (OK,)
-
-    def cuDeviceGetName(self, length, dev):
-        return (OK, b"Fake GPU".ljust(length, b"\0"))
-
-    def cuDeviceGetAttribute(self, attr, dev):
-        return (OK, {75: 9, 76: 0}[attr.value])
+    # ------------------------------------------------------------------ calls that only answer
+    def cuInit(self, flags): return (OK,)
+    def cuGetErrorName(self, err): return (OK, b"CUDA_ERROR_INVALID_VALUE")
+    def cuDeviceGet(self, ordinal): return (OK, ordinal)
+    def cuDevicePrimaryCtxRetain(self, dev): return (OK, next(self._ids))
+    def cuCtxSetCurrent(self, ctx): return (OK,)
+    def cuDeviceGetName(self, length, dev): return (OK, b"Fake GPU".ljust(length, b"\0"))
+    def cuDeviceGetAttribute(self, attr, dev): return (OK, {75: 9, 76: 0}[attr.value])
+    def cuStreamCreate(self, flags): return (OK, next(self._ids))
+    def cuStreamDestroy(self, stream): return (OK,)
+    def cuStreamWaitEvent(self, stream, ev, flags): return (OK,)
+    def cuEventDestroy(self, ev): return (OK,)
+    def cuModuleLoadData(self, image): return (OK, SimpleNamespace(image=image))
+    def cuModuleGetFunction(self, module, name): return (OK, SimpleNamespace(name=name.decode()))
+    def cuFuncSetAttribute(self, f, attr, value): return (OK,)
+    def cuGraphInstantiate(self, graph, flags): return (OK, list(graph))
+    def cuGraphDestroy(self, graph): return (OK,)
 
     # ------------------------------------------------------------------ memory
     def _alloc(self, n: int) -> int:
@@ -119,12 +115,8 @@ class FakeDriver:
     def _free(self, ptr):
         return (OK,) if self.memory.pop(int(ptr), None) is not None else (BAD,)
 
-    def cuMemAlloc(self, n):
-        return (OK, self._alloc(n))
-
-    def cuMemAllocHost(self, n):
-        return (OK, self._alloc(n))
-
+    def cuMemAlloc(self, n): return (OK, self._alloc(n))
+    def cuMemAllocHost(self, n): return (OK, self._alloc(n))
     cuMemFree = cuMemFreeHost = _free
 
     def cuMemsetD8Async(self, dst, value, n, stream):
@@ -144,17 +136,8 @@ class FakeDriver:
         return self._sync_call()
 
     # ------------------------------------------------------------------ streams and events
-    def cuStreamCreate(self, flags):
-        return (OK, next(self._ids))
-
-    def cuStreamSynchronize(self, stream):
-        return self._sync_call()
-
-    def cuStreamDestroy(self, stream):
-        return (OK,)
-
-    def cuEventCreate(self, flags):
-        return (OK, SimpleNamespace(timing=not flags & 2, t=None))
+    def cuStreamSynchronize(self, stream): return self._sync_call()
+    def cuEventCreate(self, flags): return (OK, SimpleNamespace(timing=not flags & 2, t=None))
 
     def cuEventRecord(self, ev, stream):
         def tick():
@@ -162,27 +145,12 @@ class FakeDriver:
             ev.t = self.now
         return self.run(tick)
 
-    def cuStreamWaitEvent(self, stream, ev, flags):
-        return (OK,)
-
     def cuEventElapsedTime(self, start, end):
         if not (start.timing and end.timing) or start.t is None or end.t is None:
             return (BAD, None)
         return (OK, float(end.t - start.t))
 
-    def cuEventDestroy(self, ev):
-        return (OK,)
-
-    # ------------------------------------------------------------------ kernels
-    def cuModuleLoadData(self, image):
-        return (OK, SimpleNamespace(image=image))
-
-    def cuModuleGetFunction(self, module, name):
-        return (OK, SimpleNamespace(name=name.decode()))
-
-    def cuFuncSetAttribute(self, f, attr, value):
-        return (OK,)
-
+    # ------------------------------------------------------------------ kernels and graphs
     def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
         values, types = params          # the bindings' (values, ctypes types) form
         args = []
@@ -201,7 +169,6 @@ class FakeDriver:
             self.run(lambda: cuda_emulator.launch(f.name, grid, block, args))
         return (OK,)
 
-    # ------------------------------------------------------------------ graphs
     def cuStreamBeginCapture(self, stream, mode):
         self.capture = []
         return (OK,)
@@ -211,12 +178,6 @@ class FakeDriver:
         if self.fail_capture or work is None:
             return (BAD, None)
         return (OK, work)
-
-    def cuGraphInstantiate(self, graph, flags):
-        return (OK, list(graph))
-
-    def cuGraphDestroy(self, graph):
-        return (OK,)
 
     def cuGraphLaunch(self, graph_exec, stream):
         for fn in graph_exec:
@@ -262,8 +223,7 @@ class FakeVirtualMemory:
 
     CUmemAccessDesc = CUmemAllocationProp
 
-    def cuMemGetAllocationGranularity(self, prop, flag):
-        return (OK, self.granularity)
+    def cuMemGetAllocationGranularity(self, prop, flag): return (OK, self.granularity)
 
     def cuMemCreate(self, size, prop, flags):
         if not self._granular(size) or size <= 0 or prop.type != "pinned" or prop.location.type != "device":

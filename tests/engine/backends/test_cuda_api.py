@@ -32,7 +32,7 @@ from engine.backends import nvrtc  # noqa: E402
 from . import fake_driver  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
-BACKEND = ["engine/backends/cuda.py", "engine/backends/cuda_kernels.py", "engine/backends/cuda_vmm.py",
+BACKEND = ["engine/backends/cuda.py", "engine/backends/cuda_driver.py", "engine/backends/cuda_vmm.py",
            "engine/backends/cuda_graph.py", "engine/backends/pinned.py"]
 DRIVER = r"(?:\bd|self\._d|backend\._d)"       # how the backend's modules name the driver module
 

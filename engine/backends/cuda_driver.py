@@ -1,6 +1,7 @@
-"""The CUDA backend's kernels: device windows, modules loaded from NVRTC's cubins, and an
-operator's launches (``Op.cuda_launches``) bound to its tensors' addresses as cuLaunchKernel's
-arguments: (function, grid, block, dynamic shared memory, (values, ctypes types)).
+"""The driver as the CUDA backend uses it: its errors (``check``), device windows, timed events,
+and kernels: modules loaded from NVRTC's cubins and an operator's launches (``Op.cuda_launches``)
+bound to its tensors' addresses as cuLaunchKernel's arguments: (function, grid, block, dynamic
+shared memory, (values, ctypes types)).
 """
 from __future__ import annotations
 
@@ -13,12 +14,42 @@ import numpy as np
 from ops import registry as op_registry
 from ops.workspace import workspace_bytes, workspace_offsets
 
+from ..errors import EngineError
 from ..program import COMPUTE
 
 _CTYPES = {np.dtype(np.int32): ctypes.c_int, np.dtype(np.uint32): ctypes.c_uint, np.dtype(np.int64): ctypes.c_longlong,
            np.dtype(np.uint64): ctypes.c_ulonglong, np.dtype(np.float32): ctypes.c_float,
            np.dtype(np.float64): ctypes.c_double}
 BIG_SHARED = 48 * 1024      # dynamic shared memory above this must be opted into per function
+
+
+class CudaUnavailable(EngineError, RuntimeError):
+    """No usable CUDA device (the reason comes from detect_gpu)."""
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed."""
+
+
+def check(d, result):
+    """The values a driver call returned after its CUresult; CudaError naming the failure."""
+    if result[0] != d.CUresult.CUDA_SUCCESS:
+        _, name = d.cuGetErrorName(result[0])
+        raise CudaError(f"CUDA driver call failed: {name.decode() if isinstance(name, bytes) else name}")
+    return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
+
+
+class TimedEvent:
+    """An event with timing, destroyed when dropped (the pool keeps only untimed ones)."""
+
+    def __init__(self, d):
+        self._d, self.handle = d, check(d, d.cuEventCreate(0))
+
+    def __del__(self):
+        try:
+            self._d.cuEventDestroy(self.handle)
+        except Exception:
+            pass
 
 
 @dataclass(frozen=True)
@@ -53,7 +84,6 @@ class Kernels:
         self._functions: dict[str, object] = {}
 
     def function(self, name: str):
-        from .cuda import CudaError, check
         f = self._functions.get(name)
         if f is None:
             cubin = self.cubins.get(name)
@@ -68,7 +98,6 @@ class Kernels:
     def bind(self, stream: int, node, inputs, outputs, scratch: int, scratch_bytes: int) -> list:
         """[(function, grid, block, shmem, (values, types))] for one node, its tensors at these
         addresses and its operator scratch (if any) at ``scratch``."""
-        from .cuda import CudaError, check
         decl = op_registry.get(node.op)
         sizes = tuple(decl.cuda_workspaces(node.attrs, inputs, outputs))
         need = workspace_bytes(sizes)
