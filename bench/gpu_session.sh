@@ -26,8 +26,8 @@
 # plain Python (measured: the benchmark's quick configurations, 0.3-1.0 CPU-s each). What is
 # checked here is the CUDA path; the compiled pass is checked against the same code in CI.
 #
-# The backend is written for cuda.core 1.x (cuda-bindings 13). The part stops at once, with
-# status 3, if the machine's cuda.core is another major version. Wheels carried in .whl/
+# The backend calls cuda.bindings.driver (13.x) alone; NVRTC goes through cuda.core 1.x. The part
+# stops at once, with status 3, if the machine's cuda.core is another major version. Wheels carried in .whl/
 # (see the device tool's README: pip download --no-deps ... cuda-core==1.2.2
 # cuda-bindings==13.4.4 cuda-pathfinder) are installed into /tmp/site first when present.
 # compute-sanitizer (memcheck) works on Firecracker machines, not under gVisor (uname -r

@@ -101,7 +101,7 @@ class Stream:
         self.q: queue.Queue = queue.Queue()
         self.error: BaseException | None = None
         self.error_order = 0                  # when it happened, among all streams' errors
-        self.captured: list | None = None     # work recorded instead of queued (see CpuBackend.capture)
+        self.captured: list | None = None     # work recorded instead of queued (see CpuDevice.capture)
         self.thread = threading.Thread(target=self._work, name=f"stream-{name}", daemon=True)
         self.thread.start()
 

@@ -316,7 +316,7 @@ class RankTrainer:
     def instruction_timings(self) -> list[tuple[int, int, float, float]]:
         """One ``step`` with the backend timing each instruction it runs: (stream, what, start,
         end) per instruction, ``what`` the node of a compute, the bytes of a copy, -1 for an
-        all-reduce (``CpuBackend.timings``), for the Program's graph (``spec.in_program``): a
+        all-reduce (``Instrumented.timings`` of the cpu backend), for the Program's graph (``spec.in_program``): a
         profile measured as the ranks train (bench.ranks_measured)."""
         (made,) = self._made
         backend = made.backend

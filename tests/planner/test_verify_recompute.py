@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from engine.errors import UsageError
-from engine.backends.cpu import CpuBackend
+from engine.backends.cpu import CpuDevice
 from engine.cli.plans import read_plan
 from engine.program import COMPUTE, FORMAT, FORMAT_RECOMPUTE, SWAP_IN, Program, ProgramFormatError
 from engine.training import Trainer
@@ -71,7 +71,7 @@ def test_a_correct_recomputation_verifies_and_trains_bit_identically(graph, reco
     """On the cpu backend's captured work lists and issued instruction by instruction (a
     backend that cannot capture): a recomputation is one more launch of its node."""
     if not captured:
-        monkeypatch.setattr(CpuBackend, "capture", lambda self, issue: None)
+        monkeypatch.setattr(CpuDevice, "capture", lambda self, issue: None)
     verify(recomputing, graph)
     assert_trains_as_unlimited(graph, recomputing, 0, *reference, "hand-made recomputations")
 
