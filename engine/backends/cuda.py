@@ -16,7 +16,7 @@ import numpy as np
 
 from ..program import COMPUTE
 from . import cuda_graph, nvrtc
-from .cuda_driver import CudaError, CudaUnavailable, DeviceArray, Kernels, TimedEvent, check  # noqa: F401
+from .cuda_driver import CudaError, CudaUnavailable, DeviceArray, Kernels, TimedEvent, check, host_pointer  # noqa: F401
 from .cuda_vmm import ChunkCache, CudaVirtualMemoryError, VirtualArena  # noqa: F401 (re-exported)
 from .detect import detect_gpu
 from .instrument import Instrumented
@@ -175,22 +175,13 @@ class CudaDevice:
                                               ((int(seconds * 1e9),), (ctypes.c_ulonglong,)), 0))
 
     # ------------------------------------------------------------------ copies and events
-    def _host(self, dev: DeviceArray, host: np.ndarray) -> int:
-        if not isinstance(dev, DeviceArray) or not isinstance(host, np.ndarray):
-            raise TypeError("copies go between a DeviceArray and a numpy array from host_buffer")
-        if dev.nbytes != host.nbytes or not host.flags.c_contiguous:
-            raise ValueError(f"copy of {host.nbytes} contiguous host bytes to/from {dev.nbytes} device bytes")
-        if host.nbytes and not self._pinned.contains(host.ctypes.data, host.nbytes):
-            raise ValueError("asynchronous copies need host memory from CudaBackend.host_buffer (pinned)")
-        return host.ctypes.data
-
     def copy_h2d(self, stream: int, dst: DeviceArray, src: np.ndarray) -> None:
-        src_ptr = self._host(dst, src)
+        src_ptr = host_pointer(self._pinned, dst, src)
         if dst.nbytes and not self.dry:
             check(self._d, self._d.cuMemcpyHtoDAsync(dst.ptr, src_ptr, dst.nbytes, self.streams[stream]))
 
     def copy_d2h(self, stream: int, dst: np.ndarray, src: DeviceArray) -> None:
-        dst_ptr = self._host(src, dst)
+        dst_ptr = host_pointer(self._pinned, src, dst)
         if src.nbytes and not self.dry:
             check(self._d, self._d.cuMemcpyDtoHAsync(dst_ptr, src.ptr, src.nbytes, self.streams[stream]))
 

@@ -75,6 +75,18 @@ class DeviceArray:
         return DeviceArray(self.ptr + start * self.dtype.itemsize, (max(start, stop) - start,), self.dtype)
 
 
+def host_pointer(pinned, dev: DeviceArray, host: np.ndarray) -> int:
+    """The address of ``host`` for an asynchronous copy to or from ``dev``: same size, contiguous, and
+    pinned (the driver copies pageable memory synchronously, which would serialize the streams)."""
+    if not isinstance(dev, DeviceArray) or not isinstance(host, np.ndarray):
+        raise TypeError("copies go between a DeviceArray and a numpy array from host_buffer")
+    if dev.nbytes != host.nbytes or not host.flags.c_contiguous:
+        raise ValueError(f"copy of {host.nbytes} contiguous host bytes to/from {dev.nbytes} device bytes")
+    if host.nbytes and not pinned.contains(host.ctypes.data, host.nbytes):
+        raise ValueError("asynchronous copies need host memory from CudaBackend.host_buffer (pinned)")
+    return host.ctypes.data
+
+
 class Kernels:
     """Functions by name, each cubin loaded once (cuModuleLoadData) when first needed."""
 
