@@ -172,6 +172,7 @@ class CpuDevice:
     name = "cpu"
     device_name = ""        # the host: the report names none
     host_calls = True       # host functions on a stream: a data-parallel Program's all-reduce
+    timed_capture = True    # a capture records the work itself, timing events included
 
     def __init__(self, link: EmulatedLink = EmulatedLink()):
         # One BLAS thread while this backend lives: set here, in the creating thread, since

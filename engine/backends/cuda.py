@@ -41,6 +41,7 @@ def CudaBackend(device: int = 0, graphs: bool = True, sanitize: bool = False, se
 class CudaDevice:
     name = "cuda"
     host_calls = False      # a data-parallel Program's all-reduce (cuLaunchHostFunc) is not wired yet
+    timed_capture = False   # a CUDA graph holds no timing events: a timed iteration is issued eagerly
 
     def __init__(self, device: int = 0, graphs: bool = True):
         """``graphs``: capture each iteration as a CUDA graph (else every instruction is issued

@@ -6,8 +6,11 @@ through to the device.
 
 Timing: while ``timings`` is a list, each kernel group, copy and host call is bracketed by two
 timed events on its stream, and ``synchronize`` appends (stream, node id or bytes copied or -1 for
-a host call, start s, end s), seconds after timing began; a captured iteration is then issued
-eagerly, so that every instruction is timed.
+a host call, start s, end s), seconds after timing began. A captured iteration is then captured
+afresh with its events and replayed whole where the device's capture records events as work
+(``timed_capture``: the cpu's work lists, so the streams run it back to back, as untimed; issued
+from Python instruction by instruction, a fast stream would wait on the issuing thread and its gaps
+would count that), else issued eagerly (cuda: a CUDA graph holds no timing events).
 
 The sanitizer (``sanitize=True``): before each instruction a random delay of up to its stream's
 jitter (``device.delay``), and the memory it is about to overwrite is poisoned first (0xFF bytes:
@@ -131,7 +134,9 @@ class Instrumented:
         return None if graph is None else Captured(graph, issue)
 
     def replay(self, graph: Captured) -> None:
-        if self._timings is not None:
-            graph.issue()
-        else:
+        if self._timings is None:
             self.device.replay(graph.graph)
+        elif self.device.timed_capture:
+            self.device.replay(self.device.capture(graph.issue))
+        else:
+            graph.issue()

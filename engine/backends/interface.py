@@ -30,6 +30,9 @@ class Device(Protocol):
     host_calls: bool
     """Whether ``host_call`` runs (a data-parallel Program's all-reduce); False: the executor
     refuses such a Program in one line."""
+    timed_capture: bool
+    """Whether events recorded while capturing fire again at each replay (the capture records them
+    as work), so that a timed iteration can be captured and replayed whole."""
 
     def allocate_arena(self, nbytes: int, scratch_bytes: int = 0) -> None:
         """A fresh arena of ``nbytes`` (poisoned), replacing any other; its last ``scratch_bytes``

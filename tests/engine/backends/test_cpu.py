@@ -129,3 +129,32 @@ def test_stream_threads_and_the_reference_use_one_blas_thread_and_give_it_back()
         finally:
             reference.execute = execute
         assert inside[-1] == [1] * len(before) and blas_threads() == before      # [-1]: the data may use it too
+
+
+def test_a_timed_replay_queues_the_iteration_whole_with_its_events(monkeypatch):
+    """While timing, a captured iteration is captured again with its timing events and queued whole
+    (the streams run it back to back, as an untimed replay does), and every instruction is timed."""
+    from engine.backends.cpu import CpuDevice
+    from engine.executor import ProgramExecutor
+    from engine.training import Trainer
+    from planner.policy import unlimited_program
+    from zoo import small
+
+    g = small.lstm(batch=2, steps=2, features=4, hidden=4, layers=1, classes=3)
+    program = unlimited_program(g)
+    b = CpuBackend()
+    try:
+        ex = ProgramExecutor(program, g, b)
+        assert ex.graph is not None
+        tr = Trainer(g, seed=0, runner=ex)
+        tr.step()
+        captures, capture = [], CpuDevice.capture
+        monkeypatch.setattr(CpuDevice, "capture", lambda self, issue: (captures.append(1), capture(self, issue))[1])
+        b.timings = []
+        tr.step()
+        timed = [nid for stream, nid, t0, t1 in b.timings if stream == COMPUTE]
+        b.timings = None
+    finally:
+        b.close()
+    assert captures == [1]
+    assert sorted(timed) == sorted(ins.target for ins in program.instrs if ins.kind == COMPUTE)

@@ -58,6 +58,7 @@ def test_the_protocol_lists_what_the_executor_and_profiling_use():
     assert members(Backend) == {
         "name", "device_name", "timings", "sanitize", "allocate_arena", "allocate_virtual_arena", "view",
         "host_buffer", "read", "write", "launch", "copy_h2d", "copy_d2h", "fill", "delay", "host_call", "host_calls",
+        "timed_capture",
         "record", "wait", "elapsed", "capture", "replay", "synchronize", "close"}
     used = set()
     for f in ("engine/executor.py", "engine/profiling.py", "engine/cuda_profiling.py", "engine/backends/instrument.py"):
