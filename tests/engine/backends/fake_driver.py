@@ -70,7 +70,7 @@ class FakeDriver:
         self.now = 0.0                                   # the fake device clock, ms
         self.capture: list | None = None                 # work recorded while the compute stream captures
         self.fail_capture = False
-        self.vmm = FakeVirtualMemory(self)
+        self.vmm = FakeVirtualMemory()
         self._ids = itertools.count(0x1000)
 
     def __getattr__(self, name):                         # the virtual-memory calls
@@ -198,7 +198,7 @@ class FakeVirtualMemory:
     CUmemAllocationGranularity_flags = SimpleNamespace(CU_MEM_ALLOC_GRANULARITY_MINIMUM="minimum")
     CUmemAccess_flags = SimpleNamespace(CU_MEM_ACCESS_FLAGS_PROT_READWRITE="rw")
 
-    def __init__(self, driver: FakeDriver, granularity: int = 2 << 20):
+    def __init__(self, granularity: int = 2 << 20):
         from engine.backends.host_virtual import _libc
         self.libc, self.granularity = _libc(), granularity
         self.handles: dict[int, tuple[int, int]] = {}      # handle -> (memory file, bytes)
