@@ -3,7 +3,8 @@
 Without libcuda, the first driver call raises a RuntimeError, and creating
 cuda.core objects afterwards has been seen to hang; so nothing else may touch
 CUDA until this says a device exists. A device counts only when the installed
-cuda.core is the major version the backend is written for.
+cuda.core is the major version the kernels' compiler (nvrtc.py) is written for; the
+backend itself calls cuda.bindings.driver.
 """
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ SUPPORTED_CUDA_CORE_MAJOR = 1
 
 
 def cuda_core_problem() -> str:
-    """Why the installed cuda.core cannot run the backend ('' when it can). The backend is
-    written against cuda.core 1.x; 0.x kept its API in ``cuda.core.experimental``."""
+    """Why the installed cuda.core cannot compile the backend's kernels ('' when it can): nvrtc.py
+    is written against cuda.core 1.x; 0.x kept its API in ``cuda.core.experimental``."""
     from importlib import metadata
     try:
         version = metadata.version("cuda-core")
