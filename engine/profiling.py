@@ -26,10 +26,11 @@ if TYPE_CHECKING:
 LINK_SIZES = (2**12, 2**16, 2**20, 2**22)
 
 
-def measure_link(backend: Backend, sizes=LINK_SIZES, repeats: int = 5) -> Link:
-    """Fit latency + bytes/bandwidth to copies each way timed on their stream, and time both
-    ways at once for the duplex rate. Works on any backend with host_buffer, allocate_arena,
-    view, copy_h2d/copy_d2h, synchronize and a ``timings`` list."""
+def measure_link(backend: Backend, sizes=LINK_SIZES, repeats: int = 5, pick=min) -> Link:
+    """Fit latency + bytes/bandwidth to copies each way timed on their stream (``pick`` of each
+    size's repeats: ``fit_copies``), and time both ways at once for the duplex rate. Works on any
+    backend with host_buffer, allocate_arena, view, copy_h2d/copy_d2h, synchronize and a
+    ``timings`` list."""
     biggest = max(sizes)
     backend.allocate_arena(2 * biggest)
     host = [backend.host_buffer((biggest,), np.uint8) for _ in range(2)]
@@ -40,7 +41,7 @@ def measure_link(backend: Backend, sizes=LINK_SIZES, repeats: int = 5) -> Link:
         backend.synchronize()
         backend.copy_d2h(SWAP_OUT, host[1][:n], dev[1][:n])
         backend.synchronize()
-    fits = [fit_copies([(n, t1 - t0) for s, n, t0, t1 in backend.timings if s == stream])
+    fits = [fit_copies([(n, t1 - t0) for s, n, t0, t1 in backend.timings if s == stream], pick)
             for stream in (SWAP_IN, SWAP_OUT)]
     latency = float(np.mean([f[0] for f in fits]))
     both = []
@@ -83,7 +84,7 @@ class Measurement:
 
 
 def measure_profile(backend: Backend, g: Graph, ideal: Program, seed: int, iterations: int, data: TeacherData | None,
-                    wall_iterations: int = 0, link_sizes=LINK_SIZES) -> Measurement:
+                    wall_iterations: int = 0, link_sizes=LINK_SIZES, link_pick=min) -> Measurement:
     """Train ``ideal`` (the unlimited program) on ``backend``: a warm-up iteration, then
     ``wall_iterations`` with the kernels untimed (their wall times kept), then ``iterations``
     with every kernel timed; then time the link. Closes the backend."""
@@ -99,7 +100,7 @@ def measure_profile(backend: Backend, g: Graph, ideal: Program, seed: int, itera
             trainer.step()
         kernels = [(nid, t0, t1) for stream, nid, t0, t1 in backend.timings if stream == COMPUTE]
         backend.timings = None
-        link = measure_link(backend, sizes=link_sizes)
+        link = measure_link(backend, sizes=link_sizes, pick=link_pick)
     finally:
         backend.close()
     samples: dict[str, list[float]] = defaultdict(list)
