@@ -13,6 +13,8 @@
 #             budgets of 0.5 and 0.25 of the peak, simulated beside measured; the pinned link
 #             beside the swap copies' rate while compute runs; each GPU profile saved in OUT_DIR
 #   quick     the same benchmark on smaller configurations (a first look, ~2 min)
+#   shapes    python -m bench.kernel_shapes: each convolution and dense shape of wresnet-50-2 and
+#             rnn-4-2k on our kernels beside PyTorch's, the costliest gaps first (for kernel tuning)
 #   memcheck  the bit-identity tests of one family under compute-sanitizer's memcheck
 #             (out-of-bounds and misaligned accesses in our kernels)
 #
@@ -33,9 +35,9 @@
 # compute-sanitizer (memcheck) works on Firecracker machines, not under gVisor (uname -r
 # says 4.4.0 there), where it answers "Device not supported" (the device tool's KINDS.md).
 set -uo pipefail
-part=${1:?usage: bash bench/gpu_session.sh tests|bench|quick|memcheck [OUT_DIR]}
+part=${1:?usage: bash bench/gpu_session.sh tests|bench|quick|shapes|memcheck [OUT_DIR]}
 out=${2:-bench/results}
-case $part in tests|bench|quick|memcheck) ;; *) echo "unknown part '$part' (tests, bench, quick, memcheck)" >&2; exit 2 ;; esac
+case $part in tests|bench|quick|shapes|memcheck) ;; *) echo "unknown part '$part' (tests, bench, quick, shapes, memcheck)" >&2; exit 2 ;; esac
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 SWAPENGINE_KERNEL_CACHE=${SWAPENGINE_KERNEL_CACHE:-/tmp/swapengine-kernels}
 export NUMBA_DISABLE_JIT=${NUMBA_DISABLE_JIT:-1}
@@ -77,6 +79,7 @@ case $part in
               $(grep -rl --include='test_*.py' 'mark.gpu' tests) 2>&1 | tee -a "$file" ;;
   bench)    $py -m bench.cuda_vs_torch --budget 0.5,0.25 --save-profiles "$out" 2>&1 | tee -a "$file" ;;
   quick)    $py -m bench.cuda_vs_torch --quick --iterations 5 --budget 0.5,0.25 --save-profiles "$out" 2>&1 | tee -a "$file" ;;
+  shapes)   { $py -m bench.kernel_shapes && $py -m bench.kernel_shapes --model rnn-4-2k --batch 64 --size 32; } 2>&1 | tee -a "$file" ;;
   memcheck) compute-sanitizer --tool memcheck --error-exitcode 9 \
               $py -m pytest -q -p no:cacheprovider tests/engine/backends/test_cuda.py \
               -k "quarter_budget and rnn" 2>&1 | tee -a "$file" ;;
