@@ -15,8 +15,10 @@ import math
 import numpy as np
 
 from ..program import COMPUTE
+from ..units import format_bytes
 from . import cuda_graph, nvrtc
-from .cuda_driver import CudaError, CudaUnavailable, DeviceArray, Kernels, TimedEvent, check, host_pointer  # noqa: F401
+from .cuda_driver import (CudaError, CudaOutOfMemory, CudaUnavailable, DeviceArray, Kernels, TimedEvent,  # noqa: F401
+                          check, host_pointer)
 from .cuda_vmm import ChunkCache, CudaVirtualMemoryError, VirtualArena  # noqa: F401 (re-exported)
 from .detect import detect_gpu
 from .instrument import Instrumented
@@ -91,7 +93,11 @@ class CudaDevice:
             raise ValueError(f"scratch of {scratch_bytes} bytes does not fit an arena of {nbytes}")
         self._replace_arena()
         d = self._d
-        self._arena, self._arena_bytes = int(check(d, d.cuMemAlloc(max(int(nbytes), 1)))), int(nbytes)
+        try:
+            self._arena, self._arena_bytes = int(check(d, d.cuMemAlloc(max(int(nbytes), 1)))), int(nbytes)
+        except CudaOutOfMemory:
+            raise CudaOutOfMemory(f"an arena of {format_bytes(nbytes)} does not fit in the free memory of "
+                                  f"{self.device_name}: plan for less (--memory), or free the GPU") from None
         self._scratch, self._scratch_bytes = self._arena + int(nbytes) - int(scratch_bytes), int(scratch_bytes)
         self._poison_now(self._arena, max(int(nbytes), 1))
 

@@ -31,11 +31,17 @@ class CudaError(RuntimeError):
     """A CUDA driver call failed."""
 
 
+class CudaOutOfMemory(EngineError, CudaError):
+    """The device has too little free memory for an allocation: a user-facing error, one line."""
+
+
 def check(d, result):
-    """The values a driver call returned after its CUresult; CudaError naming the failure."""
+    """The values a driver call returned after its CUresult; CudaError naming the failure
+    (CudaOutOfMemory for CUDA_ERROR_OUT_OF_MEMORY)."""
     if result[0] != d.CUresult.CUDA_SUCCESS:
         _, name = d.cuGetErrorName(result[0])
-        raise CudaError(f"CUDA driver call failed: {name.decode() if isinstance(name, bytes) else name}")
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        raise (CudaOutOfMemory if name == "CUDA_ERROR_OUT_OF_MEMORY" else CudaError)(f"CUDA driver call failed: {name}")
     return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
 
 

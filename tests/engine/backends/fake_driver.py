@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-OK, BAD = 0, 1
+OK, BAD, OOM = 0, 1, 2       # the driver's CUresult values
 _SCALARS = {ctypes.c_int: np.int32, ctypes.c_uint: np.uint32, ctypes.c_longlong: np.int64, ctypes.c_ulonglong: np.uint64,
             ctypes.c_float: np.float32, ctypes.c_double: np.float64}
 
@@ -70,6 +70,7 @@ class FakeDriver:
         self.now = 0.0                                   # the fake device clock, ms
         self.capture: list | None = None                 # work recorded while the compute stream captures
         self.fail_capture = False
+        self.device_bytes = 1 << 40                      # what cuMemAlloc grants at most
         self.vmm = FakeVirtualMemory()
         self._ids = itertools.count(0x1000)
 
@@ -89,7 +90,7 @@ class FakeDriver:
 
     # ------------------------------------------------------------------ calls that only answer
     def cuInit(self, flags): return (OK,)
-    def cuGetErrorName(self, err): return (OK, b"CUDA_ERROR_INVALID_VALUE")
+    def cuGetErrorName(self, err): return (OK, {BAD: b"CUDA_ERROR_INVALID_VALUE", OOM: b"CUDA_ERROR_OUT_OF_MEMORY"}[err])
     def cuDeviceGet(self, ordinal): return (OK, ordinal)
     def cuDevicePrimaryCtxRetain(self, dev): return (OK, next(self._ids))
     def cuCtxSetCurrent(self, ctx): return (OK,)
@@ -115,7 +116,7 @@ class FakeDriver:
     def _free(self, ptr):
         return (OK,) if self.memory.pop(int(ptr), None) is not None else (BAD,)
 
-    def cuMemAlloc(self, n): return (OK, self._alloc(n))
+    def cuMemAlloc(self, n): return (OK, self._alloc(n)) if n <= self.device_bytes else (OOM, None)
     def cuMemAllocHost(self, n): return (OK, self._alloc(n))
     cuMemFree = cuMemFreeHost = _free
 

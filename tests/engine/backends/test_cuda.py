@@ -460,3 +460,19 @@ def test_cuda_sanitizer_turns_a_missing_edge_into_a_wrong_answer():
             ins.deps = [d for d in ins.deps if broken.instrs[d].kind != SWAP_IN]
     state, _ = _train(g, broken, sanitize=True, seed=2, jitter_s=(0.0, 2e-3, 0.0))
     assert any(not np.array_equal(a, state[t]) for t, a in ref_state.items())
+
+
+def test_fake_an_arena_the_gpu_cannot_hold_is_refused_in_one_line(fake):
+    """Out of device memory is the user's to fix (a smaller --memory): an EngineError, one line."""
+    from engine.errors import EngineError
+    fake.device_bytes = 1 << 30
+    be = CudaBackend()
+    try:
+        with pytest.raises(cuda_backend.CudaOutOfMemory, match=r"an arena of 2\.0 GiB does not fit in the free "
+                                                                r"memory of Fake GPU: plan for less \(--memory\)") as e:
+            be.allocate_arena(2 << 30)
+        assert isinstance(e.value, EngineError) and "\n" not in str(e.value)
+        be.allocate_arena(1 << 20)                        # usable afterwards
+        assert np.isnan(be.read(be.view(0, (4,), np.float32))).all()
+    finally:
+        be.close()
