@@ -11,7 +11,6 @@ budget (``GraphFacts.smallest_budget``) is its bytes plus operator scratch.
 from __future__ import annotations
 
 import hashlib
-import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,6 +21,7 @@ from engine.profile import Profile
 from engine.units import format_bytes
 
 from .errors import OutOfRoom
+from .facts_memo import memo
 
 if TYPE_CHECKING:       # type names only: planner.facts imports this module (minimal_allocation)
     from .budget import Budget
@@ -47,23 +47,10 @@ LATENCY_SHARE = 0.05
 SMALL_REGION = 0.25
 
 
-# What the simple and chunked allocations derive from a graph's facts and no budget changes,
-# per GraphFacts, by what each depends on: a budget ladder or checkpoint's segmentations
-# allocate one graph at many budgets (NasNet-25 under checkpoint: 784 allocations, 147 of its
-# 462 CPU-s, before). Only tables of sizes are kept, never [size, step] arrays (tens of MB).
-_TABLES: "weakref.WeakKeyDictionary[GraphFacts, dict]" = weakref.WeakKeyDictionary()
-
-
-def _memo(facts: GraphFacts, key: tuple, make):
-    """``make()`` once per facts and key; its arrays read-only, as every caller shares them."""
-    tables = _TABLES.setdefault(facts, {})
-    if key not in tables:
-        made = make()
-        for a in made if isinstance(made, tuple) else (made,):
-            if isinstance(a, np.ndarray):
-                a.setflags(write=False)
-        tables[key] = made
-    return tables[key]
+# What the simple and chunked allocations derive from a graph's facts and no budget changes is kept
+# per GraphFacts (planner/facts_memo.py), by what each depends on: a budget ladder or checkpoint's
+# segmentations allocate one graph at many budgets (NasNet-25 under checkpoint: 784 allocations, 147
+# of its 462 CPU-s, before). Only tables of sizes are kept, never [size, step] arrays (tens of MB).
 
 
 def _digest(a: np.ndarray | None):
@@ -222,17 +209,17 @@ def simple_allocation(facts: GraphFacts, budget: Budget, profile: Profile | None
     if unlimited.pool_bytes <= pool:
         return unlimited
     slot = aligned_bytes(d.sizes)
-    need = _memo(facts, ("needs",), lambda: _class_needs(d))
+    need = memo(facts, ("needs",), lambda: _class_needs(d))
     step_seconds, link = _step_seconds_and_link(facts, profile, node_seconds)
     timing = (_digest(step_seconds), link)
     # State nothing updates (a forward-only graph's weights) counts as staying resident.
-    peak = np.maximum(_memo(facts, ("class peaks", *timing), lambda: _class_peaks(
+    peak = np.maximum(memo(facts, ("class peaks", *timing), lambda: _class_peaks(
         d, working_set(facts, step_seconds, link, resident_state=True))), need)
 
     latency_bytes = profile.link.latency_s * profile.link.h2d_bytes_per_s if profile is not None else 0.0
     base = np.zeros_like(peak)
     if firm is not None:    # what cannot leave, always; a fraction of the rest (room to recompute it)
-        base = _memo(facts, ("firm class peaks", *timing, _digest(firm)), lambda: _class_peaks(
+        base = memo(facts, ("firm class peaks", *timing, _digest(firm)), lambda: _class_peaks(
             d, working_set(facts, step_seconds, link, firm=firm))) + need
         need = base
         peak = np.maximum(peak, base)
@@ -354,7 +341,7 @@ def chunked_allocation(facts: GraphFacts, budget: Budget, chunk_bytes: int, prof
     chunks_needed = int((d.per_node[:, n_small:].astype(np.int64) @ width).max(initial=1))
     step_seconds, link = _step_seconds_and_link(facts, profile, node_seconds)
     timing = (_digest(step_seconds), link)
-    size_peaks = _memo(facts, ("size peaks", *timing), lambda: working_set(
+    size_peaks = memo(facts, ("size peaks", *timing), lambda: working_set(
         facts, step_seconds, link, resident_state=True).max(axis=1, initial=0))
     peak = np.maximum(size_peaks[:n_small], d.minimum[:n_small])
     need = np.maximum(d.minimum[:n_small], 1)
@@ -363,7 +350,7 @@ def chunked_allocation(facts: GraphFacts, budget: Budget, chunk_bytes: int, prof
         def firm_peaks():
             held = working_set(facts, step_seconds, link, firm=firm)
             return held[:n_small].max(axis=1, initial=0), int((width @ held[n_small:]).max(initial=0))
-        held_small, held_chunks = _memo(facts, ("firm size peaks", *timing, _digest(firm), int(chunk_bytes)),
+        held_small, held_chunks = memo(facts, ("firm size peaks", *timing, _digest(firm), int(chunk_bytes)),
                                         firm_peaks)
         base = need = held_small + need
         peak = np.maximum(peak, base)

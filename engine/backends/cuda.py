@@ -17,7 +17,7 @@ import numpy as np
 from ..program import COMPUTE
 from ..units import format_bytes
 from . import cuda_graph, nvrtc
-from .cuda_driver import (CudaError, CudaOutOfMemory, CudaUnavailable, DeviceArray, Kernels, TimedEvent,  # noqa: F401
+from .cuda_driver import (CudaError, CudaOutOfMemory, CudaUnavailable, DeviceArray, Kernels, Owned,  # noqa: F401
                           check, host_pointer)
 from .cuda_vmm import ChunkCache, CudaVirtualMemoryError, VirtualArena  # noqa: F401 (re-exported)
 from .detect import detect_gpu
@@ -207,7 +207,7 @@ class CudaDevice:
             return None
         d = self._d
         if timed:
-            ev = TimedEvent(d)
+            ev = Owned(check(d, d.cuEventCreate(0)), d.cuEventDestroy)
             check(d, d.cuEventRecord(ev.handle, self.streams[stream]))
             return ev
         ev = self._events.pop() if self._events else check(d, d.cuEventCreate(

@@ -45,16 +45,17 @@ def check(d, result):
     return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
 
 
-class TimedEvent:
-    """An event with timing, destroyed when dropped (the pool keeps only untimed ones)."""
+class Owned:
+    """A driver handle released (``release(handle)``) when the last reference to it goes: pinned
+    host memory that numpy arrays still use, an event with timing (the pool keeps only untimed ones)."""
 
-    def __init__(self, d):
-        self._d, self.handle = d, check(d, d.cuEventCreate(0))
+    def __init__(self, handle, release):
+        self.handle, self._release = handle, release
 
     def __del__(self):
         try:
-            self._d.cuEventDestroy(self.handle)
-        except Exception:
+            self._release(self.handle)
+        except Exception:      # the driver may be gone at interpreter exit
             pass
 
 

@@ -1,7 +1,8 @@
 """Pinned (page-locked) host memory for the CUDA backend's asynchronous copies.
 
 Buffers are carved, 256-byte aligned, from chunks of cuMemAllocHost (``DriverChunks``), so
-thousands of swap buffers cost a few driver calls. Each buffer is a numpy array whose base keeps its chunk alive. ``contains``
+thousands of swap buffers cost a few driver calls. Each buffer is a numpy array whose base keeps
+its chunk alive. ``contains``
 tells whether a host range lies in pinned memory: the driver copies pageable memory
 synchronously, which would silently serialize the swap streams.
 """
@@ -12,23 +13,10 @@ import math
 
 import numpy as np
 
-from .cuda_driver import check
+from .cuda_driver import Owned, check
 
 PINNED_CHUNK = 64 << 20          # taken from the driver in chunks this big (or one buffer's size)
 HOST_ALIGNMENT = 256
-
-
-class _Chunk:
-    """Pinned host memory from cuMemAllocHost, freed when the last array using it goes."""
-
-    def __init__(self, d, nbytes: int):
-        self._d, self.handle = d, int(check(d, d.cuMemAllocHost(nbytes)))
-
-    def __del__(self):
-        try:
-            self._d.cuMemFreeHost(self.handle)
-        except Exception:      # the driver may be gone at interpreter exit
-            pass
 
 
 class DriverChunks:
@@ -37,8 +25,9 @@ class DriverChunks:
     def __init__(self, d):
         self._d = d
 
-    def allocate(self, nbytes: int) -> _Chunk:
-        return _Chunk(self._d, nbytes)
+    def allocate(self, nbytes: int) -> Owned:
+        """``nbytes`` of pinned host memory (cuMemAllocHost), freed when the last array using it goes."""
+        return Owned(int(check(self._d, self._d.cuMemAllocHost(nbytes))), self._d.cuMemFreeHost)
 
 
 class _PinnedView:

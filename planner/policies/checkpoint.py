@@ -25,7 +25,6 @@ with, and a share of the rest as the budget allows; a budget below that does not
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass, replace
 from typing import Iterator
 
@@ -37,6 +36,7 @@ from engine.units import format_bytes
 
 from ..allocation import chunked_allocation, simple_allocation
 from ..errors import OutOfRoom, PlanError
+from ..facts_memo import memo
 from ..policy import PlanRequest, Policy, placement_kinds, register
 from ..simulate import simulated_seconds
 from ..swap_planner import GraphArrays, PlanOptions, final_arrays, program_of
@@ -103,20 +103,16 @@ def segmentations(g, order) -> Iterator[Segmentation]:
         last, limit = ends, limit * SEGMENT_GROWTH
 
 
-# A graph's segmentations depend on its order alone, not on the budget: made once per GraphFacts
-# (a budget ladder plans checkpoint at every rung: on NasNet-8, 327 walks through them, 1.9 of
-# the plan's 28 CPU-s).
-_SEGMENTATIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def _segmentations_of(facts) -> tuple[Segmentation, ...]:
-    """``segmentations`` of the facts' graph and order, made once; their masks read-only."""
-    if facts not in _SEGMENTATIONS:
+    """``segmentations`` of the facts' graph and order, made once per GraphFacts (they depend on the
+    order alone, not the budget: a budget ladder plans checkpoint at every rung; on NasNet-8, 327
+    walks through them, 1.9 of the plan's 28 CPU-s); their masks read-only."""
+    def make():
         cuts = tuple(segmentations(facts.graph, facts.order))
         for cut in cuts:
             cut.firm.setflags(write=False)
-        _SEGMENTATIONS[facts] = cuts
-    return _SEGMENTATIONS[facts]
+        return cuts
+    return memo(facts, ("checkpoint segmentations",), make)
 
 
 class _MakerChain:

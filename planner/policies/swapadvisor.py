@@ -16,13 +16,13 @@ Where tensors live (``PlanRequest.allocator``, read as kinds of placement: alloc
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import replace
 
 from allocator.registry import CHUNKED, SIZE_CLASSES
 
 from ..allocation import chunked_allocation, simple_allocation
 from ..errors import OutOfRoom, PlanError
+from ..facts_memo import memo
 from ..policy import RECOMPUTE_OPTION, Knob, PlanRequest, Policy, placement_kinds, register
 from ..simulate import simulated_seconds
 from ..swap_planner import GraphArrays, PlanOptions, final_arrays, program_of
@@ -49,11 +49,6 @@ RECOMPUTE = Knob((0.0, 0.5, 1.0, 2.0, 4.0), 1.0, seeds=(0.0,))
 # its default where recompute is 0 (it then changes nothing).
 MAX_CHAIN = Knob((4, 8, 16), OPTIONS.max_chain, inert_unless=RECOMPUTE_OPTION)
 
-# The chunked allocation of a graph's facts, by budget and chunk: the search asks for it once
-# per candidate, and it depends on neither the schedule nor the search's allocation.
-_CHUNKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def _options(request: PlanRequest) -> PlanOptions:
     chosen = request.policy_options
     return replace(OPTIONS, headroom=float(chosen.get("headroom", OPTIONS.headroom)),
@@ -63,17 +58,18 @@ def _options(request: PlanRequest) -> PlanOptions:
 
 def _chunked(request: PlanRequest):
     chunk = int(request.allocator_options.get("chunk_bytes") or CHUNK_BYTES)
-    key = (request.budget.pool_bytes, chunk)
-    cache = _CHUNKED.setdefault(request.facts, {})
-    if key not in cache:
+
+    def make():
         try:
-            cache[key] = chunked_allocation(request.facts, request.budget, chunk, request.profile,
-                                            request.op_seconds)
+            return chunked_allocation(request.facts, request.budget, chunk, request.profile, request.op_seconds)
         except OutOfRoom as e:
-            cache[key] = e
-    if isinstance(cache[key], OutOfRoom):
-        raise cache[key]
-    return cache[key]
+            return e
+    # Kept per facts, budget and chunk (its refusal too): the search asks for it once per
+    # candidate, and it depends on neither the schedule nor the search's allocation.
+    made = memo(request.facts, ("swapadvisor chunked", request.budget.pool_bytes, chunk), make)
+    if isinstance(made, OutOfRoom):
+        raise made
+    return made
 
 
 def _allocations(request: PlanRequest, kinds: tuple[str, ...]) -> list:
