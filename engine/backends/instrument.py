@@ -106,7 +106,8 @@ class Instrumented:
 
     # ------------------------------------------------------------------ the instructions
     def launch(self, stream: int, node, inputs, outputs) -> None:
-        self._before(stream, [y for y in outputs if not any(_overlap(y, x) for x in inputs)])
+        # lazily: the overlap tests run only when sanitizing
+        self._before(stream, (y for y in outputs if not any(_overlap(y, x) for x in inputs)))
         self._timed(stream, node.id, lambda: self.device.launch(stream, node, inputs, outputs))
 
     def copy_h2d(self, stream: int, dst, src) -> None:
