@@ -110,7 +110,7 @@ class CudaDevice:
         d = self._d
         self._chunks = self._chunks or ChunkCache(d, self.device)
         self._virtual = v = VirtualArena(d, self._chunks, mappings, virtual_bytes)
-        for ptr, n in v.rows():
+        for ptr, n in v.rows:
             self._poison_now(ptr, n)
         self._arena, self._arena_bytes = v.base, v.size
         if scratch_bytes:

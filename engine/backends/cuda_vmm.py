@@ -64,16 +64,12 @@ class VirtualArena:
         access.location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
         access.location.id = int(chunks.device)
         access.flags = d.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-        self._rows = [(self.base + v, n) for v, _, n in rows.tolist()]
+        self.rows = [(self.base + v, n) for v, _, n in rows.tolist()]      # (address, bytes) of each row
         for virt, phys, n in rows.tolist():
             for k in range(0, n, chunk):
                 check(d, d.cuMemMap(self.base + virt + k, chunk, 0, chunks.handle((phys + k) // chunk, chunk), 0))
                 self.mapped.append((self.base + virt + k, chunk))
             check(d, d.cuMemSetAccess(self.base + virt, n, [access], 1))
-
-    def rows(self) -> list[tuple[int, int]]:
-        """(address, bytes) of each page-table row, as mapped."""
-        return self._rows
 
     def unmap(self) -> None:
         """Unmap every chunk and free the reservation (streams idle)."""
