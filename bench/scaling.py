@@ -8,7 +8,8 @@ together, and its verify that of whichever won, which may change kind from one r
 next), lms, window, smartswap. Ladders: RNN
 (rnn-L-8k), GPT (gpt-L-1024-16), WResNet (wresnet-D-2), NasNet (nasnet-R). The budget of a
 rung lies 3/4 of the way (log scale) from its smallest budget to what it needs with nothing
-swapped (``--budget-position``), so every rung swaps. A stage shorter than SHORT_S is timed up to
+swapped, both as the policy's allocator places tensors (``--budget-position``, ``budget_at``), so
+every rung swaps. A stage shorter than SHORT_S is timed up to
 REPEATS times and its least time kept.
 
 Each (model, policy) runs in its own process under a memory cap and a CPU-time cap: one that
@@ -56,14 +57,26 @@ CAPPED = "> cap"
 
 
 # ---------------------------------------------------------------------------- one measurement
-def budget_at(facts, position: float) -> int:
-    """The budget ``position`` of the way from the smallest budget to what nothing swapped needs,
-    on a log scale."""
+def budget_at(facts, position: float, allocator: str | None = None) -> int:
+    """The budget ``position`` of the way, on a log scale, from the smallest budget that runs
+    the graph to what it needs with nothing swapped, both as ``allocator`` places tensors (a
+    registered name; None: the size-class pool): the pool's class minimum and unlimited
+    allocation, or for an allocator that puts a tensor in any free bytes (online, chunks), the
+    heaviest operator's bytes and the live bytes at the peak. Measured from the pool's figures
+    whatever the allocator (before 2026-11-27), a budget held everything of gpt-2-1024-16 and
+    gpt-4-1024-16 at once (1.19 and 1.05 times the peak): bestfit's policies swapped nothing
+    there and much on the larger rungs, and their exponents measured that change of regime."""
+    from allocator import registry
     from planner.allocation import unlimited_allocation
+    from planner.budget import smallest_budget
 
-    unlimited = unlimited_allocation(facts).pool_bytes + facts.scratch.bytes
-    low = float(facts.smallest_budget)
-    return int(math.exp(math.log(low) + position * (math.log(max(unlimited, low)) - math.log(low))))
+    scratch = facts.scratch.bytes
+    if allocator is None or registry.SIZE_CLASSES in registry.get(allocator).kinds:
+        low, high = facts.smallest_budget, unlimited_allocation(facts).pool_bytes + scratch
+    else:
+        low, high = smallest_budget(facts, [allocator]), facts.peak_bytes + scratch
+    low = float(low)
+    return int(math.exp(math.log(low) + position * (math.log(max(high, low)) - math.log(low))))
 
 
 def measure(model: str, batch: int, policy_name: str, allocator: str | None, position: float, emit) -> None:
@@ -104,7 +117,8 @@ def measure(model: str, batch: int, policy_name: str, allocator: str | None, pos
         try:
             tiny = zoo.tiny("rnn")
             tiny_facts = GraphFacts(tiny)
-            tiny_budget = make_budget(tiny_facts, budget_at(tiny_facts, 0.9), [policy.placed_by(allocator)])
+            placed = policy.placed_by(allocator)
+            tiny_budget = make_budget(tiny_facts, budget_at(tiny_facts, 0.9, placed), [placed])
             warm = policy.make(policies.PlanRequest(tiny, tiny_facts, tiny_budget, profile, allocator=allocator,
                                                     allocator_options=small_chunks))
             verify(warm, tiny, tiny_budget.device_bytes)
@@ -133,7 +147,8 @@ def measure(model: str, batch: int, policy_name: str, allocator: str | None, pos
             graph = fresh.pop() if fresh else zoo.build(model, batch=batch)
             t0 = cpu_seconds()
             facts = GraphFacts(graph)
-            budget = make_budget(facts, budget_at(facts, position), [policy.placed_by(allocator)])
+            placed = policy.placed_by(allocator)
+            budget = make_budget(facts, budget_at(facts, position, placed), [placed])
             request = policies.PlanRequest(graph, facts, budget, profile, profile.node_seconds(graph),
                                            allocator=allocator)
             made = policy.make(request)

@@ -36,6 +36,25 @@ def test_the_exponent_leaves_out_rungs_too_short_to_time():
     assert scaling.exponent([(100, 0.5)]) is None
 
 
+def test_every_rung_swaps_whatever_places_its_tensors():
+    """The budget lies below what the allocator needs with nothing swapped: for an allocator
+    that puts a tensor anywhere, under the live bytes at the peak (the size-class pool's
+    unlimited allocation, the yardstick before, put gpt-2-1024-16's at 1.19 times that peak:
+    bestfit's policies swapped nothing there)."""
+    import zoo
+    from planner.allocation import unlimited_allocation
+    from planner.budget import smallest_budget
+    from planner.facts import GraphFacts
+
+    facts = GraphFacts(zoo.build("gpt-2-1024-16", batch=8))
+    peak = facts.peak_bytes + facts.scratch.bytes
+    unlimited = unlimited_allocation(facts).pool_bytes + facts.scratch.bytes
+    assert scaling.budget_at(facts, 0.75) > peak                  # the pool's yardstick leaves room for all
+    for online in ("bestfit", "va"):
+        assert smallest_budget(facts, [online]) < scaling.budget_at(facts, 0.75, online) < peak
+    assert facts.smallest_budget < scaling.budget_at(facts, 0.75, "pool") == scaling.budget_at(facts, 0.75) < unlimited
+
+
 def test_an_unknown_ladder_is_one_line(capsys):
     assert scaling.main(["--quick", "--ladders", "alexnet"]) == 2
     assert "unknown ladder or policy alexnet" in capsys.readouterr().err
