@@ -18,7 +18,7 @@ rungs above it, which are not run). Per ladder, policy and stage, the exponent i
 squares slope of log CPU seconds on log operators over the rungs measured that took at least
 MIN_FIT_S (">=" where a rung above them hit the cap). Numba's compile is paid once, uncapped, before anything is timed.
 
-    python -m bench.scaling [--quick] [--cap-seconds 60] [--cap-mib 4000] [--ladders rnn,gpt]
+    python -m bench.scaling [--quick] [--repeats 3] [--cap-seconds 60] [--cap-mib 4000] [--ladders rnn,gpt]
                             [--models rnn-8-8k:256,nasnet-25:64] [--policies swapadvisor,lms] [--save NAME]
 """
 from __future__ import annotations
@@ -266,8 +266,19 @@ def cell(value) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
+def least_of_runs(results: list[dict]) -> dict:
+    """One (model, policy)'s stages over repeated child runs: each stage's least CPU seconds
+    where every run timed it, else the first run's value (a cap, a refusal)."""
+    merged = dict(results[0])
+    for stage in STAGES:
+        values = [r.get(stage) for r in results]
+        if all(isinstance(v, float) for v in values):
+            merged[stage] = min(values)
+    return merged
+
+
 def ladder_table(ladder: str, rungs, columns, cap_seconds: float, cap_mib: int, position: float, env: dict,
-                 log) -> list[list[str]]:
+                 log, repeats: int = 1) -> list[list[str]]:
     rows = []
     capped_from: dict[str, int] = {}
     measured: dict[tuple[str, str], list[tuple[int, float]]] = {}
@@ -278,7 +289,8 @@ def ladder_table(ladder: str, rungs, columns, cap_seconds: float, cap_mib: int, 
             if column in capped_from:            # a smaller rung hit the cap: this one would too
                 result = {stage: CAPPED for stage in STAGES}
             else:
-                result = run_one(model, batch, column, cap_seconds, cap_mib, position, env)
+                result = least_of_runs([run_one(model, batch, column, cap_seconds, cap_mib, position, env)
+                                        for _ in range(repeats)])
                 if any(result[s] == CAPPED for s in STAGES):
                     capped_from[column] = r
             ops = result.get("operators", ops)
@@ -316,6 +328,9 @@ def main(argv=None) -> int:
     ap.add_argument("--save", metavar="NAME", help="also write the table to bench/results/NAME_<date>.txt")
     ap.add_argument("--budget-position", type=float, default=0.75,
                     help="each rung's budget: this far from its smallest budget (0) to unswapped (1), log scale")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="run each (model, policy) this many times, each stage's least kept (a stage of "
+                         "seconds varies 20-30%% between runs on a shared machine, and its exponent with it)")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -346,7 +361,7 @@ def main(argv=None) -> int:
     rows = []
     for ladder in chosen:
         rows += ladder_table(ladder, ladders[ladder], columns, args.cap_seconds, args.cap_mib, args.budget_position,
-                             env, log)
+                             env, log, max(1, args.repeats))
     if args.models:     # models of different families: a slope over them means nothing
         rows = [r for r in rows if r[1] != "exponent"]
     text = render(rows, args)
@@ -365,7 +380,8 @@ def render(rows, args) -> str:
     import platform
 
     head = (f"# bench.scaling{' --quick' if args.quick else ''}: CPU seconds per stage (getrusage of "
-            f"a child process, one BLAS thread), cap {args.cap_seconds:g} CPU-s and {args.cap_mib} MiB each; "
+            f"a child process, one BLAS thread{f', least of {args.repeats} runs' if args.repeats > 1 else ''}), "
+            f"cap {args.cap_seconds:g} CPU-s and {args.cap_mib} MiB each; "
             f"budget {args.budget_position:g} of the way from the smallest to unswapped (log scale)\n"
             f"# machine: {platform.platform()}, {os.cpu_count()} cores: {cpu_name()}; "
             f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}\n"

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from allocator.registry import ONLINE
+from engine.program import Program
 from engine.units import format_bytes
 
 from ..collector import collector_held
@@ -314,7 +315,7 @@ class _Planned:
     """One size's Program in the window search, simulated."""
     seconds: float
     size: int                     # its index in the sizes tried (ties go to the first)
-    program: object
+    program: Program
     stats: WindowStats
     from_every_state: bool        # settled from every persistent state, not from the size before's
 

@@ -55,6 +55,13 @@ def test_every_rung_swaps_whatever_places_its_tensors():
     assert facts.smallest_budget < scaling.budget_at(facts, 0.75, "pool") == scaling.budget_at(facts, 0.75) < unlimited
 
 
+def test_repeated_runs_keep_each_stage_least_and_a_cap_or_refusal_as_the_first_run_had_it():
+    first = {"operators": 9, "build": 0.2, "autodiff": 0.1, "plan": scaling.CAPPED, "verify": 0.3, "simulate": "-"}
+    again = {"operators": 9, "build": 0.1, "autodiff": 0.3, "plan": 1.5, "verify": 0.25, "simulate": "-"}
+    assert scaling.least_of_runs([first, again]) == {"operators": 9, "build": 0.1, "autodiff": 0.1,
+                                                     "plan": scaling.CAPPED, "verify": 0.25, "simulate": "-"}
+
+
 def test_an_unknown_ladder_is_one_line(capsys):
     assert scaling.main(["--quick", "--ladders", "alexnet"]) == 2
     assert "unknown ladder or policy alexnet" in capsys.readouterr().err
