@@ -290,10 +290,22 @@ def search_window(request: PlanRequest, fractions=SEARCH_FRACTIONS, whole: bool 
     def from_every_state(k: int) -> _Planned:
         return _Planned.of(request, plan_window(request, sizes[k], order, steps, seq, state), k, True)
 
-    for k, w in enumerate(sizes):
+    def kept(k: int) -> _Planned | None:
+        """One pass from ``residents`` (fewer than every state) if none of them strays; None if
+        one does or they leave no room."""
+        with collector_held():
+            try:
+                out, stats = _one_pass(request, sizes[k], order, steps, seq, set(residents))
+            except PlanError:
+                return None
+            if out.leave_state():
+                return None
+            program = out.program()
+        return _Planned.of(request, (program, stats), k, False)
+
+    for k in range(len(sizes)):
         try:
-            made = _kept(request, w, order, steps, seq, residents, k) if len(residents) < len(state) else None
-            made = made or from_every_state(k)
+            made = (kept(k) if len(residents) < len(state) else None) or from_every_state(k)
         except PlanError as e:
             refused.append(e)
             continue
@@ -301,9 +313,9 @@ def search_window(request: PlanRequest, fractions=SEARCH_FRACTIONS, whole: bool 
         residents = sorted(made.program.initial_resident)
     if not planned:
         raise refused[-1]
-    for kept in sorted((p for p in planned if not p.from_every_state), key=_Planned.rank)[:REPLANNED]:
+    for fast in sorted((p for p in planned if not p.from_every_state), key=_Planned.rank)[:REPLANNED]:
         try:
-            planned.append(from_every_state(kept.size))
+            planned.append(from_every_state(fast.size))
         except PlanError:
             continue
     best = min(planned, key=_Planned.rank)
@@ -328,20 +340,6 @@ class _Planned:
 
     def rank(self):
         return self.seconds, self.size
-
-
-def _kept(request, window_bytes, order, steps, seq, residents, size) -> _Planned | None:
-    """The size's Program from one pass with ``residents`` (fewer than every state), if none of
-    them strays; None if one does or they leave no room."""
-    with collector_held():
-        try:
-            out, stats = _one_pass(request, window_bytes, order, steps, seq, set(residents))
-        except PlanError:
-            return None
-        if out.leave_state():
-            return None
-        program = out.program()
-    return _Planned.of(request, (program, stats), size, False)
 
 
 def window_bytes_of(request: PlanRequest) -> int | None:
