@@ -164,3 +164,27 @@ def test_warmup_compiles_marks_and_then_has_nothing_to_do(cache, capsys):
 def test_a_background_warmup_leaves_a_compile_under_way_alone(cache):
     (cache / "compiling.pid").write_text(str(os.getpid()))
     assert warmup.main(["--background"]) == 0 and not first_run.is_ready()
+
+
+def test_a_python_without_the_engines_dependencies_is_told_so_in_one_line():
+    """A clone run by a Python the engine was not installed in (numba missing: its import and its
+    package metadata) gets one line naming what is missing and what to do, not a traceback."""
+    blocked = ("import importlib.metadata as m, runpy, sys\n"
+               "class NoNumba:\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name.split('.')[0] == 'numba':\n"
+               "            raise ModuleNotFoundError(f\"No module named '{name}'\", name=name)\n"
+               "sys.meta_path.insert(0, NoNumba())\n"
+               "version = m.version\n"
+               "def no_numba(name):\n"
+               "    if name == 'numba':\n"
+               "        raise m.PackageNotFoundError(name)\n"
+               "    return version(name)\n"
+               "m.version = no_numba\n"
+               "sys.argv = ['engine.train', '--help']\n"
+               "runpy.run_module('engine.train', run_name='__main__', alter_sys=True)\n")
+    done = subprocess.run([sys.executable, "-c", blocked], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == (f"engine.train: numba is not installed in this Python ({sys.executable}): "
+                                   "install the engine with its dependencies (pip install .), or run the Python "
+                                   "it is installed in")
