@@ -9,6 +9,7 @@ first layer from the last use with time left. Rounds repeat until no step is abo
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -43,6 +44,7 @@ class Algorithm2:
         self.g, self.order, self.lifetimes, self.layers = g, order, lifetimes, layers
         self.trace, self.bw_in, self.bw_out, self.c, self.latency_s = trace, bw_in, bw_out, c, latency_s
         self.unchanged = {cur for cur, nxt in g.state_pairs if cur == nxt}   # weights no operator updates
+        self._start = None     # (link figures, what every run starts from): ``_fetched_and_sent``
 
     def run(self, limit: int, extra: np.ndarray | None = None) -> tuple[list[Storage], np.ndarray]:
         """(storages with their gaps chosen, the memory trace left) at ``limit`` pool bytes;
@@ -57,36 +59,10 @@ class Algorithm2:
         return stores, live
 
     def _run(self, limit: int, extra: np.ndarray | None, smallest: float) -> tuple[list[Storage], np.ndarray]:
-        g, n = self.g, len(self.order)
-        stores = storages(g, self.order, self.lifetimes)
-        state_cur = {c for c, _ in g.state_pairs}
-        live = self.trace.copy()
+        n = len(self.order)
+        stores, sim, live = self._fetched_and_sent()
         if extra is not None:
             live += extra
-        sim = Simulator(self.layers, self.bw_in, self.bw_out, self.latency_s)
-        for st in stores:
-            if st.host_leaf and st.root in state_cur and (st.writes or st.root in self.unchanged):
-                st.pinned = True            # resident state (updated in place or not): stays unless chosen
-            elif st.host_leaf:               # inputs, parameters read only: fetched before first use
-                p, k = sim.swap_in_trigger(st.steps[0], -1, st.nbytes)
-                if p < 0:
-                    p = self.layers.first[self.layers.of_step[st.steps[0]]]
-                else:
-                    sim.take(k, st.nbytes)
-                st.gaps.append((-1, st.steps[0], -1, p))
-                live[:p] -= st.nbytes
-        root_of = root_map(g, self.lifetimes)
-        by_root = {st.root: st for st in stores}
-        for cur, nxt in g.state_pairs:     # next values not written over their state: to the host
-            st = by_root.get(int(root_of[nxt]))
-            if cur != nxt and st is not None and int(root_of[cur]) != st.root:
-                r, k = sim.swap_out_release(st.steps[-1], st.nbytes)
-                if k >= 0:
-                    sim.take(k, st.nbytes, inbound=False)
-                else:
-                    r = self._latency_release(st.steps[-1], st.nbytes, n)
-                st.copy_out_at_end, st.end_release = True, r
-                live[st.end_release + 1:] -= st.nbytes
         cands = [c for c in candidates(stores) if c.nbytes >= smallest]
         forced = False
         for _ in range(ROUNDS):
@@ -122,6 +98,51 @@ class Algorithm2:
                 # within its previous logical layer, accepting some latency" (4.4.1), for all of them.
                 forced = True
         return stores, live
+
+    def _fetched_and_sent(self) -> tuple[list[Storage], Simulator, np.ndarray]:
+        """What every target starts from, fresh for each run: the storages, the layer simulator
+        and the memory trace after the copies every plan makes (inputs and parameters read only,
+        fetched before their first use; next values not written over their state, sent to the
+        host). It depends only on the link's figures, so it is made once per setting of them
+        and copied (the make loop lowers the target at one setting: a third of each run's work
+        on rnn-8-8k)."""
+        key = (self.bw_in, self.bw_out, self.latency_s)
+        if self._start is None or self._start[0] != key:
+            self._start = (key, *self._fetch_and_send())
+        _, stores, sim, live = self._start
+        fresh = [dataclasses.replace(st, gaps=list(st.gaps)) for st in stores]
+        return fresh, sim.copy(), live.copy()
+
+    def _fetch_and_send(self) -> tuple[list[Storage], Simulator, np.ndarray]:
+        g, n = self.g, len(self.order)
+        stores = storages(g, self.order, self.lifetimes)
+        state_cur = {c for c, _ in g.state_pairs}
+        live = self.trace.copy()
+        sim = Simulator(self.layers, self.bw_in, self.bw_out, self.latency_s)
+        for st in stores:
+            if st.host_leaf and st.root in state_cur and (st.writes or st.root in self.unchanged):
+                st.pinned = True            # resident state (updated in place or not): stays unless chosen
+            elif st.host_leaf:               # inputs, parameters read only: fetched before first use
+                p, k = sim.swap_in_trigger(st.steps[0], -1, st.nbytes)
+                if p < 0:
+                    p = self.layers.first[self.layers.of_step[st.steps[0]]]
+                else:
+                    sim.take(k, st.nbytes)
+                st.gaps.append((-1, st.steps[0], -1, p))
+                live[:p] -= st.nbytes
+        root_of = root_map(g, self.lifetimes)
+        by_root = {st.root: st for st in stores}
+        for cur, nxt in g.state_pairs:     # next values not written over their state: to the host
+            st = by_root.get(int(root_of[nxt]))
+            if cur != nxt and st is not None and int(root_of[cur]) != st.root:
+                r, k = sim.swap_out_release(st.steps[-1], st.nbytes)
+                if k >= 0:
+                    sim.take(k, st.nbytes, inbound=False)
+                else:
+                    r = self._latency_release(st.steps[-1], st.nbytes, n)
+                st.copy_out_at_end, st.end_release = True, r
+                live[st.end_release + 1:] -= st.nbytes
+        return stores, sim, live
 
     def _copies_back(self, cand: Candidate) -> bool:
         st = cand.storage

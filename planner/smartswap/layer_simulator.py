@@ -26,6 +26,13 @@ class Simulator:
         self.bw = {True: bytes_per_s, False: bytes_per_s if d2h_bytes_per_s is None else d2h_bytes_per_s}
         self.remaining = {True: layers.seconds.copy(), False: layers.seconds.copy()}   # by inbound
 
+    def copy(self) -> "Simulator":
+        """Another simulator with this one's time left per layer (taken from independently)."""
+        other = Simulator.__new__(Simulator)
+        other.layers, other.latency_s, other.bw = self.layers, self.latency_s, self.bw
+        other.remaining = {inbound: left.copy() for inbound, left in self.remaining.items()}
+        return other
+
     def swap_out_release(self, last_use: int, nbytes: int) -> tuple[int, int]:
         """(step during which the swap-out issued after ``last_use`` completes, its layer): the
         first layer from last_use's on with T_remaining > T_swap; (-1, -1) if none."""

@@ -254,3 +254,27 @@ def test_kept_values_are_the_planners_but_state_nothing_updates():
     g.mark_output(a)
     assert (w, w) in g.state_pairs and GraphArrays.of(g).kept[w]
     assert kept_values(g) == {a}
+
+
+def test_each_target_decides_as_if_it_were_the_first():
+    """``make`` lowers the target at one link setting, and every run of Algorithm 2 starts from a
+    copy of what each target does first (fetches, next values sent): a run after others, at any
+    setting, decides exactly what a fresh Algorithm 2 decides there."""
+    from engine.library.models import model_graph
+    from engine.profile import analytic_profile
+    g = model_graph("rnn-1-1k", batch=32, size=128)     # copies long enough for layers to run out of time
+    facts = GraphFacts(g)
+    request = PlanRequest(g, facts, make_budget(facts, int(0.5 * facts.peak_bytes), ("bestfit",)),
+                          analytic_profile("v100"))
+
+    def decided(plan, target, latency_s):
+        plan._copy_costs(latency_s, plan.bw_out)
+        stores = plan.decide(int(plan.pool * target))
+        return [(s.root, s.pinned, tuple(s.gaps), s.copy_out_at_end, s.end_release) for s in stores]
+
+    reused = ss.SmartSwapPlan(request)
+    latency_s = reused.latency_s
+    runs = [(0.97, latency_s), (0.5, latency_s), (0.3, 0.0), (0.97, latency_s)]
+    seen = [decided(reused, target, lat) for target, lat in runs]
+    assert seen == [decided(ss.SmartSwapPlan(request), target, lat) for target, lat in runs]
+    assert seen[0] == seen[3] and seen[0] != seen[1] and any(gaps for _, _, gaps, _, _ in seen[1])
