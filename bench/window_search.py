@@ -5,9 +5,10 @@ simulated seconds and the window passes run (calls of the one pass), side by sid
 Graphs: the tiny models at the window tests' five budgets (v100-nvlink profile, bestfit, as
 tests/planner/test_window.py), then zoo models at budgets a position of the way (log scale)
 from the smallest to unswapped, measured as the size-class pool places tensors ("pool") and as
-bestfit does ("bestfit", bench.scaling's budgets), on the analytic V100 profile.
+bestfit does ("bestfit", bench.scaling's budgets), on the analytic V100 profile. ``--held-out``:
+other zoo models and budgets, and the tiny models between those five budgets.
 
-    python -m bench.window_search --set RESETTLE_MARGIN=inf [--quick] [--save NAME]
+    python -m bench.window_search --set RESETTLE_MARGIN=inf [--quick] [--held-out] [--save NAME]
 """
 from __future__ import annotations
 
@@ -21,7 +22,14 @@ ZOO = [("gpt-4-1024-16", 8), ("gpt-16-1024-16", 8), ("wresnet-50-2", 64), ("wres
        ("nasnet-2", 64), ("nasnet-4", 64), ("rnn-2-8k", 256), ("inception-1", 32), ("resnet-50", 32),
        ("brnn-1-8k", 128)]
 ZOO_BUDGETS = [(None, 0.3), (None, 0.5), (None, 0.75), (None, 0.9), ("bestfit", 0.5), ("bestfit", 0.75)]
+TINY_BUDGETS = (5, slice(None))      # geomspace points from the smallest budget to unswapped; which taken
 QUICK_TINY = ("wresnet", "gpt")
+# --held-out: graphs and budgets none of the above has, to check a constant chosen on those
+HELD_OUT_ZOO = [("gpt-2-1024-16", 8), ("gpt-8-1024-16", 8), ("wresnet-101-2", 64), ("wresnet-200-2", 64),
+                ("rnn-1-8k", 256), ("inception-2", 32), ("nasnet-3", 64)]
+HELD_OUT_BUDGETS = [(None, 0.4), (None, 0.65), ("bestfit", 0.4), ("bestfit", 0.6), ("bestfit", 0.75),
+                    ("bestfit", 0.85)]
+HELD_OUT_TINY = (9, slice(1, None, 2))   # the points between the five above
 
 
 def parse_settings(pairs: list[str]) -> dict[str, float]:
@@ -86,7 +94,7 @@ def one_search(request, count) -> tuple[str, int]:
     return seconds, count[0]
 
 
-def requests(quick: bool):
+def requests(quick: bool, held_out: bool = False):
     """(label, budget label, PlanRequest) for every pair measured."""
     import zoo
     from bench.scaling import budget_at
@@ -97,20 +105,21 @@ def requests(quick: bool):
     from planner.facts import GraphFacts
 
     nvlink = analytic_profile("v100-nvlink")
+    points, taken = HELD_OUT_TINY if held_out else TINY_BUDGETS
     for family in (QUICK_TINY if quick else zoo.TINY):
         g = zoo.tiny(family)
         facts = GraphFacts(g)
         full = unlimited_allocation(facts).pool_bytes + facts.scratch.bytes
-        for b in np.geomspace(facts.smallest_budget, full, 5):
+        for b in np.geomspace(facts.smallest_budget, full, points)[taken]:
             yield family, f"{int(b)} B", policy.PlanRequest(g, facts, make_budget(facts, int(b)), nvlink,
                                                             allocator="bestfit")
     if quick:
         return
     v100 = analytic_profile("v100")
-    for model, batch in ZOO:
+    for model, batch in (HELD_OUT_ZOO if held_out else ZOO):
         g = zoo.build(model, batch=batch)
         facts = GraphFacts(g)
-        for allocator, position in ZOO_BUDGETS:
+        for allocator, position in (HELD_OUT_BUDGETS if held_out else ZOO_BUDGETS):
             budget = make_budget(facts, budget_at(facts, position, allocator), ["bestfit"])
             yield model, f"{allocator or 'pool'} {position}", policy.PlanRequest(
                 g, facts, budget, v100, v100.node_seconds(g))
@@ -121,6 +130,8 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a window constant for the 'against' columns (repeatable)")
     ap.add_argument("--quick", action="store_true", help="two tiny models only")
+    ap.add_argument("--held-out", action="store_true",
+                    help="other graphs and budgets (to check a constant chosen on the default ones)")
     ap.add_argument("--save", metavar="NAME", help="also write bench/results/NAME_<date>.txt")
     args = ap.parse_args(argv)
     settings = parse_settings(args.set)
@@ -128,13 +139,14 @@ def main(argv=None) -> int:
 
     say = Transcript()
     against = ", ".join(f"{k}={v}" for k, v in settings.items()) or "(the same constants)"
-    say(f"# window's search as it is, against {against}; simulated s of the chosen plan, window passes")
+    graphs = "held-out graphs and budgets" if args.held_out else "graphs and budgets"
+    say(f"# window's search as it is, against {against}; {graphs}; simulated s of the chosen plan, window passes")
     say(f"# {planning_machine_line()}")
     say(f"{'model':18s} {'budget':>16s} {'as is s':>12s} {'passes':>6s} {'against s':>12s} {'passes':>6s}  change")
     tally = {"same": 0, "faster": 0, "slower": 0}
     passes = [0, 0]
     with counting_passes() as count:
-        for model, budget, request in requests(args.quick):
+        for model, budget, request in requests(args.quick, args.held_out):
             now, now_passes = one_search(request, count)
             with constants(settings):
                 other, other_passes = one_search(request, count)

@@ -14,7 +14,7 @@ def test_every_kept_size_settled_again_changes_no_tiny_plan(capsys):
         assert now == other and change == "same"
         assert int(now_passes) <= int(other_passes)
     import planner.policies.window as window
-    assert window.RESETTLE_MARGIN == 0.10        # set back after the run
+    assert window.RESETTLE_MARGIN == 0.01        # set back after the run
 
 
 @pytest.mark.parametrize("setting", ["FOO=1", "SEARCH_FRACTIONS=2", "REPLANNED=many"])
