@@ -279,24 +279,36 @@ def least_of_runs(results: list[dict]) -> dict:
 
 def ladder_table(ladder: str, rungs, columns, cap_seconds: float, cap_mib: int, position: float, env: dict,
                  log, repeats: int = 1) -> list[list[str]]:
+    """The ladder's rows and exponents. With ``repeats``, the ladder is run that many rounds, each
+    round every (rung, policy) once, each stage's least kept: a slow spell of a shared machine
+    then slows one run of a cell, not all of them (run back to back, the three runs of rnn-8-8k
+    on 2026-11-27 all ran 1.2-1.5x slower, simulate too, and moved four exponents by 0.1-0.2)."""
     rows = []
     capped_from: dict[str, int] = {}
+    runs: dict[tuple[int, str], list[dict]] = {}
+    for round_no in range(repeats):
+        for r, (model, batch) in enumerate(rungs):
+            for column in columns:
+                if round_no == 0 and column in capped_from:     # a smaller rung hit the cap: this one would too
+                    runs[(r, column)] = [{stage: CAPPED for stage in STAGES}]
+                elif round_no == 0:
+                    runs[(r, column)] = [run_one(model, batch, column, cap_seconds, cap_mib, position, env)]
+                    if any(runs[(r, column)][0][s] == CAPPED for s in STAGES):
+                        capped_from[column] = r
+                elif all(isinstance(runs[(r, column)][0][s], float) for s in STAGES):   # a cap or a refusal is not run again
+                    runs[(r, column)].append(run_one(model, batch, column, cap_seconds, cap_mib, position, env))
+                else:
+                    continue
+                result = least_of_runs(runs[(r, column)])
+                round_note = f" (round {round_no + 1} of {repeats}, least so far)" if repeats > 1 else ""
+                log(f"{model} {column}{round_note}: " + ", ".join(f"{s} {cell(result[s])}" for s in STAGES))
     measured: dict[tuple[str, str], list[tuple[int, float]]] = {}
     beyond: dict[tuple[str, str], bool] = {}
     for r, (model, batch) in enumerate(rungs):
         ops = None
         for column in columns:
-            if column in capped_from:            # a smaller rung hit the cap: this one would too
-                result = {stage: CAPPED for stage in STAGES}
-            else:
-                runs = [run_one(model, batch, column, cap_seconds, cap_mib, position, env)]
-                while len(runs) < repeats and all(isinstance(runs[0][s], float) for s in STAGES):
-                    runs.append(run_one(model, batch, column, cap_seconds, cap_mib, position, env))
-                result = least_of_runs(runs)    # a cap or a refusal is not run again
-                if any(result[s] == CAPPED for s in STAGES):
-                    capped_from[column] = r
+            result = least_of_runs(runs[(r, column)])
             ops = result.get("operators", ops)
-            log(f"{model} {column}: " + ", ".join(f"{s} {cell(result[s])}" for s in STAGES))
             stages = STAGES if column == columns[0] else STAGES[2:]
             for stage in stages:
                 if isinstance(result[stage], float) and ops:
@@ -331,8 +343,9 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-position", type=float, default=0.75,
                     help="each rung's budget: this far from its smallest budget (0) to unswapped (1), log scale")
     ap.add_argument("--repeats", type=int, default=1,
-                    help="run each (model, policy) this many times, each stage's least kept (a stage of "
-                         "seconds varies 20-30%% between runs on a shared machine, and its exponent with it)")
+                    help="run the ladders this many rounds, each (model, policy) once a round, each stage's least "
+                         "kept (a stage of seconds varies 20-30%% between runs on a shared machine, and its "
+                         "exponent with it)")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:

@@ -59,8 +59,8 @@ DEFAULT_FRACTION = 0.5
 # ten zoo models at 6; bench.window_search) a re-settled size became the fastest only where its
 # kept plan was within 0.8% of the fastest (4 times), though settling again made kept sizes up to
 # 7.4% faster; a margin of 1% changed none of those plans, nor 86 held-out pairs (``--held-out``),
-# and saved 8-11% of the passes (gpt-16-1024-16 at bench.scaling's budget 45 -> 36 with 10%, 36
-# with 1%; wresnet-200-2 33 -> 24).
+# and saved 13-14% of the passes (at bench.scaling's budgets gpt-16-1024-16 45 -> 36, wresnet-200-2
+# 33 -> 24).
 REPLANNED = 3
 RESETTLE_MARGIN = 0.01
 

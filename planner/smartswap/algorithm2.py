@@ -105,7 +105,7 @@ class Algorithm2:
         fetched before their first use; next values not written over their state, sent to the
         host). It depends only on the link's figures, so it is made once per setting of them
         and copied (the make loop lowers the target at one setting: a third of each run's work
-        on rnn-8-8k)."""
+        on rnn-8-8k); a copy shares its storages' steps and writes, which nothing changes."""
         key = (self.bw_in, self.bw_out, self.latency_s)
         if self._start is None or self._start[0] != key:
             self._start = (key, *self._fetch_and_send())

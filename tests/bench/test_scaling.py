@@ -77,3 +77,26 @@ def test_models_given_are_one_ladder_without_an_exponent(capsys):
                                                   ("models", "gpt-1-64-2", "swapadvisor")]
     assert scaling.main(["--models", "rnn-1-1k"]) == 2
     assert "--models wants MODEL:BATCH" in capsys.readouterr().err
+
+
+def test_repeats_run_the_ladder_in_rounds_and_a_capped_cell_is_not_run_again(monkeypatch):
+    """Each round runs every (rung, policy) once, so a slow spell slows one run of a cell, not
+    all of its runs; a policy capped on a rung is not run on the rungs above, nor again."""
+    calls = []
+    slow = {("b", "lms", 0): 2.0}          # round 0 of rung b under lms ran in a slow spell
+
+    def fake_run(model, batch, column, cap_seconds, cap_mib, position, env):
+        round_no = sum(1 for m, c in calls if (m, c) == (model, column))
+        calls.append((model, column))
+        if (model, column) == ("b", "window"):
+            return {"operators": 20, **{s: scaling.CAPPED for s in scaling.STAGES}}
+        seconds = (0.1 if model == "a" else 0.4) * slow.get((model, column, round_no), 1.0)
+        return {"operators": 10 if model == "a" else 20, **{s: seconds for s in scaling.STAGES}}
+    monkeypatch.setattr(scaling, "run_one", fake_run)
+    rows = scaling.ladder_table("l", [("a", 1), ("b", 1), ("c", 1)], ["lms", "window"], 60, 4000, 0.75, {},
+                                lambda line: None, repeats=2)
+    first_round = [("a", "lms"), ("a", "window"), ("b", "lms"), ("b", "window"), ("c", "lms")]
+    assert calls == first_round + [("a", "lms"), ("a", "window"), ("b", "lms"), ("c", "lms")]
+    plan = {(r[1], r[3]): r[4 + scaling.STAGES.index("plan")] for r in rows}
+    assert plan[("b", "lms")] == "0.400"                    # the slow round's 0.800 not kept
+    assert plan[("b", "window")] == plan[("c", "window")] == scaling.CAPPED
