@@ -282,7 +282,7 @@ def ladder_table(ladder: str, rungs, columns, cap_seconds: float, cap_mib: int, 
     """The ladder's rows and exponents. With ``repeats``, the ladder is run that many rounds, each
     round every (rung, policy) once, each stage's least kept: a slow spell of a shared machine
     then slows one run of a cell, not all of them (run back to back, the three runs of rnn-8-8k
-    on 2026-11-27 all ran 1.2-1.5x slower, simulate too, and moved four exponents by 0.1-0.2)."""
+    on 2026-11-27 all ran 1.2-1.5x slower, simulate too, and moved rnn's exponents by up to 0.1)."""
     rows = []
     capped_from: dict[str, int] = {}
     runs: dict[tuple[int, str], list[dict]] = {}
