@@ -57,9 +57,9 @@ def counting_passes():
 
     count, real = [0], window._one_pass
 
-    def counted(*args):
+    def counted(*args, **kwargs):
         count[0] += 1
-        return real(*args)
+        return real(*args, **kwargs)
     window._one_pass = counted
     try:
         yield count

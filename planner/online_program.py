@@ -41,6 +41,11 @@ from .collector import collector_held
 from .errors import OutOfRoom, PlanError
 from .swap_planner import GraphArrays
 
+class StateStrayed(PlanError):
+    """A pass made with ``give_up_on_stray`` freed a resident state's home object: some state
+    strays, and the pass stopped there."""
+
+
 INITIAL_HOST = -1    # host_writer: the host copy was given at the start
 NOT_HOST = -2        # host_writer: the host copy is stale (or there is none)
 NEVER = np.iinfo(np.int64).max
@@ -93,7 +98,7 @@ class OnlineProgram:
     """Instructions, objects and residency of one pass; ``program()`` makes the Program."""
 
     def __init__(self, g: Graph, allocator, scratch_bytes: int, schedule: Sequence[int], policy: str,
-                 resident: Iterable[int] = ()):
+                 resident: Iterable[int] = (), give_up_on_stray: bool = False):
         ga = GraphArrays.of(g)
         self.g, self.alloc, self.scratch_bytes, self.policy = g, allocator, int(scratch_bytes), policy
         self.schedule = [int(n) for n in schedule]
@@ -119,6 +124,10 @@ class OnlineProgram:
             self.on_device.add(t)
         self.home_of_next = {nxt: self.initial_resident[cur] for cur, nxt in g.state_pairs
                              if cur in self.initial_resident}
+        # With give_up_on_stray, freeing a home object raises StateStrayed: object ids are never
+        # reused, so that state's next value can no longer end at home (``leave_state``). For a
+        # caller that only wants a pass in which none strays.
+        self._home_objects = frozenset(self.initial_resident.values()) if give_up_on_stray else frozenset()
 
     def at_home(self, t: int) -> bool:
         """Whether ``t`` is a resident state's next value sitting in that state's home object
@@ -138,6 +147,8 @@ class OnlineProgram:
 
     def drop(self, t: int) -> None:
         """``t`` leaves the device (dead, or its host copy is current): its object is freed."""
+        if self.obj_of[t] in self._home_objects:
+            raise StateStrayed(f"{self.policy}: '{self.g.tensors[t].name}' leaves a resident state's home object")
         self.alloc.free(self.obj_of[t])
         self.obj_of[t] = -1
         self.on_device.discard(t)

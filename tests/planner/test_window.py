@@ -181,7 +181,7 @@ def test_the_search_settles_again_only_sizes_whose_residents_stray(monkeypatch, 
     req = request(g, budgets(g)[budget_index], profile=prof)
     passes = []
     one_pass = window._one_pass
-    monkeypatch.setattr(window, "_one_pass", lambda *a: passes.append(a[-1]) or one_pass(*a))
+    monkeypatch.setattr(window, "_one_pass", lambda *a, **k: passes.append(a[-1]) or one_pass(*a, **k))
     program, seconds, _ = search_window(req)
     searched, passes[:] = len(passes), []
     fractions = window.SEARCH_FRACTIONS
@@ -211,7 +211,7 @@ def test_a_kept_size_far_behind_the_fastest_is_not_settled_again(monkeypatch, fa
     req = request(g, budgets(g)[budget_index], profile=analytic_profile("v100-nvlink"))
     passes = []
     one_pass = window._one_pass
-    monkeypatch.setattr(window, "_one_pass", lambda *a: passes.append(a[-1]) or one_pass(*a))
+    monkeypatch.setattr(window, "_one_pass", lambda *a, **k: passes.append(a[-1]) or one_pass(*a, **k))
     program, seconds, _ = search_window(req)
     with_margin, passes[:] = len(passes), []
     monkeypatch.setattr(window, "RESETTLE_MARGIN", float("inf"))
@@ -219,6 +219,42 @@ def test_a_kept_size_far_behind_the_fastest_is_not_settled_again(monkeypatch, fa
     assert with_margin < len(passes)
     assert seconds == every_seconds and program.instrs == every.instrs
     verify(program, g, req.budget.device_bytes)
+
+
+@pytest.mark.parametrize("family", ["wresnet", "gpt", "densenet", "brnn"])
+def test_a_pass_gives_up_on_a_stray_exactly_when_a_state_strays(family):
+    """The search's one pass from the size before's residents stops as soon as it frees a
+    resident state's home object (StateStrayed): it gives up exactly where the whole pass would
+    report a stray, and otherwise makes the same Program."""
+    import planner.policies.window as window
+    from planner.online_program import StateStrayed, persistent_state
+
+    g = zoo.tiny(family)
+    order = GraphFacts(g).order
+    steps = StepFacts(g, order)
+    seq = VariableSequence.of(steps, [t.nbytes for t in g.tensors])
+    state = persistent_state(g)
+    outcomes = set()
+    for b in budgets(g)[:4]:
+        req = request(g, b)
+        for fraction in (0.05, 0.25, 1.0):
+            w = max(1, int(fraction * req.budget.pool_bytes))
+            for resident in (state, state[::2], state[1::2]):
+                try:
+                    whole, _ = window._one_pass(req, w, order, steps, seq, set(resident))
+                except PlanError:
+                    continue
+                strayed = whole.leave_state()
+                try:
+                    out, _ = window._one_pass(req, w, order, steps, seq, set(resident), give_up_on_stray=True)
+                except StateStrayed:
+                    assert strayed, (family, b, fraction)
+                    outcomes.add("gave up")
+                    continue
+                assert not strayed and not out.leave_state(), (family, b, fraction)
+                assert out.program().instrs == whole.program().instrs
+                outcomes.add("went on")
+    assert outcomes == {"gave up", "went on"}
 
 
 def test_a_budget_no_window_fits_is_one_line():
