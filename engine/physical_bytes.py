@@ -147,10 +147,10 @@ def _replace_runs(starts: list[int], owner: list[int], s: int, e: int, bucket_en
     owner[k] = o
 
 
-def _bucket_bytes(size: np.ndarray, end: np.ndarray) -> int:
-    """A power of two near the median piece (a chunked arena's chunk), but no fewer bytes than
-    the space over four times the pieces, so that the buckets a write meets stay about as many
-    as its pieces."""
+def _bucket_bytes(size: np.ndarray, end: list[int]) -> int:
+    """The least power of two at least the median piece (a chunked arena's chunk: a write then
+    meets about as many buckets as it has pieces) and at least the space over four times the
+    pieces (the table of buckets then holds at most four a piece)."""
     if not len(size):
         return 1
     wanted = max(int(np.median(size)), -(-int(np.max(end)) // (4 * len(size))), 1)

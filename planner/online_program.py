@@ -41,6 +41,7 @@ from .collector import collector_held
 from .errors import OutOfRoom, PlanError
 from .swap_planner import GraphArrays
 
+
 class StateStrayed(PlanError):
     """A pass made with ``give_up_on_stray`` freed a resident state's home object: some state
     strays, and the pass stopped there."""
