@@ -82,7 +82,7 @@ def sharing_objects(arena) -> list[list[int]]:
     none: a size-class layout's objects are disjoint; under virtual addressing, objects whose
     ranges map to one chunk). Every pair: quadratic in the objects one chunk sees over an
     iteration, so the verifier (``engine.physical_bytes``) and the online policies
-    (``planner.online_program.reuse_edges_by_bytes``) walk runs of bytes instead; the executor
+    (``planner.reuse_edges.reuse_edges_by_bytes``) walk runs of bytes instead; the executor
     and the tests use it."""
     pieces = [(start, size, o) for o, extents in enumerate(arena.all_physical_extents())
               for start, size in extents if size > 0]

@@ -25,7 +25,6 @@ without it, as the swap planner's double pass does.
 """
 from __future__ import annotations
 
-from bisect import bisect_right
 from functools import cached_property
 from typing import Iterable, Sequence
 
@@ -39,6 +38,7 @@ from engine.units import format_bytes
 
 from .collector import collector_held
 from .errors import OutOfRoom, PlanError
+from .reuse_edges import reuse_edges_by_bytes
 from .swap_planner import GraphArrays
 
 
@@ -238,71 +238,6 @@ class OnlineProgram:
             ins.deps = sorted(set(ins.deps) | set(extra))
         return Program(self.g.name, list(self.schedule), arena, self.instrs, dict(self.initial_resident),
                        self.policy, fingerprint(self.g))
-
-
-def reuse_edges_by_bytes(arena: Arena, first_write: list[int], touch: list[list[int]]):
-    """(instruction, its extra dependencies) for each object's first write, in object order: per
-    stream, the last instruction that used any earlier object sharing bytes with it (stream order
-    implies the rest). Without listing every pair of objects that share a byte (quadratic in the
-    objects one stretch of memory sees over an iteration): objects are visited in first-write order over
-    runs of physical bytes, each run holding per stream the last instruction that used any
-    object visited so far that covers it (neighbouring runs with equal holdings merged)."""
-    ptr, start, size = arena.physical_pieces()
-    n = min(len(first_write), len(ptr) - 1)
-    ptr, start, end = ptr.tolist(), start.tolist(), (start + size).tolist()
-    runs_at: list[int] = [-2**63]               # run k covers [runs_at[k], runs_at[k + 1])
-    held: list[tuple[int, int, int]] = [(-1, -1, -1)]
-    edges = {}
-    by_first: dict[int, list[int]] = {}
-    for o in range(n):
-        by_first.setdefault(first_write[o], []).append(o)
-    for first in sorted(by_first):
-        group = by_first[first]
-        if first >= 0:          # objects first written by one instruction do not precede each other
-            for o in group:
-                l0 = l1 = l2 = -1                   # per stream, the latest holder (streams 0-2)
-                for p in range(ptr[o], ptr[o + 1]):
-                    if end[p] <= start[p]:
-                        continue
-                    k = bisect_right(runs_at, start[p]) - 1
-                    while k < len(runs_at) and runs_at[k] < end[p]:
-                        h0, h1, h2 = held[k]
-                        l0, l1, l2 = max(l0, h0), max(l1, h1), max(l2, h2)
-                        k += 1
-                extra = [d for d in (l0, l1, l2) if d >= 0]
-                if extra:
-                    edges[o] = (first, extra)
-        for o in group:
-            for p in range(ptr[o], ptr[o + 1]):
-                if end[p] > start[p]:
-                    _hold(runs_at, held, start[p], end[p], touch[o])
-    for o in sorted(edges):
-        yield edges[o]
-
-
-def _hold(runs_at: list[int], held: list[tuple[int, int, int]], s: int, e: int, touch) -> None:
-    """The runs over [s, e) now also hold ``touch``: per stream, the later instruction."""
-    k = _cut(runs_at, held, s)
-    j = _cut(runs_at, held, e)
-    t0, t1, t2 = touch
-    for r in range(k, j):
-        h0, h1, h2 = held[r]
-        held[r] = (max(h0, t0), max(h1, t1), max(h2, t2))
-    r, lo = j, max(k, 1)
-    while r >= lo:                                  # drop a run holding what the one before it holds
-        if held[r] == held[r - 1]:
-            del runs_at[r], held[r]
-        r -= 1
-
-
-def _cut(runs_at: list[int], held: list, at: int) -> int:
-    """The index of the run starting at ``at``, made by cutting the run containing it."""
-    k = bisect_right(runs_at, at) - 1
-    if runs_at[k] == at:
-        return k
-    runs_at.insert(k + 1, at)
-    held.insert(k + 1, held[k])
-    return k + 1
 
 
 def settle(one_pass, state: Iterable[int], policy: str, max_passes: int = 8) -> Program:
