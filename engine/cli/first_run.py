@@ -35,7 +35,8 @@ MODE_VARIABLE = "SWAPENGINE_COMPILE"
 MODES = ("auto", "wait")
 # The modules holding numba-compiled functions: their source is what the ready mark vouches for
 # (tests/engine/cli/test_first_run.py checks this list against the code).
-COMPILED_SOURCES = ("planner/dispatch.py", "planner/stream_order.py", "planner/swap_scan.py", "ga/locality.py")
+COMPILED_SOURCES = ("planner/dispatch.py", "planner/stream_order.py", "planner/swap_scan.py", "ga/locality.py",
+                    "planner/reuse_edges.py")
 # Beyond this many operators a model waits for the compiled planner: interpreted, one plan of the
 # 9,631-operator RNN-8-8K takes 42 CPU-s against 0.26 compiled (and the default model has 77).
 LARGEST_INTERPRETED = 1500
