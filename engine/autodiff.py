@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from ops import registry as op_registry
 from ops.registry import OpError
 
+from .collector import collector_held
 from .graph_check import validate
 from .ir import Graph, GraphError, Kind
 
@@ -150,10 +151,13 @@ def gradients(g: Graph, loss: int) -> dict[int, int]:
 
 def build_training_graph(g: Graph, loss: int, optimizer: SGD | Adam = SGD()) -> Graph:
     """Turn a forward graph ending in scalar ``loss`` into a whole iteration, in place:
-    forward, backward, then one optimizer update per parameter (SGD with momentum, or Adam)."""
-    g.set_loss(loss)
-    grads = gradients(g, loss)
-    for p, gp in grads.items():
-        optimizer.update(g, p, gp)
-    validate(g)
+    forward, backward, then one optimizer update per parameter (SGD with momentum, or Adam).
+    With the cyclic collector held off (``engine.collector``): the nodes and tensors it makes
+    would otherwise start full collections over everything the process holds."""
+    with collector_held():
+        g.set_loss(loss)
+        grads = gradients(g, loss)
+        for p, gp in grads.items():
+            optimizer.update(g, p, gp)
+        validate(g)
     return g

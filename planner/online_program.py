@@ -30,13 +30,13 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from engine.collector import collector_held
 from engine.graph_io import fingerprint
 from engine.inplace import InPlace
 from engine.ir import Graph
 from engine.program import COMPUTE, SWAP_IN, SWAP_OUT, Arena, Instr, Program
 from engine.units import format_bytes
 
-from .collector import collector_held
 from .errors import OutOfRoom, PlanError
 from .reuse_edges import reuse_edges_by_bytes
 from .swap_planner import GraphArrays

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.collector import collector_held
 from engine.graph_check import check_order
 from engine.inplace import in_place_input
 from engine.recompute import recomputable
@@ -45,7 +46,6 @@ from engine.physical_bytes import PhysicalBytes
 from engine.program import ALLREDUCE, ALL_STREAMS, COMPUTE, SWAP_IN, SWAP_OUT, Program
 
 from .allreduce import reduced_gradients
-from .collector import collector_held
 from .facts import operator_scratch
 from engine.errors import EngineError
 

@@ -39,10 +39,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from allocator.registry import ONLINE
+from engine.collector import collector_held
 from engine.program import Program
 from engine.units import format_bytes
 
-from ..collector import collector_held
 from ..errors import OutOfRoom, PlanError
 from ..online_program import (NEVER, OnlineProgram, StepFacts, online_allocator, persistent_state,
                               settle)

@@ -1,9 +1,9 @@
-"""planner.collector: automatic collection held off during a planning pass, its cyclic garbage
+"""engine.collector: automatic collection held off during a planning pass, its cyclic garbage
 freed at the end, and a caller's own setting left as it was."""
 import gc
 import weakref
 
-from planner.collector import collector_held
+from engine.collector import collector_held
 
 
 class _Node:
