@@ -43,9 +43,10 @@ class PhysicalBytes:
         self._apart = bool(np.all(pieces <= 1)) and bool(np.all(
             np.asarray(end)[by_start][:-1] <= np.asarray(start)[by_start][1:]))
         self._written = np.zeros(len(ptr) - 1, dtype=bool)     # apart: whether the object has written
-        self._bucket_bytes = bucket_bytes or _bucket_bytes(size, end)
+        top = max(end, default=0)                   # the end of the highest piece
+        self._bucket_bytes = bucket_bytes or _bucket_bytes(size, top)
         # per bucket, the owner of all its bytes, or SPLIT: its runs are in _split
-        self._whole: list[int] = [NOBODY] * (max(end, default=0) // self._bucket_bytes + 1)
+        self._whole: list[int] = [NOBODY] * (top // self._bucket_bytes + 1)
         self._split: dict[int, tuple[list[int], list[int]]] = {}   # bucket: its runs' starts and owners
 
     # ------------------------------------------------------------------ pairs
@@ -147,11 +148,11 @@ def _replace_runs(starts: list[int], owner: list[int], s: int, e: int, bucket_en
     owner[k] = o
 
 
-def _bucket_bytes(size: np.ndarray, end: list[int]) -> int:
+def _bucket_bytes(size: np.ndarray, top: int) -> int:
     """The least power of two at least the median piece (a chunked arena's chunk: a write then
-    meets about as many buckets as it has pieces) and at least the space over four times the
-    pieces (the table of buckets then holds at most four a piece)."""
+    meets about as many buckets as it has pieces) and at least the space up to ``top`` over four
+    times the pieces (the table of buckets then holds at most four a piece)."""
     if not len(size):
         return 1
-    wanted = max(int(np.median(size)), -(-int(np.max(end)) // (4 * len(size))), 1)
+    wanted = max(int(np.median(size)), -(-top // (4 * len(size))), 1)
     return 1 << (wanted - 1).bit_length()

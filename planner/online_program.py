@@ -148,9 +148,10 @@ class OnlineProgram:
 
     def drop(self, t: int) -> None:
         """``t`` leaves the device (dead, or its host copy is current): its object is freed."""
-        if self.obj_of[t] in self._home_objects:
+        o = self.obj_of[t]
+        if o in self._home_objects:
             raise StateStrayed(f"{self.policy}: '{self.g.tensors[t].name}' leaves a resident state's home object")
-        self.alloc.free(self.obj_of[t])
+        self.alloc.free(o)
         self.obj_of[t] = -1
         self.on_device.discard(t)
 

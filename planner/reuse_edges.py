@@ -47,14 +47,13 @@ def _latest_users(ptr, start, end, first, used, order):
     it in that order, first-write group by group, that shares a byte with it; -1 where none."""
     n = first.shape[0]
     extra = np.full((n, 3), -1, dtype=np.int64)
-    cap = 64
-    runs_at = np.empty(cap, dtype=np.int64)        # run k covers [runs_at[k], runs_at[k + 1])
-    held = np.empty((cap, 3), dtype=np.int64)
+    runs_at = np.empty(64, dtype=np.int64)         # run k covers [runs_at[k], runs_at[k + 1])
+    held = np.empty((64, 3), dtype=np.int64)       # per run, per stream, the latest use of its bytes
     runs_at[0] = NO_RUN_YET
     held[0, :] = -1
     m = 1
     g = 0
-    while g < n:
+    while g < n:                                   # objects g .. h - 1: one first write
         h = g
         while h < n and first[order[h]] == first[order[g]]:
             h += 1
@@ -62,44 +61,45 @@ def _latest_users(ptr, start, end, first, used, order):
             for i in range(g, h):
                 o = order[i]
                 for p in range(ptr[o], ptr[o + 1]):
-                    if end[p] <= start[p]:
-                        continue
-                    k = np.searchsorted(runs_at[:m], start[p], side="right") - 1
-                    while k < m and runs_at[k] < end[p]:
-                        for s in range(3):
-                            if held[k, s] > extra[o, s]:
-                                extra[o, s] = held[k, s]
-                        k += 1
+                    if end[p] > start[p]:
+                        _read(runs_at, held, m, start[p], end[p], extra[o])
         for i in range(g, h):
             o = order[i]
             for p in range(ptr[o], ptr[o + 1]):
-                if end[p] <= start[p]:
-                    continue
-                if m + 2 > cap:                         # room for the two cuts
-                    cap *= 2
-                    grown_at = np.empty(cap, dtype=np.int64)
-                    grown_at[:m] = runs_at[:m]
-                    grown = np.empty((cap, 3), dtype=np.int64)
-                    grown[:m] = held[:m]
-                    runs_at, held = grown_at, grown
-                k, m = _cut(runs_at, held, m, start[p])
-                j, m = _cut(runs_at, held, m, end[p])
-                for r in range(k, j):
-                    for s in range(3):
-                        if used[o, s] > held[r, s]:
-                            held[r, s] = used[o, s]
-                r = j
-                lo = max(k, 1)
-                while r >= lo:                          # drop a run holding what the one before it holds
-                    if r < m and held[r, 0] == held[r - 1, 0] and held[r, 1] == held[r - 1, 1] \
-                            and held[r, 2] == held[r - 1, 2]:
-                        for x in range(r, m - 1):
-                            runs_at[x] = runs_at[x + 1]
-                            held[x, 0], held[x, 1], held[x, 2] = held[x + 1, 0], held[x + 1, 1], held[x + 1, 2]
-                        m -= 1
-                    r -= 1
+                if end[p] > start[p]:
+                    if m + 2 > runs_at.shape[0]:       # room for the two cuts
+                        runs_at, held = _grown(runs_at, held, m)
+                    m = _hold(runs_at, held, m, start[p], end[p], used[o])
         g = h
     return extra
+
+
+@numba.njit(cache=True)
+def _read(runs_at, held, m, s, e, latest):
+    """``latest`` (per stream) raised to what the runs over [s, e) hold."""
+    k = np.searchsorted(runs_at[:m], s, side="right") - 1
+    while k < m and runs_at[k] < e:
+        for stream in range(3):
+            latest[stream] = max(latest[stream], held[k, stream])
+        k += 1
+
+
+@numba.njit(cache=True)
+def _hold(runs_at, held, m, s, e, touch):
+    """The runs over [s, e) also hold ``touch`` (per stream, the later use), neighbours holding
+    alike merged; returns the new run count."""
+    k, m = _cut(runs_at, held, m, s)
+    j, m = _cut(runs_at, held, m, e)
+    for r in range(k, j):
+        for stream in range(3):
+            held[r, stream] = max(held[r, stream], touch[stream])
+    for r in range(j, max(k, 1) - 1, -1):          # from the right, so a removal moves nothing unseen
+        if held[r, 0] == held[r - 1, 0] and held[r, 1] == held[r - 1, 1] and held[r, 2] == held[r - 1, 2]:
+            for x in range(r, m - 1):               # run r removed
+                runs_at[x] = runs_at[x + 1]
+                held[x] = held[x + 1]
+            m -= 1
+    return m
 
 
 @numba.njit(cache=True)
@@ -109,9 +109,19 @@ def _cut(runs_at, held, m, at):
     k = np.searchsorted(runs_at[:m], at, side="right") - 1
     if runs_at[k] == at:
         return k, m
-    for x in range(m, k + 1, -1):
+    for x in range(m, k + 1, -1):               # room at k + 1
         runs_at[x] = runs_at[x - 1]
-        held[x, 0], held[x, 1], held[x, 2] = held[x - 1, 0], held[x - 1, 1], held[x - 1, 2]
+        held[x] = held[x - 1]
     runs_at[k + 1] = at
-    held[k + 1, 0], held[k + 1, 1], held[k + 1, 2] = held[k, 0], held[k, 1], held[k, 2]
+    held[k + 1] = held[k]
     return k + 1, m + 1
+
+
+@numba.njit(cache=True)
+def _grown(runs_at, held, m):
+    """The runs in arrays of twice the room."""
+    wider_at = np.empty(2 * runs_at.shape[0], dtype=np.int64)
+    wider = np.empty((2 * runs_at.shape[0], 3), dtype=np.int64)
+    wider_at[:m] = runs_at[:m]
+    wider[:m] = held[:m]
+    return wider_at, wider
