@@ -11,6 +11,13 @@ and its scratch, each initially resident tensor's byte range, and every instruct
 stream, target, copy flag, dependencies and the byte ranges it touches (virtual ranges, and
 the page table that maps them, for an arena with one).
 
+The online policies (lms, window, smartswap, tflms, full_recompute: pure-Python passes over an
+online allocator, made faster more than once) are checked the same way in
+``bench/results/online_program_hashes.json``, on bestfit: the tiny zoo at 0.8 of each model's
+peak, NasNet-2 (batch 8) 0.75 of the way from its smallest budget to unswapped, where lms plans,
+and tiny Llama at 1.2 of its peak, where full_recompute plans; a refusal is recorded by its
+exception's name (bestfit's 2 MiB segments leave lms no room on most tiny models).
+
     python -m bench.program_hashes            # print and compare with the committed digests
     python -m bench.program_hashes --write    # record them (only when a plan is meant to change)
 """
@@ -29,6 +36,9 @@ from engine.profile import analytic_profile
 MODELS = {"wresnet-152-10": 64, "inception-4": 64, "nasnet-25": 64, "rnn-8-8k": 256, "brnn-4-8k": 128}
 BUDGET = 16 * 2**30
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "program_hashes.json")
+ONLINE_POLICIES = ("lms", "window", "smartswap", "tflms", "full_recompute")
+ONLINE_TINY_FRACTION = 0.8        # of a tiny model's peak, beside its scratch
+ONLINE_RESULTS = os.path.join(os.path.dirname(__file__), "results", "online_program_hashes.json")
 
 
 def program_digest(program) -> str:
@@ -68,22 +78,62 @@ def digests(models=MODELS) -> dict[str, dict[str, str]]:
     return out
 
 
+def online_cases():
+    """(label, graph, budget bytes) of the online policies' digests."""
+    from bench.scaling import budget_at
+    from planner.facts import GraphFacts
+
+    for family in zoo.TINY:
+        g = zoo.tiny(family)
+        facts = GraphFacts(g)
+        yield f"{family}-tiny@{ONLINE_TINY_FRACTION}", g, int(facts.peak_bytes * ONLINE_TINY_FRACTION) + facts.scratch.bytes
+    g = zoo.build("nasnet-2", batch=8)
+    yield "nasnet-2:8@0.75", g, budget_at(GraphFacts(g), 0.75, "bestfit")
+    g = zoo.tiny("llama")
+    facts = GraphFacts(g)
+    yield "llama-tiny@1.2", g, int(facts.peak_bytes * 1.2) + facts.scratch.bytes
+
+
+def online_digests() -> dict[str, dict[str, str]]:
+    """{case: {policy: digest, or "refused: <exception>"}} of ``online_cases``."""
+    from planner import policy
+    from planner.budget import make_budget
+    from planner.errors import PlanError
+    from planner.facts import GraphFacts
+
+    profile = analytic_profile("v100")
+    out = {}
+    for label, g, budget_bytes in online_cases():
+        facts = GraphFacts(g)
+        request = policy.PlanRequest(g, facts, make_budget(facts, budget_bytes, ["bestfit"]), profile,
+                                     profile.node_seconds(g), allocator="bestfit")
+        row = out[label] = {}
+        for name in ONLINE_POLICIES:
+            try:
+                row[name] = program_digest(policy.get(name).make(request))
+            except PlanError as e:
+                row[name] = f"refused: {type(e).__name__}"
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help=f"record the digests in {RESULTS}")
+    ap.add_argument("--write", action="store_true", help=f"record the digests in {RESULTS} and {ONLINE_RESULTS}")
     args = ap.parse_args(argv)
-    now = digests()
-    for model, by_policy in now.items():
-        for policy, digest in by_policy.items():
-            print(f"{model:16s} {policy:12s} {digest}")
-    if args.write:
-        with open(RESULTS, "w") as f:
-            json.dump(now, f, indent=1, sort_keys=True)
-        print(f"written to {RESULTS}")
-        return 0
-    with open(RESULTS) as f:
-        same = json.load(f) == now
-    print("identical to the committed digests" if same else "DIFFERENT from the committed digests")
+    same = True
+    for path, now in ((RESULTS, digests()), (ONLINE_RESULTS, online_digests())):
+        for case, by_policy in now.items():
+            for policy, digest in by_policy.items():
+                print(f"{case:24s} {policy:16s} {digest}")
+        if args.write:
+            with open(path, "w") as f:
+                json.dump(now, f, indent=1, sort_keys=True)
+            print(f"written to {path}")
+            continue
+        with open(path) as f:
+            same_here = json.load(f) == now
+        print(f"identical to {path}" if same_here else f"DIFFERENT from {path}")
+        same = same and same_here
     return 0 if same else 1
 
 

@@ -14,6 +14,7 @@ iteration; "given": the graph's order) and ``placement`` ("oldest", the default,
 from __future__ import annotations
 
 from allocator.registry import ONLINE
+from engine.collector import collector_held
 from engine.program import Program
 
 from ..policy import PlanRequest, Policy, register
@@ -37,7 +38,8 @@ def make(request: PlanRequest) -> Program:
     first = None
     for order, placement in tries:
         try:
-            return SmartSwapPlan(request, c, layers, reserve, order, placement).make()
+            with collector_held():
+                return SmartSwapPlan(request, c, layers, reserve, order, placement).make()
         except NoRoom as e:
             first = first or e
     raise first

@@ -9,7 +9,6 @@ first layer from the last use with time left. Rounds repeat until no step is abo
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -65,33 +64,35 @@ class Algorithm2:
         if extra is not None:
             live += extra
         cands = [c for c in candidates(stores) if c.nbytes >= smallest]
+        # Per candidate, in ``cands``' order: the steps whose excess it covers are over[b] - over[a + 1]
+        # (state: before its first use and after its last, over[b] + over[n] - over[last + 1]).
+        a = np.array([c.a for c in cands], dtype=np.int64)
+        b = np.array([c.b for c in cands], dtype=np.int64)
+        state = np.array([c.state for c in cands], dtype=bool)
+        last = np.array([c.storage.steps[-1] for c in cands], dtype=np.int64)
+        sizes = np.array([c.nbytes for c in cands], dtype=float)
+        # Ties (equal sizes and MREs, as an optimizer's state tensors) go first to candidates
+        # whose host copy is current, which need no copy back.
+        copies = np.array([self._copies_back(c) for c in cands], dtype=bool)
         forced = False
         for _ in range(ROUNDS):
             excess = live - limit
             if not (excess > 0).any() or not cands:
                 break
             over = np.concatenate(([0], np.cumsum(excess > 0)))
-            mres = np.array([over[c.b] - over[c.a + 1] if not c.state else over[c.b] + over[n] - over[c.storage.steps[-1] + 1]
-                             for c in cands], dtype=float)
-            keep = mres > 0
-            cands = [c for c, k in zip(cands, keep) if k]
-            if not cands:
+            mres = np.where(state, over[b] + over[n] - over[last + 1], over[b] - over[a + 1]).astype(float)
+            keep = np.flatnonzero(mres > 0)
+            if not len(keep):
                 break
-            scores = score(mres[keep], np.array([c.nbytes for c in cands], dtype=float), self.c)
-            progress, rest = False, []
-            # Ties (equal sizes and MREs, as an optimizer's state tensors) go first to candidates
-            # whose host copy is current, which need no copy back.
-            copies = np.array([self._copies_back(c) for c in cands])
-            for i in np.lexsort((copies, -scores)):
-                cand = cands[i]
-                if not (live - limit > 0).any():
-                    rest.append(cand)
-                    continue
-                if self._apply(cand, sim, live, limit, n, forced):
-                    progress = True
+            scores = score(mres[keep], sizes[keep], self.c)
+            progress, rest, above = False, [], True     # above: a step is over the target (only an apply changes it)
+            for i in keep[np.lexsort((copies[keep], -scores))]:
+                if above and self._apply(cands[i], sim, live, limit, n, forced):
+                    progress, above = True, bool((live > limit).any())
                 else:
-                    rest.append(cand)
-            cands = rest
+                    rest.append(i)
+            cands = [cands[i] for i in rest]
+            a, b, state, last, sizes, copies = a[rest], b[rest], state[rest], last[rest], sizes[rest], copies[rest]
             if not progress:
                 if forced:
                     break
@@ -111,7 +112,7 @@ class Algorithm2:
         if self._start is None or self._start_link != link:
             self._start, self._start_link = self._fetch_and_send(), link
         stores, sim, live = self._start
-        fresh = [dataclasses.replace(st, gaps=list(st.gaps)) for st in stores]
+        fresh = [st.afresh() for st in stores]
         return fresh, sim.copy(), live.copy()
 
     def _fetch_and_send(self) -> tuple[list[Storage], Simulator, np.ndarray]:

@@ -30,6 +30,12 @@ class Storage:
     copy_out_at_end: bool = False          # host-held state: its next value goes to the host
     end_release: int = -1                  # ...and the step after which that copy has finished
 
+    def afresh(self) -> "Storage":
+        """A copy whose decisions may change without changing this one's (its steps and writes
+        are shared: nothing changes them)."""
+        return Storage(self.root, self.nbytes, self.steps, self.writes, self.host_leaf, self.pinned, list(self.gaps),
+                       self.copy_out_at_end, self.end_release)
+
     def content(self, step: int) -> int:
         """The tensor this storage holds after ``step``: the last written up to it."""
         done = [k for k in self.writes if k <= step]
