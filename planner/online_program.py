@@ -271,12 +271,24 @@ def online_allocator(request, **preferred):
     """The request's online allocator over the budget's pool (None: the first registered online
     allocator, every online policy's default); ``preferred``: the policy's own parameters for it,
     where the allocator takes them and the request does not set them."""
-    from allocator import registry
-    from allocator.online import make_online_allocator, takes_option
+    from allocator.online import make_online_allocator
 
-    name = request.allocator or registry.of_kind(registry.ONLINE)[0]
-    params = {k: v for k, v in preferred.items() if takes_option(name, k)}
+    name = online_allocator_name(request)
+    params = {k: v for k, v in preferred.items() if policy_sets(request, k)}
     return make_online_allocator(name, request.budget.pool_bytes, **{**params, **dict(request.allocator_options)})
+
+
+def online_allocator_name(request) -> str:
+    """The online allocator ``online_allocator`` makes for the request."""
+    from allocator import registry
+    return request.allocator or registry.of_kind(registry.ONLINE)[0]
+
+
+def policy_sets(request, option: str) -> bool:
+    """Whether a policy's preferred ``option`` reaches the request's online allocator: it takes
+    that option and the request does not set it."""
+    from allocator.online import takes_option
+    return takes_option(online_allocator_name(request), option) and option not in dict(request.allocator_options)
 
 
 def fastest(request, candidates, plan_one, refusal: type[Exception]):

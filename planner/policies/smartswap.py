@@ -17,6 +17,7 @@ from allocator.registry import ONLINE
 from engine.collector import collector_held
 from engine.program import Program
 
+from ..online_program import policy_sets
 from ..policy import PlanRequest, Policy, register
 from ..smartswap import (BACKWARD, C_DEFAULT, FORWARD, LAYERS, OPTIMIZER, Layers, ReleaseReport,
                          Simulator, SmartSwapPlan, logical_layers, phases, release_report, score, swap_seconds)
@@ -30,11 +31,15 @@ __all__ = ["BACKWARD", "C_DEFAULT", "FORWARD", "LAYERS", "OPTIMIZER", "POLICY", 
 def make(request: PlanRequest) -> Program:
     """The plan with the request's options; if it finds no room anywhere, the same with PyTorch's
     placement, then in the graph's order, then both (near the smallest budget one may fit where
-    another does not: gpt-tiny at 0.3 of its peak on a measured cpu profile fits only so)."""
+    another does not: gpt-tiny at 0.3 of its peak on a measured cpu profile fits only so). Where
+    the placement does not reach the allocator (va places by its own rule; a request's own
+    oldest_within wins) one placement is tried: the other would repeat it exactly, and a refusal
+    took twice as long."""
     opts = request.policy_options
     c, layers, reserve = float(opts.get("c", C_DEFAULT)), int(opts.get("layers", LAYERS)), float(opts.get("reserve", 0.0))
     order, placement = str(opts.get("order", "eager")), str(opts.get("placement", "oldest"))
-    tries = dict.fromkeys([(order, placement), (order, "bestfit"), ("given", placement), ("given", "bestfit")])
+    placements = (placement, "bestfit") if policy_sets(request, "oldest_within") else (placement,)
+    tries = dict.fromkeys((o, p) for o in (order, "given") for p in placements)
     first = None
     for order, placement in tries:
         try:

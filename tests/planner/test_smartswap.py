@@ -179,6 +179,14 @@ def test_a_plan_that_finds_no_room_falls_back_to_pytorchs_placement_then_the_gra
     with pytest.raises(plan_module.NoRoom):
         get("smartswap").make(PlanRequest(g, facts, budget))
     assert len(tried) == 4
+    # On va, or where the request sets oldest_within itself, the placement never reaches the
+    # allocator: each order is tried once.
+    for request in (PlanRequest(g, facts, make_budget(facts, budget.device_bytes, ["va"]), allocator="va"),
+                    PlanRequest(g, facts, budget, allocator_options={"oldest_within": 0.5})):
+        tried.clear()
+        with pytest.raises(plan_module.NoRoom):
+            get("smartswap").make(request)
+        assert tried == [(False, "oldest"), (True, "oldest")]
 
 
 def test_a_small_rnn_at_a_third_of_its_peak_fits_by_releasing_copies_out_where_they_are_issued():
