@@ -7,39 +7,20 @@ to stderr, and another every ``EVERY_S`` seconds until it returns. A cached func
 under ``AFTER_S``, so warm runs print nothing; nor do interpreted ones (engine/cli/first_run.py)."""
 from __future__ import annotations
 
-import sys
-import threading
-import time
 from contextlib import contextmanager
+
+from engine.heartbeat import heartbeat, to_stderr
 
 AFTER_S = 5.0
 EVERY_S = 15.0
 
 
-def _to_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 @contextmanager
-def announced(dispatcher, what: str, say=_to_stderr):
+def announced(dispatcher, what: str, say=to_stderr):
     """Run the body (a call of numba ``dispatcher``), announcing a first compile of ``what``
     through ``say`` (a line to stderr)."""
     if getattr(dispatcher, "overloads", None) or not hasattr(dispatcher, "overloads"):
         yield           # already compiled or loaded here, or a plain function (numba's DISABLE_JIT)
         return
-    done = threading.Event()
-    start = time.monotonic()
-
-    def heartbeat():
-        wait = AFTER_S
-        while not done.wait(wait):
-            say(f"compiling {what} (first run only; numba caches it) ... {time.monotonic() - start:.0f} s")
-            wait = EVERY_S
-
-    thread = threading.Thread(target=heartbeat, name="compile-notice", daemon=True)
-    thread.start()
-    try:
+    with heartbeat(lambda s: f"compiling {what} (first run only; numba caches it) ... {s:.0f} s", AFTER_S, EVERY_S, say):
         yield
-    finally:
-        done.set()
-        thread.join()

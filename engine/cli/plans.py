@@ -7,18 +7,20 @@ that will run (``engine.backend_registry``).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
 
 from planner.budget import Budget
-from planner.budget_ladder import faster_of, ladder_program, rungs_reported
+from planner.budget_ladder import faster_of, ladder_program, on_ladder, rungs_reported
 from planner.facts import GraphFacts
 from planner.policy import PlanRequest, Policy, unlimited_program
 
 from ..backend_registry import Placement
 from ..files import read_json
 from ..graph_io import fingerprint
+from ..heartbeat import heartbeat
 from ..ir import Graph
 from ..library import planning
 from ..library.models import batch_of, model_graph  # noqa: F401  (batch_of: for run.py)
@@ -197,7 +199,8 @@ def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Pr
     programs = {}
     for policy, request in requests(cfg, facts, budget, profile):
         t0 = time.perf_counter()
-        with rungs_reported(None if cfg.quiet else ladder_heartbeat(policy.name, HEARTBEAT_S)):
+        with rungs_reported(None if cfg.quiet else ladder_heartbeat(policy.name, HEARTBEAT_S)), \
+                still_planning(policy.name, quiet=cfg.quiet or policy is cfg.searching or on_ladder(policy, request)):
             if policy is cfg.searching:
                 program = searched_program(cfg, policy, request, out_dir, loaded, effort)
             else:
@@ -217,6 +220,16 @@ def plan_policies(cfg: RunConfig, facts: GraphFacts, budget: Budget, profile: Pr
 # A walk down the budget ladder longer than this says where it is, this often (checkpoint on
 # NasNet-25 walks 46 rungs in about 5 minutes).
 HEARTBEAT_S = 5.0
+
+
+def still_planning(policy_name: str, quiet: bool):
+    """A line on stderr after HEARTBEAT_S seconds of planning and verifying one policy's Program,
+    and every 3 HEARTBEAT_S after (lms on NasNet-25 plans for about a minute, a refusal of
+    smartswap's at a budget far too small can take minutes); nothing where ``quiet`` (also where
+    the search or the budget ladder's walk reports instead)."""
+    if quiet:
+        return contextlib.nullcontext()
+    return heartbeat(lambda s: f"plan   {policy_name}: still planning ({s:.0f} s)", HEARTBEAT_S, 3 * HEARTBEAT_S)
 
 
 def ladder_heartbeat(policy_name: str, every_s: float):

@@ -51,3 +51,28 @@ def test_a_plan_file_must_be_json_of_this_graph(tmp_path):
         load_plan(str(broken), g)
     with pytest.raises(UsageError, match="does not exist"):
         load_plan(str(tmp_path / "none.json"), g)
+
+
+def test_a_long_plan_says_it_is_still_planning_unless_another_report_covers_it(monkeypatch, capsys, tmp_path):
+    """Planning and verifying one policy's Program past HEARTBEAT_S prints a line on stderr
+    (lms on NasNet-25 plans for about a minute); a policy the budget ladder walks has the walk's
+    own heartbeat instead, and --quiet prints neither."""
+    import time
+
+    from engine.cli import plans
+    from engine.profile import analytic_profile
+
+    real = plans.planning.verified
+
+    def slow(*args, **kwargs):
+        time.sleep(0.3)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(plans.planning, "verified", slow)
+    monkeypatch.setattr(plans, "HEARTBEAT_S", 0.05)
+    for quiet in (False, True):
+        cfg = config(LSTM + ["--policy", "window,capuchin"] + (["--quiet"] if quiet else []))
+        facts = GraphFacts(build_model(cfg))
+        plans.plan_policies(cfg, facts, choose_budget(cfg, facts), analytic_profile("v100"), str(tmp_path))
+        err = capsys.readouterr().err.splitlines()
+        still = {line.split(":")[0] for line in err if "still planning" in line}
+        assert still == (set() if quiet else {"plan   window"})
