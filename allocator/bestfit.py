@@ -82,6 +82,10 @@ class BestFitAllocator:
         # so that a failed request does not walk every segment.
         self._whole_free: dict[int, _Block] = {}
         self._holes = [(0, self.capacity_bytes)] if self.capacity_bytes else []   # arena not in a segment
+        # The holes' lengths, sorted: a request longer than the longest fails without walking the
+        # holes (most do: an online policy asks again after each copy it waits for, and each
+        # failed request tries three segments; NasNet-16's window search, 330,000 of 360,000).
+        self._hole_lengths = [length for _, length in self._holes]
         self._next_segment = 0
         self._live: dict[int, tuple[_Block, int]] = {}   # object -> (its block, requested bytes)
         self._offsets: list[int] = []
@@ -197,12 +201,16 @@ class BestFitAllocator:
 
     def _reserve(self, seg_size: int, small: bool) -> _Block | None:
         """A free block spanning a new segment of ``seg_size`` at the lowest arena hole that fits."""
+        if not self._hole_lengths or self._hole_lengths[-1] < seg_size:
+            return None
         for i, (start, length) in enumerate(self._holes):
             if length >= seg_size:
+                self._forget_length(length)
                 if length == seg_size:
                     del self._holes[i]
                 else:
                     self._holes[i] = (start + seg_size, length - seg_size)
+                    bisect.insort(self._hole_lengths, length - seg_size)
                 seg = self._next_segment
                 self._next_segment += 1
                 self._segments[seg] = (start, seg_size)
@@ -230,11 +238,18 @@ class BestFitAllocator:
         i = bisect.bisect_left(holes, (start, 0))
         holes.insert(i, (start, length))
         if i + 1 < len(holes) and start + length == holes[i + 1][0]:   # join the hole after
+            self._forget_length(holes[i + 1][1])
             holes[i] = (start, length + holes[i + 1][1])
             del holes[i + 1]
         if i > 0 and holes[i - 1][0] + holes[i - 1][1] == start:        # and the hole before
+            self._forget_length(holes[i - 1][1])
             holes[i - 1] = (holes[i - 1][0], holes[i - 1][1] + holes[i][1])
             del holes[i]
+            i -= 1
+        bisect.insort(self._hole_lengths, holes[i][1])
+
+    def _forget_length(self, length: int) -> None:
+        del self._hole_lengths[bisect.bisect_left(self._hole_lengths, length)]
 
 
 register_online("bestfit", BestFitAllocator,

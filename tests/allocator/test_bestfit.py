@@ -133,7 +133,8 @@ def _whole_free_by_walking(a: BestFitAllocator) -> set[int]:
 def test_the_segments_a_release_gives_back_are_tracked_exactly():
     """The allocator keeps the wholly free segments as blocks are cached and taken instead of
     walking every segment at each failed request: after every request, free and release, the
-    kept set equals the walk's, under a capacity tight enough that releases happen."""
+    kept set equals the walk's, under a capacity tight enough that releases happen; so are the
+    holes' lengths, by which a request longer than every hole fails at once."""
     rng = np.random.default_rng(0)
     a = BestFitAllocator(96 * MIB)
     released = []
@@ -153,4 +154,6 @@ def test_the_segments_a_release_gives_back_are_tracked_exactly():
             if obj is not None:
                 live.append(obj)
         assert set(a._whole_free) == _whole_free_by_walking(a)
+        assert a._hole_lengths == sorted(length for _, length in a._holes)    # the longest hole, kept
     assert sum(n > 0 for n in released) > 10     # the tight capacity made it give segments back
+    assert len(a._holes) > 2                     # and holes between segments, joined as they came back
