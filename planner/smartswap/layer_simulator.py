@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .layers import Layers
 
 
@@ -37,25 +39,30 @@ class Simulator:
         """(step during which the swap-out issued after ``last_use`` completes, its layer): the
         first layer from last_use's on with T_remaining > T_swap; (-1, -1) if none."""
         ly, t, left = self.layers, self.seconds(nbytes, False), self.remaining[False]
-        for k in range(ly.of_step[last_use], ly.count):
-            if left[k] > t:
-                used = ly.seconds[k] - left[k] + t          # the copy stream's work in this layer
-                start = ly.first[k] if k != ly.of_step[last_use] else last_use + 1
-                r = max(start, ly.first[k] + math.ceil(used / ly.op_seconds) - 1) if ly.op_seconds > 0 else start
-                return int(min(r, ly.last[k])), k
-        return -1, -1
+        k0 = int(ly.of_step[last_use])
+        # The layers scanned as one array operation: a graph whose updates interleave with its
+        # gradients has a layer per run of them (NasNet-16: 4,795), and once the link is busy a
+        # scan in Python crossed thousands (half of smartswap's plan there).
+        roomy = left[k0:] > t
+        k = k0 + int(roomy.argmax())
+        if not roomy[k - k0]:
+            return -1, -1
+        used = ly.seconds[k] - left[k] + t          # the copy stream's work in this layer
+        start = ly.first[k] if k != k0 else last_use + 1
+        r = max(start, ly.first[k] + math.ceil(used / ly.op_seconds) - 1) if ly.op_seconds > 0 else start
+        return int(min(r, ly.last[k])), k
 
     def swap_in_trigger(self, first_use: int, not_before: int, nbytes: int) -> tuple[int, int]:
         """(step at whose start the swap-in for ``first_use`` is issued, its layer): searching
         backward from the layer before first_use's for one with T_remaining > T_swap whose
         start is after ``not_before``; (-1, -1) if none."""
         ly, t, left = self.layers, self.seconds(nbytes, True), self.remaining[True]
-        for k in range(ly.of_step[first_use] - 1, -1, -1):
-            if ly.first[k] <= not_before:
-                break
-            if left[k] > t:
-                return int(ly.first[k]), k
-        return -1, -1
+        lowest = int(np.searchsorted(ly.first, not_before, side="right"))   # layers start in step order
+        roomy = left[lowest:int(ly.of_step[first_use])] > t
+        if not roomy.any():
+            return -1, -1
+        k = lowest + len(roomy) - 1 - int(roomy[::-1].argmax())           # the latest with room
+        return int(ly.first[k]), k
 
     def take(self, layer: int, nbytes: int, inbound: bool = True) -> None:
         self.remaining[inbound][layer] -= self.seconds(nbytes, inbound)
