@@ -286,3 +286,50 @@ def test_each_target_decides_as_if_it_were_the_first():
     seen = [decided(reused, target, lat) for target, lat in runs]
     assert seen == [decided(ss.SmartSwapPlan(request), target, lat) for target, lat in runs]
     assert seen[0] == seen[3] and seen[0] != seen[1] and any(gaps for _, _, gaps, _, _ in seen[1])
+
+
+def test_the_layer_scans_find_the_layers_the_definitions_walk_to():
+    """Eq. 3's completion layer (the first from the last use's layer on with time left) and
+    pre-trigger layer (the latest before the first use's layer with time left, starting after
+    ``not_before``), scanned as arrays, on random layers and random time left."""
+    import math
+
+    rng = np.random.default_rng(0)
+
+    def out_by_walking(sim, last_use, t):
+        ly, left = sim.layers, sim.remaining[False]
+        for k in range(ly.of_step[last_use], ly.count):
+            if left[k] > t:
+                used = ly.seconds[k] - left[k] + t
+                start = ly.first[k] if k != ly.of_step[last_use] else last_use + 1
+                r = max(start, ly.first[k] + math.ceil(used / ly.op_seconds) - 1)
+                return int(min(r, ly.last[k])), k
+        return -1, -1
+
+    def in_by_walking(sim, first_use, not_before, t):
+        ly, left = sim.layers, sim.remaining[True]
+        for k in range(ly.of_step[first_use] - 1, -1, -1):
+            if ly.first[k] <= not_before:
+                break
+            if left[k] > t:
+                return int(ly.first[k]), k
+        return -1, -1
+
+    found = 0
+    for _ in range(300):
+        sizes = rng.integers(1, 5, size=int(rng.integers(1, 12)))
+        of_step = np.repeat(np.arange(len(sizes)), sizes)
+        first = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        layers = ss.Layers(of_step, first, first + sizes - 1, sizes * 0.5, 0.5)
+        sim = ss.Simulator(layers, 100.0)
+        for inbound in (True, False):
+            sim.remaining[inbound] = layers.seconds * rng.uniform(0, 1, size=len(sizes))
+        n = len(of_step)
+        for _ in range(5):
+            nbytes = int(rng.integers(1, 60))
+            step = int(rng.integers(n))
+            not_before = int(rng.integers(-1, n))
+            assert sim.swap_out_release(step, nbytes) == out_by_walking(sim, step, nbytes / 100.0)
+            assert sim.swap_in_trigger(step, not_before, nbytes) == in_by_walking(sim, step, not_before, nbytes / 100.0)
+            found += sim.swap_out_release(step, nbytes)[1] >= 0 and sim.swap_in_trigger(step, not_before, nbytes)[1] >= 0
+    assert found > 100
