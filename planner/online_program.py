@@ -271,10 +271,10 @@ def online_allocator(request, **preferred):
     """The request's online allocator over the budget's pool (None: the first registered online
     allocator, every online policy's default); ``preferred``: the policy's own parameters for it,
     where the allocator takes them and the request does not set them."""
-    from allocator.online import make_online_allocator
+    from allocator.online import make_online_allocator, takes_option
 
     name = online_allocator_name(request)
-    params = {k: v for k, v in preferred.items() if policy_sets(request, k)}
+    params = {k: v for k, v in preferred.items() if takes_option(name, k)}
     return make_online_allocator(name, request.budget.pool_bytes, **{**params, **dict(request.allocator_options)})
 
 

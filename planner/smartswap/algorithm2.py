@@ -64,8 +64,8 @@ class Algorithm2:
         if extra is not None:
             live += extra
         cands = [c for c in candidates(stores) if c.nbytes >= smallest]
-        # Per candidate, in ``cands``' order: the steps whose excess it covers are over[b] - over[a + 1]
-        # (state: before its first use and after its last, over[b] + over[n] - over[last + 1]).
+        # Per candidate: the steps whose excess it covers are over[b] - over[a + 1] (state: before
+        # its first use and after its last, over[b] + over[n] - over[last + 1]).
         a = np.array([c.a for c in cands], dtype=np.int64)
         b = np.array([c.b for c in cands], dtype=np.int64)
         state = np.array([c.state for c in cands], dtype=bool)
@@ -74,25 +74,27 @@ class Algorithm2:
         # Ties (equal sizes and MREs, as an optimizer's state tensors) go first to candidates
         # whose host copy is current, which need no copy back.
         copies = np.array([self._copies_back(c) for c in cands], dtype=bool)
+        left = np.arange(len(cands))         # the candidates not applied yet, in the order tried last
         forced = False
         for _ in range(ROUNDS):
             excess = live - limit
-            if not (excess > 0).any() or not cands:
+            if not (excess > 0).any() or not len(left):
                 break
             over = np.concatenate(([0], np.cumsum(excess > 0)))
-            mres = np.where(state, over[b] + over[n] - over[last + 1], over[b] - over[a + 1]).astype(float)
-            keep = np.flatnonzero(mres > 0)
+            mres = np.where(state[left], over[b[left]] + over[n] - over[last[left] + 1],
+                            over[b[left]] - over[a[left] + 1]).astype(float)
+            covers = mres > 0
+            keep = left[covers]
             if not len(keep):
                 break
-            scores = score(mres[keep], sizes[keep], self.c)
+            scores = score(mres[covers], sizes[keep], self.c)
             progress, rest, above = False, [], True     # above: a step is over the target (only an apply changes it)
             for i in keep[np.lexsort((copies[keep], -scores))]:
                 if above and self._apply(cands[i], sim, live, limit, n, forced):
                     progress, above = True, bool((live > limit).any())
                 else:
                     rest.append(i)
-            cands = [cands[i] for i in rest]
-            a, b, state, last, sizes, copies = a[rest], b[rest], state[rest], last[rest], sizes[rest], copies[rest]
+            left = np.array(rest, dtype=np.int64)
             if not progress:
                 if forced:
                     break

@@ -32,9 +32,12 @@ class Storage:
 
     def afresh(self) -> "Storage":
         """A copy whose decisions may change without changing this one's (its steps and writes
-        are shared: nothing changes them)."""
-        return Storage(self.root, self.nbytes, self.steps, self.writes, self.host_leaf, self.pinned, list(self.gaps),
-                       self.copy_out_at_end, self.end_release)
+        are shared: nothing changes them). Every field copied as it is, whatever fields come
+        later, at a quarter of ``dataclasses.replace``'s cost (10,000 storages a run at rnn-8-8k)."""
+        other = Storage.__new__(Storage)
+        other.__dict__.update(self.__dict__)
+        other.gaps = list(self.gaps)
+        return other
 
     def content(self, step: int) -> int:
         """The tensor this storage holds after ``step``: the last written up to it."""
