@@ -79,19 +79,17 @@ def digests(models=MODELS) -> dict[str, dict[str, str]]:
 
 
 def online_cases():
-    """(label, graph, budget bytes) of the online policies' digests."""
+    """(label, the graph's facts, budget bytes) of the online policies' digests."""
     from bench.scaling import budget_at
     from planner.facts import GraphFacts
 
     for family in zoo.TINY:
-        g = zoo.tiny(family)
-        facts = GraphFacts(g)
-        yield f"{family}-tiny@{ONLINE_TINY_FRACTION}", g, int(facts.peak_bytes * ONLINE_TINY_FRACTION) + facts.scratch.bytes
-    g = zoo.build("nasnet-2", batch=8)
-    yield "nasnet-2:8@0.75", g, budget_at(GraphFacts(g), 0.75, "bestfit")
-    g = zoo.tiny("llama")
-    facts = GraphFacts(g)
-    yield "llama-tiny@1.2", g, int(facts.peak_bytes * 1.2) + facts.scratch.bytes
+        facts = GraphFacts(zoo.tiny(family))
+        yield f"{family}-tiny@{ONLINE_TINY_FRACTION}", facts, int(facts.peak_bytes * ONLINE_TINY_FRACTION) + facts.scratch.bytes
+    facts = GraphFacts(zoo.build("nasnet-2", batch=8))
+    yield "nasnet-2:8@0.75", facts, budget_at(facts, 0.75, "bestfit")
+    facts = GraphFacts(zoo.tiny("llama"))
+    yield "llama-tiny@1.2", facts, int(facts.peak_bytes * 1.2) + facts.scratch.bytes
 
 
 def online_digests() -> dict[str, dict[str, str]]:
@@ -99,12 +97,11 @@ def online_digests() -> dict[str, dict[str, str]]:
     from planner import policy
     from planner.budget import make_budget
     from planner.errors import PlanError
-    from planner.facts import GraphFacts
 
     profile = analytic_profile("v100")
     out = {}
-    for label, g, budget_bytes in online_cases():
-        facts = GraphFacts(g)
+    for label, facts, budget_bytes in online_cases():
+        g = facts.graph
         request = policy.PlanRequest(g, facts, make_budget(facts, budget_bytes, ["bestfit"]), profile,
                                      profile.node_seconds(g), allocator="bestfit")
         row = out[label] = {}
